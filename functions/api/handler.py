@@ -1,0 +1,30 @@
+"""API Lambda: API Gateway REST proxy events -> the jobsched REST resolver."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from jobsched import constants as c
+from jobsched.api import build_app, guard_body
+from jobsched.settings import Settings
+from jobsched.wiring import build
+
+logger = Logger(service="jobsched-api")
+metrics = Metrics(namespace="jobsched", service="api")
+tracer = Tracer(service="jobsched-api")
+
+services = build(Settings.from_env())
+app = build_app(services.job_service, tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Answer one REST request."""
+    return guard_body(event) or app.resolve(event, context)

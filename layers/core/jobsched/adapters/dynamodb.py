@@ -1,0 +1,619 @@
+"""DynamoDB adapter: jobs, idempotency records, shard leases (jobs table) and runs (runs table).
+
+Every run-status change goes through `RunStore.transition`, one conditional UpdateItem whose
+condition is "the stored status is a legal source of the target" (jobsched.domain.status), plus
+the lease owner where a lease is held: a stale or racing process loses the compare-and-set and
+is told what the row holds now (ReturnValuesOnConditionCheckFailure), never overwrites it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from jobsched.domain import times
+from jobsched.domain.models import Execution, Job, RetryPolicy, RunError
+from jobsched.domain.status import HELD, JobStatus, RunStatus, sources_of
+from jobsched.errors import Conflict, TransientStoreError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# Throttles and server faults: retryable, and never a caller's fault.
+_TRANSIENT = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "TransactionConflictException",
+    }
+)
+RUN_HISTORY_DAYS = 90
+IDEMPOTENCY_HOURS = 24
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _raise_transient(exc: ClientError) -> None:
+    if _error_code(exc) in _TRANSIENT:
+        raise TransientStoreError(f"DynamoDB is unavailable: {_error_code(exc)}") from exc
+
+
+# -- attribute encoding: every stored attribute is a string or an integer ---------------------
+def _enc(value: str | int) -> dict[str, str]:
+    return {"N": str(value)} if isinstance(value, int) else {"S": value}
+
+
+def _dec(item: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, typed in item.items():
+        if "S" in typed:
+            out[key] = typed["S"]
+        elif "N" in typed:
+            out[key] = int(typed["N"])
+        elif "BOOL" in typed:
+            out[key] = typed["BOOL"]
+    return out
+
+
+def _opt_time(value: str | None) -> datetime | None:
+    return times.parse_stored(value) if value else None
+
+
+def job_pk(job_id: str) -> str:
+    """Partition key of a job and of its runs."""
+    return f"JOB#{job_id}"
+
+
+def run_sk(scheduled_for: str) -> str:
+    """Sort key of the run for one firing (stored-form scheduled_for)."""
+    return f"RUN#{scheduled_for}"
+
+
+def run_id_for(job_id: str, scheduled_for: datetime) -> str:
+    """The run id: derived from (job_id, scheduled_for), so a run is found without an index."""
+    return f"{job_id}-{int(times.to_utc(scheduled_for).timestamp() * 1000)}"
+
+
+def parse_run_id(run_id: str) -> tuple[str, datetime]:
+    """Inverse of run_id_for; raises ValueError on a malformed id."""
+    job_id, _, millis = run_id.rpartition("-")
+    if not job_id or not millis.isdigit():
+        raise ValueError(f"malformed run id {run_id!r}")
+    from datetime import UTC
+
+    return job_id, datetime.fromtimestamp(int(millis) / 1000, tz=UTC)
+
+
+def job_to_item(job: Job, *, shard_count: int) -> dict[str, Any]:
+    """The stored form of a job; a pending tick also puts it in the due index."""
+    item: dict[str, Any] = {
+        "PK": _enc(job_pk(job.job_id)),
+        "SK": _enc("META"),
+        "job_id": _enc(job.job_id),
+        "tenant": _enc(job.tenant),
+        "type": _enc(job.type),
+        "status": _enc(job.status.value),
+        "handler": _enc(job.handler),
+        "payload": _enc(json.dumps(job.payload, separators=(",", ":"))),
+        "timezone": _enc(job.timezone),
+        "retry": _enc(job.retry.model_dump_json()),
+        "created_at": _enc(times.stored(job.created_at)),
+        "updated_at": _enc(times.stored(job.updated_at)),
+        "version": _enc(job.version),
+    }
+    if job.name:
+        item["name"] = _enc(job.name)
+    if job.run_at:
+        item["run_at"] = _enc(times.stored(job.run_at))
+    if job.cron_expr:
+        item["cron_expr"] = _enc(job.cron_expr)
+    if job.next_run_at:
+        item["next_run_at"] = _enc(times.stored(job.next_run_at))
+        item["due_key"] = _enc(times.due_key(job.next_run_at, times.shard_of(job.job_id, shard_count)))
+    return item
+
+
+def job_from_item(raw: Mapping[str, Any]) -> Job:
+    """Inverse of job_to_item."""
+    item = _dec(raw)
+    return Job(
+        job_id=item["job_id"],
+        tenant=item["tenant"],
+        type=item["type"],
+        status=JobStatus(item["status"]),
+        handler=item["handler"],
+        payload=json.loads(item["payload"]),
+        name=item.get("name"),
+        run_at=_opt_time(item.get("run_at")),
+        cron_expr=item.get("cron_expr"),
+        timezone=item.get("timezone", "UTC"),
+        retry=RetryPolicy.model_validate_json(item["retry"]),
+        next_run_at=_opt_time(item.get("next_run_at")),
+        created_at=times.parse_stored(item["created_at"]),
+        updated_at=times.parse_stored(item["updated_at"]),
+        version=item.get("version", 1),
+    )
+
+
+def execution_from_item(raw: Mapping[str, Any]) -> Execution:
+    """A run row as a model."""
+    item = _dec(raw)
+    error = None
+    if item.get("error_type"):
+        error = RunError(type=item["error_type"], message=item.get("error_message", ""))
+    return Execution(
+        run_id=item["run_id"],
+        job_id=item["job_id"],
+        tenant=item.get("tenant", ""),
+        scheduled_for=times.parse_stored(item["scheduled_for"]),
+        status=RunStatus(item["status"]),
+        attempt=item.get("attempt", 0),
+        lease_owner=item.get("lease_owner"),
+        lease_until=_opt_time(item.get("lease_until")),
+        worker=item.get("worker"),
+        started_at=_opt_time(item.get("started_at")),
+        finished_at=_opt_time(item.get("finished_at")),
+        duration_ms=item.get("duration_ms"),
+        result=json.loads(item["result"]) if "result" in item else None,
+        error=error,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DuePage:
+    """One page of a due-index range read."""
+
+    entries: list[dict[str, Any]]
+    cursor: dict[str, Any] | None
+    items_read: int
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """The outcome of a conditional run transition: the row after it, or as it stood when refused."""
+
+    applied: bool
+    item: dict[str, Any] | None
+    previous: dict[str, Any] | None = None
+
+    @property
+    def execution(self) -> Execution | None:
+        """The row as a model, if there is one."""
+        return execution_from_item(self.item) if self.item else None
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLease:
+    """A held shard lease and the oldest minute bucket the shard has not finished draining."""
+
+    shard: int
+    owner: str
+    watermark: str | None
+
+
+@dataclass
+class JobStore:
+    """Jobs, idempotency records and shard leases in the jobs table."""
+
+    client: DynamoDBClient
+    table: str
+    shard_count: int
+    due_index: str = "due"
+    reads: dict[str, int] = field(default_factory=lambda: {"due_items": 0})
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def create_with_idempotency(
+        self, job: Job, *, idempotency_key: str, request_hash: str, response: Mapping[str, Any], now: datetime
+    ) -> dict[str, Any] | None:
+        """Write the job (with its due-index entry) and its idempotency record in one transaction.
+
+        Returns None when written; when the key was already used, returns that record decoded
+        (request_hash, response) and writes nothing.
+        """
+        idem_item = {
+            "PK": _enc(f"IDEM#{job.tenant}#{idempotency_key}"),
+            "SK": _enc("IDEM"),
+            "request_hash": _enc(request_hash),
+            "response": _enc(json.dumps(response, separators=(",", ":"))),
+            "job_id": _enc(job.job_id),
+            "created_at": _enc(times.stored(now)),
+            "expires_at": _enc(int((now + timedelta(hours=IDEMPOTENCY_HOURS)).timestamp())),
+        }
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": idem_item,
+                            "ConditionExpression": "attribute_not_exists(PK)",
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": job_to_item(job, shard_count=self.shard_count),
+                            "ConditionExpression": "attribute_not_exists(PK)",
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if _error_code(exc) != "TransactionCanceledException":
+                _raise_transient(exc)
+                raise
+            reasons = exc.response.get("CancellationReasons", [])
+            first = reasons[0] if reasons else {}
+            if first.get("Code") == "ConditionalCheckFailed":
+                old = first.get("Item") or self._get(f"IDEM#{job.tenant}#{idempotency_key}", "IDEM")
+                if old:
+                    decoded = _dec(old)
+                    return {"request_hash": decoded["request_hash"], "response": json.loads(decoded["response"])}
+            raise TransientStoreError("job creation was cancelled; retry with the same Idempotency-Key") from exc
+        return None
+
+    def get_job(self, job_id: str) -> Job | None:
+        """The job, read consistently, or None."""
+        raw = self._get(job_pk(job_id), "META")
+        return job_from_item(raw) if raw else None
+
+    def stamp_next_tick(self, job_id: str, *, expected: datetime, next_run_at: datetime | None, now: datetime) -> bool:
+        """Move the job's pending tick from `expected` to `next_run_at` (None: leave the index).
+
+        A compare-and-set on next_run_at, so two dispatchers (or the API and a dispatcher) that
+        read the same tick advance it once; returns whether this call moved it.
+        """
+        values: dict[str, Any] = {":expected": _enc(times.stored(expected)), ":now": _enc(times.stored(now))}
+        if next_run_at is None:
+            update = "REMOVE next_run_at, due_key SET updated_at = :now"
+        else:
+            update = "SET next_run_at = :next, due_key = :due, updated_at = :now"
+            values[":next"] = _enc(times.stored(next_run_at))
+            values[":due"] = _enc(times.due_key(next_run_at, times.shard_of(job_id, self.shard_count)))
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+                UpdateExpression=update,
+                ConditionExpression="next_run_at = :expected",
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            _raise_transient(exc)
+            raise
+        return True
+
+    def set_job_status(
+        self, job_id: str, *, target: JobStatus, sources: Iterable[JobStatus], now: datetime, leave_index: bool
+    ) -> tuple[bool, Job | None]:
+        """Compare-and-set the job status; returns (applied, job as it stands after the call)."""
+        names = {"#s": "status"}
+        src = sorted({s.value for s in sources})
+        values: dict[str, Any] = {":t": _enc(target.value), ":now": _enc(times.stored(now))}
+        values.update({f":s{i}": _enc(s) for i, s in enumerate(src)})
+        update = "SET #s = :t, updated_at = :now ADD version :one"
+        values[":one"] = _enc(1)
+        if leave_index:
+            update += " REMOVE next_run_at, due_key"
+        try:
+            out = self.client.update_item(
+                TableName=self.table,
+                Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+                UpdateExpression=update,
+                ConditionExpression=f"attribute_exists(PK) AND #s IN ({', '.join(f':s{i}' for i in range(len(src)))})",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                old = exc.response.get("Item")
+                return False, job_from_item(old) if old else None
+            _raise_transient(exc)
+            raise
+        return True, job_from_item(out["Attributes"])
+
+    # -- the due index --------------------------------------------------------------------------
+    def due_page(self, due_key: str, *, until: datetime, cursor: dict[str, Any] | None, limit: int) -> DuePage:
+        """One page of the entries of `due_key` with next_run_at <= until, oldest first."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": self.due_index,
+            "KeyConditionExpression": "due_key = :k AND next_run_at <= :until",
+            "ExpressionAttributeValues": {":k": _enc(due_key), ":until": _enc(times.stored(until))},
+            "Limit": limit,
+        }
+        if cursor:
+            kwargs["ExclusiveStartKey"] = cursor
+        try:
+            out = self.client.query(**kwargs)
+        except ClientError as exc:
+            _raise_transient(exc)
+            raise
+        self.reads["due_items"] += int(out.get("ScannedCount", 0))
+        return DuePage(
+            entries=[_dec(i) for i in out.get("Items", [])],
+            cursor=out.get("LastEvaluatedKey"),
+            items_read=int(out.get("ScannedCount", 0)),
+        )
+
+    # -- shard leases ---------------------------------------------------------------------------
+    def acquire_shard(self, shard: int, *, owner: str, now: datetime, lease_seconds: int) -> ShardLease | None:
+        """Lease a shard if it is unclaimed, expired, or already ours; None if another holds it."""
+        try:
+            out = self.client.update_item(
+                TableName=self.table,
+                Key={"PK": _enc(f"SHARD#{shard}"), "SK": _enc("LEASE")},
+                UpdateExpression="SET lease_owner = :me, lease_until = :until",
+                ConditionExpression="attribute_not_exists(lease_owner) OR lease_until < :now OR lease_owner = :me",
+                ExpressionAttributeValues={
+                    ":me": _enc(owner),
+                    ":now": _enc(times.stored(now)),
+                    ":until": _enc(times.stored(now + timedelta(seconds=lease_seconds))),
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return None
+            _raise_transient(exc)
+            raise
+        item = _dec(out["Attributes"])
+        return ShardLease(shard=shard, owner=owner, watermark=item.get("watermark"))
+
+    def release_shard(self, lease: ShardLease, *, watermark: str) -> bool:
+        """Record the drained watermark and give the lease up; False if the lease was lost meanwhile."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": _enc(f"SHARD#{lease.shard}"), "SK": _enc("LEASE")},
+                UpdateExpression="SET watermark = :wm REMOVE lease_owner, lease_until",
+                ConditionExpression="lease_owner = :me",
+                ExpressionAttributeValues={":wm": _enc(watermark), ":me": _enc(lease.owner)},
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            _raise_transient(exc)
+            raise
+        return True
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        try:
+            out = self.client.get_item(
+                TableName=self.table, Key={"PK": _enc(pk), "SK": _enc(sk)}, ConsistentRead=True
+            )
+        except ClientError as exc:
+            _raise_transient(exc)
+            raise
+        item = out.get("Item")
+        return dict(item) if item else None
+
+
+@dataclass
+class RunStore:
+    """Run rows in the runs table: one per (job_id, scheduled_for)."""
+
+    client: DynamoDBClient
+    table: str
+
+    def put_pending(self, *, job_id: str, tenant: str, scheduled_for: datetime, now: datetime) -> Transition:
+        """Create the run row for one firing as PENDING, at most once.
+
+        The conditional put on (job_id, scheduled_for) is the "one run per firing" guarantee:
+        when the row exists already, nothing is written and the row is returned as it stands.
+        """
+        sf = times.stored(scheduled_for)
+        item = {
+            "PK": _enc(job_pk(job_id)),
+            "SK": _enc(run_sk(sf)),
+            "run_id": _enc(run_id_for(job_id, scheduled_for)),
+            "job_id": _enc(job_id),
+            "tenant": _enc(tenant),
+            "scheduled_for": _enc(sf),
+            "status": _enc(RunStatus.PENDING.value),
+            "attempt": _enc(0),
+            "created_at": _enc(times.stored(now)),
+            "updated_at": _enc(times.stored(now)),
+            "expires_at": _enc(int((scheduled_for + timedelta(days=RUN_HISTORY_DAYS)).timestamp())),
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(PK)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                old = exc.response.get("Item")
+                return Transition(applied=False, item=dict(old) if old else self.get_raw(job_id, sf))
+            _raise_transient(exc)
+            raise
+        return Transition(applied=True, item=item)
+
+    def get_raw(self, job_id: str, scheduled_for: str) -> dict[str, Any] | None:
+        """The run row for (job_id, stored scheduled_for), read consistently."""
+        try:
+            out = self.client.get_item(
+                TableName=self.table,
+                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            _raise_transient(exc)
+            raise
+        item = out.get("Item")
+        return dict(item) if item else None
+
+    def get(self, job_id: str, scheduled_for: datetime) -> Execution | None:
+        """The run for one firing, or None."""
+        raw = self.get_raw(job_id, times.stored(scheduled_for))
+        return execution_from_item(raw) if raw else None
+
+    def transition(
+        self,
+        *,
+        job_id: str,
+        scheduled_for: str,
+        target: RunStatus,
+        now: datetime,
+        owner: str | None = None,
+        set_values: Mapping[str, str | int] | None = None,
+        remove: Iterable[str] = (),
+        increment_attempt: bool = False,
+        takeover_expired_lease: bool = False,
+        create_if_missing: Mapping[str, str | int] | None = None,
+    ) -> Transition:
+        """Move one run to `target` if its stored status is a legal source of it.
+
+        `owner`: the transition also requires the stored lease_owner to be this owner (moves
+        out of LEASED/RUNNING are the lease holder's alone). `takeover_expired_lease`: a run
+        still LEASED/RUNNING whose lease expired counts as PENDING (the RUNNING -> PENDING ->
+        LEASED crash-recovery path, applied in one write). `create_if_missing`: the row may not
+        exist yet and is created with these attributes.
+        """
+        names = {"#s": "status"}
+        values: dict[str, Any] = {":t": _enc(target.value), ":now": _enc(times.stored(now))}
+        sources = sorted(s.value for s in sources_of(target))
+        values.update({f":src{i}": _enc(s) for i, s in enumerate(sources)})
+        clauses = [f"#s IN ({', '.join(f':src{i}' for i in range(len(sources)))})"]
+        if owner is not None and target not in (RunStatus.LEASED,):
+            clauses[0] = f"({clauses[0]} AND lease_owner = :owner)"
+            values[":owner"] = _enc(owner)
+        if takeover_expired_lease:
+            held = sorted(s.value for s in HELD)
+            values.update({f":held{i}": _enc(s) for i, s in enumerate(held)})
+            clauses.append(f"(#s IN ({', '.join(f':held{i}' for i in range(len(held)))}) AND lease_until < :now)")
+        sets = ["#s = :t", "updated_at = :now"]
+        if create_if_missing is not None:
+            clauses.append("attribute_not_exists(PK)")
+            for i, (key, value) in enumerate(sorted(create_if_missing.items())):
+                names[f"#c{i}"] = key
+                values[f":c{i}"] = _enc(value)
+                sets.append(f"#c{i} = if_not_exists(#c{i}, :c{i})")
+        for i, (key, value) in enumerate(sorted((set_values or {}).items())):
+            names[f"#v{i}"] = key
+            values[f":v{i}"] = _enc(value)
+            sets.append(f"#v{i} = :v{i}")
+        if increment_attempt:
+            values[":zero"], values[":one"] = _enc(0), _enc(1)
+            sets.append("attempt = if_not_exists(attempt, :zero) + :one")
+        update = "SET " + ", ".join(sets)
+        removes = list(remove)
+        if removes:
+            for i, key in enumerate(removes):
+                names[f"#r{i}"] = key
+            update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
+        try:
+            out = self.client.update_item(
+                TableName=self.table,
+                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
+                UpdateExpression=update,
+                ConditionExpression=" OR ".join(clauses),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                old = exc.response.get("Item")
+                return Transition(applied=False, item=dict(old) if old else None)
+            _raise_transient(exc)
+            raise
+        previous = dict(out.get("Attributes") or {}) or None
+        # ReturnValues can give ALL_OLD or ALL_NEW, not both; the row after the write is the
+        # previous row with our SETs applied, which a read-back would only confirm at a cost.
+        return Transition(applied=True, item=None, previous=previous)
+
+    def extend_lease(self, *, job_id: str, scheduled_for: str, owner: str, until: datetime) -> bool:
+        """Push the lease of a held run to `until`; False if `owner` no longer holds it."""
+        held = sorted(s.value for s in HELD)
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
+                UpdateExpression="SET lease_until = :until",
+                ConditionExpression="lease_owner = :me AND #s IN (:h0, :h1)",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={
+                    ":until": _enc(times.stored(until)),
+                    ":me": _enc(owner),
+                    ":h0": _enc(held[0]),
+                    ":h1": _enc(held[1]),
+                },
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            _raise_transient(exc)
+            raise
+        return True
+
+    def recent(self, job_id: str, *, limit: int) -> list[Execution]:
+        """The newest runs of a job, newest first."""
+        try:
+            out = self.client.query(
+                TableName=self.table,
+                KeyConditionExpression="PK = :pk AND begins_with(SK, :run)",
+                ExpressionAttributeValues={":pk": _enc(job_pk(job_id)), ":run": _enc("RUN#")},
+                ScanIndexForward=False,
+                Limit=limit,
+            )
+        except ClientError as exc:
+            _raise_transient(exc)
+            raise
+        return [execution_from_item(i) for i in out.get("Items", [])]
+
+    def since(self, job_id: str, *, after: datetime) -> list[Execution]:
+        """Every run of a job scheduled after `after`, oldest first (all pages)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "PK = :pk AND SK > :from",
+            "ExpressionAttributeValues": {
+                ":pk": _enc(job_pk(job_id)),
+                ":from": _enc(run_sk(times.stored(after))),
+            },
+        }
+        runs: list[Execution] = []
+        while True:
+            try:
+                out = self.client.query(**kwargs)
+            except ClientError as exc:
+                _raise_transient(exc)
+                raise
+            runs.extend(execution_from_item(i) for i in out.get("Items", []))
+            if "LastEvaluatedKey" not in out:
+                return runs
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
+
+__all__ = [
+    "Conflict",
+    "DuePage",
+    "JobStore",
+    "RunStore",
+    "ShardLease",
+    "Transition",
+    "execution_from_item",
+    "job_from_item",
+    "job_to_item",
+    "parse_run_id",
+    "run_id_for",
+]

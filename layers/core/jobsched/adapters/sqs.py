@@ -1,0 +1,73 @@
+"""SQS adapter: hands runs to the execution queue and extends leases (visibility timeouts)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
+
+from jobsched.domain.models import RunMessage
+from jobsched.errors import TransientStoreError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+MAX_DELAY_SECONDS = 900  # SQS's cap on a message delay
+BATCH = 10  # SQS's cap on a SendMessageBatch
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One run to hand to the queue, held back `delay_seconds`."""
+
+    message: RunMessage
+    delay_seconds: int
+
+
+@dataclass
+class RunQueue:
+    """The execution queue."""
+
+    client: SQSClient
+    queue_url: str
+
+    def send(self, outgoing: Sequence[Outgoing]) -> None:
+        """Send every run, in batches of ten; raises TransientStoreError if any is refused.
+
+        All-or-error: a caller that sees no exception knows every message is in the queue.
+        Entries that SQS refuses in a partly failed batch are retried once; a message sent
+        twice is harmless (workers treat a run's second message as a duplicate).
+        """
+        for start in range(0, len(outgoing), BATCH):
+            chunk = outgoing[start : start + BATCH]
+            pending = {str(i): o for i, o in enumerate(chunk)}
+            for _ in range(2):
+                entries = [
+                    {
+                        "Id": key,
+                        "MessageBody": o.message.model_dump_json(),
+                        "DelaySeconds": max(0, min(MAX_DELAY_SECONDS, o.delay_seconds)),
+                    }
+                    for key, o in pending.items()
+                ]
+                try:
+                    out = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)  # type: ignore[arg-type]
+                except ClientError as exc:
+                    raise TransientStoreError(f"SQS refused the batch: {exc}") from exc
+                pending = {f["Id"]: pending[f["Id"]] for f in out.get("Failed", [])}
+                if not pending:
+                    break
+            if pending:
+                raise TransientStoreError(f"SQS refused {len(pending)} message(s) twice")
+
+    def extend(self, receipt_handle: str, *, seconds: int) -> bool:
+        """Extend a received message's lease; False if the receipt is no longer valid."""
+        try:
+            self.client.change_message_visibility(
+                QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+            )
+        except ClientError:
+            return False
+        return True

@@ -1,0 +1,136 @@
+"""The REST API: powertools APIGatewayRestResolver routes over JobService.
+
+The same resolver serves API Gateway on AWS and the local stack (which turns HTTP requests into
+API Gateway REST proxy events). Every error is {"error": {"code", "message"}}; bad input is a 4xx
+naming the field, never a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
+
+from jobsched import __version__
+from jobsched import constants as c
+from jobsched.domain.models import CancelResult, CreateJobRequest, JobCreated, JobView
+from jobsched.errors import JobschedError, PayloadTooLarge, ValidationFailed
+from jobsched.services.jobs import JobService
+
+logger = Logger(child=True)
+
+MAX_BODY_BYTES = 64 * 1024
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=,-]{0,127}$")
+
+
+def _error(status: int, code: str, message: str) -> Response[Any]:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps({"error": {"code": code, "message": message}}),
+    )
+
+
+def _describe(errors: list[Any]) -> str:
+    parts = []
+    for err in errors:
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body",)]
+        # pydantic names the union/validator step in loc for model-level errors; keep field names
+        field = ".".join(p for p in loc if not p.startswith("function-")) or "body"
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if err.get("type") == "json_invalid":
+            field, msg = "body", "is not valid JSON"
+        elif err.get("type") == "missing":
+            msg = "is required"
+        parts.append(f"{field}: {msg}")
+    return "; ".join(parts) or "invalid request"
+
+
+def tenant_of(app: APIGatewayRestResolver, source: str) -> str:
+    """The caller's tenant: the IAM principal on AWS, the X-Tenant header on the local stack."""
+    event = app.current_event
+    if source == "iam":
+        arn = (event.request_context.identity.user_arn or "").strip()
+        match = re.match(r"^arn:aws[\w-]*:(?:iam|sts)::(\d{12}):(?:assumed-role/([^/]+)|(user|role)/(.+))", arn)
+        if not match:
+            raise ValidationFailed("the request carries no IAM principal", field="Authorization")
+        account, assumed, kind, name = match.groups()
+        return f"{account}:role/{assumed}" if assumed else f"{account}:{kind}/{name}"
+    tenant = (event.headers or {}).get(c.TENANT_HEADER) or next(
+        (v for k, v in (event.headers or {}).items() if k.lower() == c.TENANT_HEADER.lower()), None
+    )
+    tenant = (tenant or c.DEFAULT_TENANT).strip()
+    if not _TENANT.match(tenant):
+        raise ValidationFailed(f"{c.TENANT_HEADER}: must be 1..128 of [A-Za-z0-9._:/@+=,-]", field=c.TENANT_HEADER)
+    return tenant
+
+
+def build_app(service: JobService, *, tenant_source: str = "iam") -> APIGatewayRestResolver:
+    """The resolver with every route; `tenant_source` is "iam" or "header"."""
+    app = APIGatewayRestResolver(enable_validation=True)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(exc: RequestValidationError) -> Response[Any]:
+        return _error(400, "validation_error", _describe(list(exc.errors())))
+
+    @app.exception_handler(JobschedError)
+    def _domain(exc: JobschedError) -> Response[Any]:
+        if exc.status >= 500:
+            logger.warning("service error", extra={"code": exc.code, "error": exc.message})
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.not_found
+    def _no_route(exc: NotFoundError) -> Response[Any]:
+        return _error(404, "not_found", f"no route {app.current_event.http_method} {app.current_event.path}")
+
+    @app.exception_handler(Exception)
+    def _unexpected(exc: Exception) -> Response[Any]:
+        logger.exception("unhandled error")
+        return _error(500, "internal_error", "internal error; the request may be retried")
+
+    @app.get("/api/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    @app.post("/api/jobs", responses={201: {"description": "created"}})
+    def create_job(
+        body: Annotated[CreateJobRequest, Body()],
+        idempotency_key: Annotated[str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower())] = None,
+    ) -> Response[JobCreated]:
+        created = service.submit(body, tenant=tenant_of(app, tenant_source), idempotency_key=idempotency_key)
+        return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=created.model_dump_json())
+
+    @app.get("/api/jobs/<job_id>")
+    def get_job(job_id: Annotated[str, Path(max_length=64)]) -> JobView:
+        return service.get(job_id, tenant=tenant_of(app, tenant_source))
+
+    @app.delete("/api/jobs/<job_id>")
+    def cancel_job(job_id: Annotated[str, Path(max_length=64)]) -> CancelResult:
+        return service.cancel(job_id, tenant=tenant_of(app, tenant_source))
+
+    @app.get("/api/openapi.json", include_in_schema=False)
+    def openapi() -> Response[str]:
+        schema = app.get_openapi_json_schema(title="jobsched", version=__version__)
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=schema)
+
+    return app
+
+
+def guard_body(event: dict[str, Any]) -> dict[str, Any] | None:
+    """A 413 response for an oversized body, before any parsing; None when the size is fine."""
+    body = event.get("body") or ""
+    if len(body.encode() if isinstance(body, str) else body) > MAX_BODY_BYTES:
+        err = PayloadTooLarge(f"body: larger than {MAX_BODY_BYTES} bytes", field="body")
+        return {
+            "statusCode": err.status,
+            "headers": {"Content-Type": "application/json"},
+            "body": json.dumps({"error": {"code": err.code, "message": err.message}}),
+            "isBase64Encoded": False,
+        }
+    return None

@@ -1,0 +1,227 @@
+"""Pydantic models: what a caller may ask for, what is stored, and what is answered."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from jobsched.domain.status import JobStatus, RunStatus
+
+JobType = Literal["one_off", "recurring"]
+
+# A payload rides in every SQS message and is stored on the job: 32 KiB keeps a message well
+# under SQS's 256 KiB and a job item well under DynamoDB's 400 KB while leaving room for runs.
+MAX_PAYLOAD_BYTES = 32 * 1024
+MAX_ATTEMPTS_LIMIT = 25
+
+
+class Backoff(BaseModel):
+    """Exponential backoff between attempts: initial * multiplier**(n-1), capped, optionally jittered."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    initial_seconds: float = Field(default=1.0, gt=0, le=3600)
+    """Wait before the second attempt."""
+    multiplier: float = Field(default=2.0, ge=1, le=10)
+    """Growth factor per further attempt."""
+    max_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    """No wait is longer than this."""
+    jitter: bool = True
+    """Spread each wait uniformly over [wait/2, wait] so retries of a burst do not align."""
+
+    @model_validator(mode="after")
+    def _max_not_below_initial(self) -> Backoff:
+        if self.max_seconds < self.initial_seconds:
+            raise ValueError("backoff.max_seconds must be >= backoff.initial_seconds")
+        return self
+
+    def delay(self, attempt: int) -> float:
+        """Upper bound of the wait after failed attempt number `attempt` (1-based), before jitter."""
+        return float(min(self.max_seconds, self.initial_seconds * self.multiplier ** max(0, attempt - 1)))
+
+
+class RetryPolicy(BaseModel):
+    """How often and how patiently a failed run is tried again."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS_LIMIT)
+    """Attempts in all, the first included; after the last failure the run is dead-lettered."""
+    backoff: Backoff = Field(default_factory=Backoff)
+    """Waits between attempts."""
+    timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
+    """Longest one attempt may run; None means the lease/runtime limit."""
+
+
+class CreateJobRequest(BaseModel):
+    """Body of POST /api/jobs."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    type: JobType
+    handler: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
+    payload: dict[str, Any] = Field(default_factory=dict)
+    run_at: AwareDatetime | None = None
+    cron_expr: str | None = Field(default=None, min_length=1, max_length=200)
+    timezone: str = Field(default="UTC", min_length=1, max_length=64)
+    max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS_LIMIT)
+    backoff: Backoff = Field(default_factory=Backoff)
+    timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
+    depends_on: list[str] = Field(default_factory=list)
+    name: str | None = Field(default=None, max_length=200)
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_size(cls, value: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @field_validator("depends_on")
+    @classmethod
+    def _no_dependencies_yet(cls, value: list[str]) -> list[str]:
+        # Accepting edges we would not honour would lose the ordering a caller asked for.
+        if value:
+            raise ValueError("depends_on is not supported by this version (DAG jobs are not enabled)")
+        return value
+
+    @model_validator(mode="after")
+    def _fields_for_type(self) -> CreateJobRequest:
+        if self.type == "one_off":
+            if self.run_at is None:
+                raise ValueError("run_at is required for a one_off job")
+            if self.cron_expr is not None:
+                raise ValueError("cron_expr is only for recurring jobs")
+        else:
+            if self.cron_expr is None:
+                raise ValueError("cron_expr is required for a recurring job")
+            if self.run_at is not None:
+                raise ValueError("run_at is only for one_off jobs")
+        return self
+
+    def retry_policy(self) -> RetryPolicy:
+        """The retry policy this request asks for."""
+        return RetryPolicy(max_attempts=self.max_attempts, backoff=self.backoff, timeout_seconds=self.timeout_seconds)
+
+
+class Job(BaseModel):
+    """A stored job definition."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    tenant: str
+    type: JobType
+    status: JobStatus
+    handler: str
+    payload: dict[str, Any]
+    name: str | None = None
+    run_at: datetime | None = None
+    cron_expr: str | None = None
+    timezone: str = "UTC"
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    next_run_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    version: int = 1
+
+
+class RunError(BaseModel):
+    """Why an attempt failed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+
+
+class Execution(BaseModel):
+    """One run of a job: one firing (job_id, scheduled_for) and its current attempt."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    status: RunStatus
+    attempt: int = 0
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+    worker: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: int | None = None
+    result: Any = None
+    error: RunError | None = None
+
+
+class RunMessage(BaseModel):
+    """The SQS message body that asks a worker to run (job_id, scheduled_for)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: Literal[1] = 1
+    job_id: str
+    scheduled_for: str  # stored form, see jobsched.domain.times.stored
+
+
+class JobCreated(BaseModel):
+    """The 201 answer to POST /api/jobs (also what an idempotent repeat answers)."""
+
+    job_id: str
+    status: str
+    next_run_at: str | None
+
+
+class ExecutionView(BaseModel):
+    """A run as GET /api/jobs/{id} shows it."""
+
+    run_id: str
+    scheduled_for: str
+    attempt: int
+    status: str
+    started_at: str | None
+    finished_at: str | None
+    duration_ms: int | None = None
+    error: RunError | None = None
+    result: Any = None
+
+
+class JobView(BaseModel):
+    """The answer to GET /api/jobs/{id}."""
+
+    job_id: str
+    type: str
+    status: str
+    handler: str
+    payload: dict[str, Any]
+    name: str | None
+    run_at: str | None
+    cron_expr: str | None
+    timezone: str
+    max_attempts: int
+    backoff: Backoff
+    timeout_seconds: int | None
+    next_run_at: str | None
+    created_at: str
+    updated_at: str
+    recent_executions: list[ExecutionView]
+
+
+class CancelResult(BaseModel):
+    """The answer to DELETE /api/jobs/{id}."""
+
+    job_id: str
+    status: str

@@ -1,0 +1,78 @@
+"""The run (execution) state machine: forward-only, along the legal edges only.
+
+    PENDING ──> LEASED ──> RUNNING ──> SUCCEEDED
+       │  ^        │          │  └───> FAILED ──> DEAD_LETTER
+       │  └────────┴──────────┘           │
+       │     lease lost (crash)           └──> PENDING (retry)
+       └──> CANCELLED (its job was cancelled before the run was leased)
+
+Every transition is written as a DynamoDB conditional update whose condition is "the stored
+status is one of the legal sources of the target" (plus the lease owner where one is held), so
+two processes racing on one run cannot both win, and a stale process cannot move a run back.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """Where one run (one firing of a job) stands."""
+
+    PENDING = "PENDING"
+    LEASED = "LEASED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    DEAD_LETTER = "DEAD_LETTER"
+    CANCELLED = "CANCELLED"
+
+
+class JobStatus(StrEnum):
+    """Where a job definition stands."""
+
+    SCHEDULED = "SCHEDULED"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+
+
+LEGAL_EDGES: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
+    {
+        (RunStatus.PENDING, RunStatus.LEASED),
+        (RunStatus.LEASED, RunStatus.RUNNING),
+        (RunStatus.RUNNING, RunStatus.SUCCEEDED),
+        (RunStatus.RUNNING, RunStatus.FAILED),
+        # Crash recovery: the holder stopped renewing, its message became visible again.
+        (RunStatus.LEASED, RunStatus.PENDING),
+        (RunStatus.RUNNING, RunStatus.PENDING),
+        (RunStatus.FAILED, RunStatus.PENDING),
+        (RunStatus.FAILED, RunStatus.DEAD_LETTER),
+        (RunStatus.PENDING, RunStatus.CANCELLED),
+    }
+)
+
+TERMINAL: frozenset[RunStatus] = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED}
+)
+HELD: frozenset[RunStatus] = frozenset({RunStatus.LEASED, RunStatus.RUNNING})
+
+
+class IllegalTransition(ValueError):
+    """A transition that is not an edge of the run state machine."""
+
+
+def sources_of(target: RunStatus) -> frozenset[RunStatus]:
+    """Every status a run may move to `target` from."""
+    return frozenset(src for src, dst in LEGAL_EDGES if dst == target)
+
+
+def check_path(*path: RunStatus) -> None:
+    """Raise IllegalTransition unless each consecutive pair of `path` is a legal edge."""
+    for src, dst in zip(path, path[1:], strict=False):
+        if (src, dst) not in LEGAL_EDGES:
+            raise IllegalTransition(f"illegal run transition {src} -> {dst}")
+
+
+def is_legal(src: RunStatus, dst: RunStatus) -> bool:
+    """Whether src -> dst is an edge of the state machine."""
+    return (src, dst) in LEGAL_EDGES

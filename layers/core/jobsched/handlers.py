@@ -1,0 +1,103 @@
+"""The handler registry: dotted names to the Python callables that run a job's payload.
+
+A handler receives (payload, context) and returns a JSON-serialisable result; an exception is
+a failed attempt. Runs are at least once, so a handler makes its side effect idempotent with
+`context.effect_key`, the same for every attempt and delivery of one (job, scheduled_for).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobsched.errors import UnknownHandler
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What a handler knows about the run it is executing."""
+
+    job_id: str
+    run_id: str
+    tenant: str
+    scheduled_for: datetime
+    attempt: int
+    effect_key: str
+    """Idempotency key of the run's effect: (job_id, scheduled_for), stable across attempts."""
+
+
+Handler = Callable[[dict[str, Any], RunContext], Any]
+
+
+class HandlerRegistry:
+    """Maps dotted names to handlers; thread-safe, shared by API (validation) and workers (execution)."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+        self._lock = threading.Lock()
+
+    def register(self, name: str, fn: Handler | None = None) -> Any:
+        """Register `fn` under `name`; without `fn`, return a decorator."""
+
+        def add(func: Handler) -> Handler:
+            with self._lock:
+                self._handlers[name] = func
+            return func
+
+        return add(fn) if fn is not None else add
+
+    def get(self, name: str) -> Handler:
+        """The handler for `name`; raises UnknownHandler naming it."""
+        try:
+            return self._handlers[name]
+        except KeyError:
+            raise UnknownHandler(f"handler '{name}' is not registered", field="handler") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._handlers
+
+    def names(self) -> list[str]:
+        """Every registered name, sorted."""
+        return sorted(self._handlers)
+
+    def load_modules(self, modules: Iterable[str]) -> None:
+        """Import modules that register their handlers on `registry` at import time."""
+        for module in modules:
+            importlib.import_module(module)
+
+
+registry = HandlerRegistry()
+
+
+class DemoFailure(RuntimeError):
+    """The error demo.fail and demo.flaky raise."""
+
+
+@registry.register("demo.echo")
+def _echo(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    return payload
+
+
+@registry.register("demo.sleep")
+def _sleep(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    seconds = float(payload.get("seconds", 1))
+    time.sleep(max(0.0, min(seconds, 900.0)))
+    return {"slept": seconds}
+
+
+@registry.register("demo.fail")
+def _fail(payload: dict[str, Any], ctx: RunContext) -> None:
+    raise DemoFailure(str(payload.get("message", "demo.fail always fails")))
+
+
+@registry.register("demo.flaky")
+def _flaky(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    fail_times = int(payload.get("fail_times", 1))
+    if ctx.attempt <= fail_times:
+        raise DemoFailure(f"demo.flaky fails attempt {ctx.attempt} of the first {fail_times}")
+    return {"attempt": ctx.attempt}

@@ -1,0 +1,303 @@
+"""`jobsched local`: embedded AWS + API Gateway, EventBridge and SQS event-source-mapping players.
+
+    HTTP :8080 ──> api handler ─┐
+    tick thread (every N s) ──> dispatcher handler ──> moto (DynamoDB, SQS, Step Functions)
+    poller threads <── SQS ──> worker handler ─────┘
+
+Each piece calls the same handler module CDK deploys, in this process; boto3 reaches the
+embedded moto server (or $AWS_ENDPOINT_URL) over loopback, as it reaches AWS in the cloud.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import ModuleType
+from typing import Any
+
+import boto3
+
+from jobsched import constants as c
+from jobsched import resources
+from jobsched.local import events, lambdas
+from jobsched.ports import Crash
+
+DEFAULT_PREFIX = "jobsched-local"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A free TCP port on loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LocalConfig:
+    """What the local stack runs with (from the environment by default)."""
+
+    api_port: int = c.DEFAULT_API_PORT
+    host: str = "127.0.0.1"
+    tick_seconds: int = 60
+    lookahead_seconds: int = 90
+    lease_seconds: int = 30
+    shard_count: int = 4
+    pollers: int = 4
+    batch_size: int = 10
+    prefix: str = DEFAULT_PREFIX
+    endpoint_url: str | None = None
+
+    @classmethod
+    def from_env(cls) -> LocalConfig:
+        """Defaults, overridden by JOBSCHED_* and AWS_ENDPOINT_URL."""
+        env = os.environ
+        cfg = cls()
+        cfg.api_port = int(env.get(c.API_PORT_ENV, cfg.api_port))
+        cfg.tick_seconds = int(env.get(c.TICK_SECONDS_ENV, cfg.tick_seconds))
+        cfg.lookahead_seconds = int(env.get(c.LOOKAHEAD_SECONDS_ENV, max(cfg.lookahead_seconds, cfg.tick_seconds + 30)))
+        cfg.lease_seconds = int(env.get(c.LEASE_SECONDS_ENV, cfg.lease_seconds))
+        cfg.shard_count = int(env.get(c.SHARD_COUNT_ENV, cfg.shard_count))
+        cfg.prefix = env.get(c.RESOURCE_PREFIX_ENV, cfg.prefix)
+        cfg.endpoint_url = env.get(c.AWS_ENDPOINT_URL_ENV) or None
+        return cfg
+
+
+@dataclass
+class LocalStack:
+    """The whole scheduler on one machine. start() returns once it serves; stop() ends every thread."""
+
+    config: LocalConfig = field(default_factory=LocalConfig.from_env)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _moto: Any = None
+    _http: ThreadingHTTPServer | None = None
+    api: ModuleType | None = None
+    dispatcher: ModuleType | None = None
+    worker: ModuleType | None = None
+    queue_url: str = ""
+    queue_arn: str = ""
+    endpoint_url: str = ""
+    crashes: int = 0
+
+    @property
+    def api_url(self) -> str:
+        """Base URL of the API."""
+        port = self._http.server_address[1] if self._http else self.config.api_port
+        return f"http://{self.config.host}:{port}"
+
+    def start(self) -> LocalStack:
+        """Start AWS, create resources, load the handlers and start serving."""
+        self._start_aws()
+        self._create_resources()
+        self.api = lambdas.load("api")
+        self.dispatcher = lambdas.load("dispatcher")
+        self.worker = lambdas.load("worker")
+        self._http = ThreadingHTTPServer((self.config.host, self.config.api_port), _handler_for(self))
+        self._http.daemon_threads = True
+        self._spawn("jobsched-http", self._http.serve_forever)
+        self._spawn("jobsched-tick", self._tick_loop)
+        for i in range(self.config.pollers):
+            self._spawn(f"jobsched-poller-{i}", self._poll_loop)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, ticking and polling, then the embedded AWS."""
+        self._stop.set()
+        if self._http:
+            self._http.shutdown()
+            self._http.server_close()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self._moto is not None:
+            self._moto.stop()
+
+    # -- AWS -----------------------------------------------------------------------------------
+    def _start_aws(self) -> None:
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        os.environ.setdefault("AWS_REGION", os.environ["AWS_DEFAULT_REGION"])
+        os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+        os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobsched")
+        os.environ.setdefault("POWERTOOLS_DEV", "0")
+        if self.config.endpoint_url:
+            self.endpoint_url = self.config.endpoint_url
+        else:
+            from moto.server import ThreadedMotoServer
+
+            port = free_port(self.config.host)
+            self._moto = ThreadedMotoServer(ip_address=self.config.host, port=port, verbose=False)
+            self._moto.start()
+            self.endpoint_url = f"http://{self.config.host}:{port}"
+            # Step Functions state machines execute for real (retries, dead-lettering, DAGs).
+            request = urllib.request.Request(
+                f"{self.endpoint_url}/moto-api/config",
+                data=json.dumps({"stepfunctions": {"execute_state_machine": True}}).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            urllib.request.urlopen(request, timeout=10).close()
+        os.environ[c.AWS_ENDPOINT_URL_ENV] = self.endpoint_url
+
+    def _create_resources(self) -> None:
+        ddb = boto3.client("dynamodb", endpoint_url=self.endpoint_url)
+        sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
+        made = resources.create_local_resources(prefix=self.config.prefix, dynamodb=ddb, sqs=sqs)
+        self.queue_url = made[resources.EXECUTION_QUEUE.logical_id]
+        self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sqs.set_queue_attributes(
+            QueueUrl=self.queue_url, Attributes={"VisibilityTimeout": str(self.config.lease_seconds)}
+        )
+        os.environ.update(
+            {
+                c.JOBS_TABLE_ENV: made[resources.JOBS_TABLE.logical_id],
+                c.RUNS_TABLE_ENV: made[resources.RUNS_TABLE.logical_id],
+                c.EXECUTION_QUEUE_URL_ENV: self.queue_url,
+                c.SHARD_COUNT_ENV: str(self.config.shard_count),
+                c.LOOKAHEAD_SECONDS_ENV: str(self.config.lookahead_seconds),
+                c.TICK_SECONDS_ENV: str(self.config.tick_seconds),
+                c.LEASE_SECONDS_ENV: str(self.config.lease_seconds),
+                c.TENANT_SOURCE_ENV: "header",
+            }
+        )
+        self._sqs = sqs
+
+    # -- EventBridge: the once-a-minute rule ----------------------------------------------------------
+    def tick(self) -> dict[str, Any]:
+        """Invoke the dispatcher as the EventBridge rule would."""
+        assert self.dispatcher is not None
+        result: dict[str, Any] = self.dispatcher.lambda_handler(
+            events.scheduled_event(), lambdas.LambdaContext("jobsched-dispatcher")
+        )
+        return result
+
+    def _tick_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception as exc:  # a failed pass is retried by the next tick, as on AWS
+                print(f"jobsched local: dispatcher pass failed: {exc!r}", flush=True)
+            self._stop.wait(self.config.tick_seconds)
+
+    # -- SQS event-source mapping ------------------------------------------------------------------
+    def _poll_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll_once(wait_seconds=1)
+            except Exception as exc:
+                print(f"jobsched local: poller error: {exc!r}", flush=True)
+                self._stop.wait(1)
+
+    def poll_once(self, *, wait_seconds: int = 0) -> int:
+        """Receive one batch and invoke the worker; delete what it did not report failed."""
+        assert self.worker is not None
+        out = self._sqs.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=self.config.batch_size,
+            WaitTimeSeconds=wait_seconds,
+            MessageSystemAttributeNames=["All"],
+        )
+        messages = out.get("Messages", [])
+        if not messages:
+            return 0
+        try:
+            response = self.worker.lambda_handler(
+                events.sqs_event(messages, queue_arn=self.queue_arn), lambdas.LambdaContext("jobsched-worker")
+            )
+        except Crash:
+            # A simulated process death: nothing is acknowledged, the messages come back after
+            # their visibility timeout, exactly as when a Lambda sandbox dies mid-batch.
+            self.crashes += 1
+            return len(messages)
+        except Exception as exc:
+            # An invocation error returns the whole batch to the queue, as the mapping does on AWS.
+            print(f"jobsched local: worker invocation failed: {exc!r}", flush=True)
+            return len(messages)
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self._sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        return len(messages)
+
+    # -- API Gateway ---------------------------------------------------------------------------------
+    def invoke_api(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> dict[str, Any]:
+        """Turn one HTTP request into a REST proxy event for the API handler."""
+        assert self.api is not None
+        result: dict[str, Any] = self.api.lambda_handler(
+            events.api_gateway_event(method, path, headers, body), lambdas.LambdaContext("jobsched-api")
+        )
+        return result
+
+    def _spawn(self, name: str, target: Any) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+
+def _handler_for(stack: LocalStack) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            try:
+                result = stack.invoke_api(self.command, self.path, dict(self.headers.items()), body)
+            except Exception as exc:  # the API handler answers errors itself; this is a bug guard
+                result = {
+                    "statusCode": 500,
+                    "headers": {"Content-Type": "application/json"},
+                    "body": json.dumps({"error": {"code": "internal_error", "message": repr(exc)}}),
+                }
+            payload = (result.get("body") or "").encode()
+            self.send_response(int(result.get("statusCode", 500)))
+            for key, value in (result.get("headers") or {}).items():
+                if key.lower() not in ("content-length", "connection"):
+                    self.send_header(key, str(value))
+            for key, values in (result.get("multiValueHeaders") or {}).items():
+                if key.lower() not in ("content-length", "connection") and key not in (result.get("headers") or {}):
+                    for value in values:
+                        self.send_header(key, str(value))
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            if os.environ.get("JOBSCHED_LOCAL_ACCESS_LOG"):
+                super().log_message(format, *args)
+
+    return Handler
+
+
+def serve_forever(config: LocalConfig | None = None) -> None:
+    """Run the local stack until SIGINT/SIGTERM (what `make run` does)."""
+    import signal
+
+    stack = LocalStack(config or LocalConfig.from_env()).start()
+    print(f"jobsched local stack: API {stack.api_url}  (embedded AWS {stack.endpoint_url})", flush=True)
+    print(f"  tick every {stack.config.tick_seconds}s, look-ahead {stack.config.lookahead_seconds}s; Ctrl-C stops", flush=True)
+    done = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    while not done.wait(0.5):
+        pass
+    print("jobsched local stack: stopping", flush=True)
+    stack.stop()
+    time.sleep(0)

@@ -1,0 +1,163 @@
+"""One definition of every AWS resource's shape, read by both the CDK stack and the local stack.
+
+CDK (infra/jobsched_infra/constructs) turns these specs into CloudFormation; the local stack
+(jobsched.local.aws) creates the same tables, indexes and queues through boto3 from them, and a
+test compares the two, so the emulation cannot drift from what `cdk deploy` ships.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """A global secondary index: string keys, INCLUDE projection of the listed attributes."""
+
+    name: str
+    partition_key: str
+    sort_key: str
+    non_key_attributes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """A DynamoDB table on demand with string PK/SK keys."""
+
+    logical_id: str
+    suffix: str
+    partition_key: str = "PK"
+    sort_key: str = "SK"
+    indexes: tuple[IndexSpec, ...] = ()
+    ttl_attribute: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """An SQS standard queue; `redrive_to` names the dead-letter queue spec after max_receive_count."""
+
+    logical_id: str
+    suffix: str
+    visibility_timeout_seconds: int
+    retention_seconds: int
+    redrive_to: str | None = None
+    max_receive_count: int = 0
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+# The due index. Its partition key is "<minute bucket>#<shard>" so a hot minute spreads over
+# `shard_count` index partitions, and its sort key is next_run_at so a shard's bucket is one
+# range read, oldest first. Only a job with a pending tick carries the two attributes, so the
+# index is sparse: it holds waiting work, never history or finished jobs. The projection holds
+# exactly what the dispatcher needs to compute ticks, so it never reads the job item itself;
+# attributes that change on every run (leases, counters) stay out of it, so those writes are not
+# billed a second time for the index.
+DUE_INDEX = IndexSpec(
+    name="due",
+    partition_key="due_key",
+    sort_key="next_run_at",
+    non_key_attributes=("job_id", "tenant", "type", "cron_expr", "timezone", "run_at", "status"),
+)
+
+# Jobs, idempotency records and shard leases. Runs live in their own table (below), an
+# improvement on the one-table sketch: run history grows without bound, and keeping it apart
+# means nothing the dispatcher or the API's job lookups touch grows with it (moto also scans a
+# whole table per Query, so locally this keeps dispatch fast), and history gets its own TTL.
+JOBS_TABLE = TableSpec(logical_id="JobsTable", suffix="jobs", indexes=(DUE_INDEX,), ttl_attribute="expires_at")
+
+# Runs: PK "JOB#<job_id>", SK "RUN#<scheduled_for>": the conditional put on this key is the
+# "one run per firing" guarantee, and history is a descending range read on the partition.
+RUNS_TABLE = TableSpec(logical_id="RunsTable", suffix="runs", ttl_attribute="expires_at")
+
+EXECUTION_DLQ = QueueSpec(
+    logical_id="ExecutionDeadLetterQueue",
+    suffix="execution-dlq",
+    visibility_timeout_seconds=60,
+    retention_seconds=14 * 24 * 3600,
+)
+# The execution queue: its visibility timeout is the run's lease. A message that keeps killing
+# workers moves to the dead-letter queue after max_receive_count receives.
+EXECUTION_QUEUE = QueueSpec(
+    logical_id="ExecutionQueue",
+    suffix="execution",
+    visibility_timeout_seconds=60,
+    retention_seconds=4 * 24 * 3600,
+    redrive_to=EXECUTION_DLQ.logical_id,
+    max_receive_count=5,
+)
+
+TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, RUNS_TABLE)
+QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE)
+
+
+def physical_name(prefix: str, spec: TableSpec | QueueSpec) -> str:
+    """The resource name the local stack uses for a spec."""
+    return f"{prefix}-{spec.suffix}"
+
+
+def _table_kwargs(name: str, spec: TableSpec) -> dict[str, Any]:
+    attrs = {spec.partition_key, spec.sort_key}
+    gsis = []
+    for index in spec.indexes:
+        attrs |= {index.partition_key, index.sort_key}
+        gsis.append(
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.non_key_attributes)},
+            }
+        )
+    kwargs: dict[str, Any] = {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": [
+            {"AttributeName": spec.partition_key, "KeyType": "HASH"},
+            {"AttributeName": spec.sort_key, "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [{"AttributeName": a, "AttributeType": "S"} for a in sorted(attrs)],
+    }
+    if gsis:
+        kwargs["GlobalSecondaryIndexes"] = gsis
+    return kwargs
+
+
+def create_local_resources(
+    *, prefix: str, dynamodb: DynamoDBClient, sqs: SQSClient
+) -> dict[str, str]:
+    """Create (or find) every table and queue for `prefix`; return {logical_id: name or queue URL}."""
+    out: dict[str, str] = {}
+    existing = set(dynamodb.list_tables().get("TableNames", []))
+    for table in TABLES:
+        name = physical_name(prefix, table)
+        if name not in existing:
+            dynamodb.create_table(**_table_kwargs(name, table))
+            if table.ttl_attribute:
+                dynamodb.update_time_to_live(
+                    TableName=name,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute},
+                )
+        out[table.logical_id] = name
+    arns: dict[str, str] = {}
+    for queue in QUEUES:
+        attributes = {
+            "VisibilityTimeout": str(queue.visibility_timeout_seconds),
+            "MessageRetentionPeriod": str(queue.retention_seconds),
+        }
+        if queue.redrive_to:
+            attributes["RedrivePolicy"] = json.dumps(
+                {"deadLetterTargetArn": arns[queue.redrive_to], "maxReceiveCount": str(queue.max_receive_count)}
+            )
+        url = sqs.create_queue(QueueName=physical_name(prefix, queue), Attributes=attributes)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        arns[queue.logical_id] = arn
+        out[queue.logical_id] = url
+    return out

@@ -1,0 +1,1 @@
+"""Services: the scheduler's use cases, written against adapters and ports only."""

@@ -1,0 +1,241 @@
+"""Run: a worker takes one queue message and moves its run PENDING -> LEASED -> RUNNING -> done.
+
+The SQS visibility timeout is the lease; the run row mirrors it (lease_owner, lease_until) so a
+state change is a compare-and-set that only the current holder can win:
+
+    receive msg ──> job still scheduled? ──no──> run PENDING -> CANCELLED, ack
+                        │ yes
+                        v
+    claim: PENDING -> LEASED (or LEASED/RUNNING whose lease expired: the holder died)
+        │ refused: finished, or held by a live lease      -> a duplicate: ack, do nothing
+        │ refused: held by a live lease of THIS message   -> SQS delivered it twice at once:
+        │                                                    leave it, its visibility governs
+        v
+    LEASED -> RUNNING (holder only) ──> handler (heartbeat extends message + row lease)
+        v
+    RUNNING -> SUCCEEDED | FAILED (holder only) ──> ack (delete the message)
+
+    crash after claim / mid-handler / before the result is written -> the message is not deleted,
+        it surfaces again after the visibility timeout, the row's lease has expired with it, and
+        the next receive takes the run over (attempt + 1): no lost run
+    crash after the result is written, before the ack -> the message surfaces again, finds the
+        run finished and is dropped: no second effect
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from aws_lambda_powertools import Logger
+
+from jobsched.adapters.dynamodb import JobStore, RunStore, run_id_for
+from jobsched.adapters.sqs import RunQueue
+from jobsched.domain import times
+from jobsched.domain.models import RunMessage
+from jobsched.domain.status import HELD, JobStatus, RunStatus
+from jobsched.handlers import HandlerRegistry, RunContext
+from jobsched.ports import Clock, CrashPoints, no_crash
+from jobsched.settings import Settings
+
+logger = Logger(child=True)
+
+# How long a worker that received a message early waits for its second (messages are delayed
+# in whole seconds, rounded down); a longer gap means clock skew, and waiting longer would only
+# hold the lease idle.
+MAX_EARLY_WAIT_SECONDS = 2.0
+MAX_RESULT_BYTES = 16 * 1024
+MAX_ERROR_CHARS = 2000
+
+
+class Outcome(StrEnum):
+    """What processing one message did."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DUPLICATE = "duplicate"
+    CANCELLED = "cancelled"
+    LEASE_LOST = "lease_lost"
+
+
+class InFlightElsewhere(Exception):  # noqa: N818 - a signal to leave the message, not a fault
+    """This very message is being processed by another receive; leave it in the queue."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One received SQS message."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+
+
+@dataclass
+class Worker:
+    """Executes runs from the execution queue."""
+
+    jobs: JobStore
+    runs: RunStore
+    queue: RunQueue
+    registry: HandlerRegistry
+    settings: Settings
+    clock: Clock
+    worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
+    crash: CrashPoints = no_crash
+    sleep: object = time.sleep
+
+    def process(self, delivery: Delivery) -> Outcome:
+        """Run the message's run at most to one recorded result; raise to leave the message queued."""
+        message = RunMessage.model_validate_json(delivery.body)
+        sf = message.scheduled_for
+        job = self.jobs.get_job(message.job_id)
+        if job is None or job.status == JobStatus.CANCELLED:
+            self.runs.transition(job_id=message.job_id, scheduled_for=sf, target=RunStatus.CANCELLED, now=self.clock.now())
+            return Outcome.CANCELLED
+
+        now = self.clock.now()
+        owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
+        claim = self.runs.transition(
+            job_id=job.job_id,
+            scheduled_for=sf,
+            target=RunStatus.LEASED,
+            now=now,
+            set_values={
+                "lease_owner": owner,
+                "lease_message": delivery.message_id,
+                "lease_until": times.stored(now + timedelta(seconds=self.settings.lease_seconds)),
+                "worker": self.worker_id,
+            },
+            increment_attempt=True,
+            takeover_expired_lease=True,
+            create_if_missing={
+                "run_id": run_id_for(job.job_id, times.parse_stored(sf)),
+                "job_id": job.job_id,
+                "tenant": job.tenant,
+                "scheduled_for": sf,
+            },
+        )
+        if not claim.applied:
+            return self._refused(claim.item, delivery)
+        previous = claim.previous or {}
+        attempt = int(previous.get("attempt", {}).get("N", "0")) + 1
+        if previous.get("status", {}).get("S") in {s.value for s in HELD}:
+            logger.warning("lease lost by a previous holder; taking the run over", extra={"job_id": job.job_id, "sf": sf})
+        self.crash("run.after_lease")
+
+        scheduled_for = times.parse_stored(sf)
+        early = (scheduled_for - self.clock.now()).total_seconds()
+        if early > 0:
+            self.sleep(min(early, MAX_EARLY_WAIT_SECONDS))  # type: ignore[operator]
+
+        started = self.clock.now()
+        start = self.runs.transition(
+            job_id=job.job_id,
+            scheduled_for=sf,
+            target=RunStatus.RUNNING,
+            now=started,
+            owner=owner,
+            set_values={"started_at": times.stored(started)},
+        )
+        if not start.applied:
+            return Outcome.LEASE_LOST
+
+        context = RunContext(
+            job_id=job.job_id,
+            run_id=run_id_for(job.job_id, scheduled_for),
+            tenant=job.tenant,
+            scheduled_for=scheduled_for,
+            attempt=attempt,
+            effect_key=run_id_for(job.job_id, scheduled_for),
+        )
+        heartbeat = _Heartbeat(self, delivery, owner=owner, job_id=job.job_id, scheduled_for=sf)
+        heartbeat.start()
+        try:
+            result, error = self._invoke(job.handler, job.payload, context)
+        finally:
+            heartbeat.stop()
+        self.crash("run.after_handler")
+
+        finished = self.clock.now()
+        values: dict[str, str | int] = {
+            "finished_at": times.stored(finished),
+            "duration_ms": max(0, int((finished - started).total_seconds() * 1000)),
+        }
+        if error is None:
+            values["result"] = _bounded_json(result)
+            target = RunStatus.SUCCEEDED
+        else:
+            values["error_type"], values["error_message"] = error
+            target = RunStatus.FAILED
+        done = self.runs.transition(
+            job_id=job.job_id, scheduled_for=sf, target=target, now=finished, owner=owner, set_values=values
+        )
+        if not done.applied:
+            return Outcome.LEASE_LOST
+        self.crash("run.after_record")
+        if job.type == "one_off" and target == RunStatus.SUCCEEDED:
+            self.jobs.set_job_status(
+                job.job_id, target=JobStatus.COMPLETED, sources=[JobStatus.SCHEDULED], now=finished, leave_index=True
+            )
+        return Outcome.SUCCEEDED if error is None else Outcome.FAILED
+
+    def _refused(self, row: dict[str, object] | None, delivery: Delivery) -> Outcome:
+        status = (row or {}).get("status", {})
+        held_by = (row or {}).get("lease_message", {})
+        if isinstance(status, dict) and status.get("S") in {s.value for s in HELD}:
+            if isinstance(held_by, dict) and held_by.get("S") == delivery.message_id:
+                raise InFlightElsewhere(delivery.message_id)
+        return Outcome.DUPLICATE
+
+    def _invoke(self, name: str, payload: dict[str, object], ctx: RunContext) -> tuple[object, tuple[str, str] | None]:
+        try:
+            handler = self.registry.get(name)
+            return handler(payload, ctx), None
+        except Exception as exc:  # a handler's failure is data about the run, not a worker fault
+            logger.info("handler failed", extra={"job_id": ctx.job_id, "error": repr(exc)})
+            message = "".join(traceback.format_exception_only(exc)).strip()[:MAX_ERROR_CHARS]
+            return None, (type(exc).__name__, message)
+
+
+def _bounded_json(value: object) -> str:
+    text = json.dumps(value, default=str, separators=(",", ":"))
+    if len(text.encode()) > MAX_RESULT_BYTES:
+        return json.dumps({"truncated": True, "bytes": len(text.encode())})
+    return text
+
+
+class _Heartbeat:
+    """Extends the message's visibility and the row's lease while a handler runs long."""
+
+    def __init__(self, worker: Worker, delivery: Delivery, *, owner: str, job_id: str, scheduled_for: str) -> None:
+        self._worker, self._delivery = worker, delivery
+        self._owner, self._job_id, self._sf = owner, job_id, scheduled_for
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jobsched-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        lease = self._worker.settings.lease_seconds
+        while not self._stop.wait(lease / 3):
+            now = self._worker.clock.now()
+            self._worker.queue.extend(self._delivery.receipt_handle, seconds=lease)
+            self._worker.runs.extend_lease(
+                job_id=self._job_id,
+                scheduled_for=self._sf,
+                owner=self._owner,
+                until=now + timedelta(seconds=lease),
+            )
+

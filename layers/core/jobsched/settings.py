@@ -1,0 +1,66 @@
+"""Runtime settings, validated once at cold start by one pydantic model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsched import constants as c
+
+
+class Settings(BaseModel):
+    """What every function needs to find its resources and pace its work."""
+
+    model_config = ConfigDict(frozen=True)
+
+    jobs_table: str
+    runs_table: str
+    execution_queue_url: str
+    shard_count: int = Field(default=8, ge=1, le=1024)
+    # How far ahead of now the dispatcher hands ticks to SQS. It must cover one tick interval
+    # plus a margin, so a job fires on its second although the dispatcher runs once a minute;
+    # SQS caps a message delay at 900 s, which caps the look-ahead.
+    lookahead_seconds: int = Field(default=90, ge=1, le=900)
+    tick_seconds: int = Field(default=60, ge=1, le=3600)
+    # The lease is the SQS visibility timeout; the worker heartbeats at a third of it.
+    lease_seconds: int = Field(default=60, ge=5, le=43_200)
+    handler_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read the settings from the environment (os.environ unless given)."""
+        env = os.environ if env is None else env
+        raw: dict[str, object] = {
+            "jobs_table": env.get(c.JOBS_TABLE_ENV, ""),
+            "runs_table": env.get(c.RUNS_TABLE_ENV, ""),
+            "execution_queue_url": env.get(c.EXECUTION_QUEUE_URL_ENV, ""),
+        }
+        optional = {
+            "shard_count": c.SHARD_COUNT_ENV,
+            "lookahead_seconds": c.LOOKAHEAD_SECONDS_ENV,
+            "tick_seconds": c.TICK_SECONDS_ENV,
+            "lease_seconds": c.LEASE_SECONDS_ENV,
+        }
+        for field, name in optional.items():
+            if env.get(name):
+                raw[field] = env[name]
+        if env.get(c.HANDLER_MODULES_ENV):
+            raw["handler_modules"] = tuple(m.strip() for m in env[c.HANDLER_MODULES_ENV].split(",") if m.strip())
+        return cls.model_validate(raw)
+
+    def as_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings in another process or Lambda."""
+        env = {
+            c.JOBS_TABLE_ENV: self.jobs_table,
+            c.RUNS_TABLE_ENV: self.runs_table,
+            c.EXECUTION_QUEUE_URL_ENV: self.execution_queue_url,
+            c.SHARD_COUNT_ENV: str(self.shard_count),
+            c.LOOKAHEAD_SECONDS_ENV: str(self.lookahead_seconds),
+            c.TICK_SECONDS_ENV: str(self.tick_seconds),
+            c.LEASE_SECONDS_ENV: str(self.lease_seconds),
+        }
+        if self.handler_modules:
+            env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)
+        return env

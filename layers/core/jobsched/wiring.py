@@ -1,0 +1,75 @@
+"""The composition root: builds adapters and services from Settings, once per process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+
+from jobsched.adapters.dynamodb import JobStore, RunStore
+from jobsched.adapters.sqs import RunQueue
+from jobsched.handlers import HandlerRegistry, registry
+from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
+from jobsched.services.dispatch import Dispatcher
+from jobsched.services.jobs import JobService
+from jobsched.services.run import Worker
+from jobsched.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+# Standard retry mode retries throttles and 5xx with backoff; the adapters turn what still
+# fails into TransientStoreError.
+_BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10)
+
+
+def clients(**kwargs: Any) -> tuple[DynamoDBClient, SQSClient]:
+    """boto3 clients for DynamoDB and SQS (endpoint and credentials from the environment)."""
+    session = boto3.session.Session()
+    return (
+        session.client("dynamodb", config=_BOTO_CONFIG, **kwargs),
+        session.client("sqs", config=_BOTO_CONFIG, **kwargs),
+    )
+
+
+@dataclass
+class Services:
+    """Everything a function needs, built once."""
+
+    settings: Settings
+    jobs: JobStore
+    runs: RunStore
+    queue: RunQueue
+    dispatcher: Dispatcher
+    worker: Worker
+    job_service: JobService
+    registry: HandlerRegistry
+    clock: Clock
+
+
+def build(
+    settings: Settings,
+    *,
+    dynamodb: DynamoDBClient | None = None,
+    sqs: SQSClient | None = None,
+    clock: Clock | None = None,
+    crash: CrashPoints = no_crash,
+    handlers: HandlerRegistry | None = None,
+) -> Services:
+    """Wire the services; explicit clients and clock win over the defaults."""
+    if dynamodb is None or sqs is None:
+        default_ddb, default_sqs = clients()
+        dynamodb, sqs = dynamodb or default_ddb, sqs or default_sqs
+    clock = clock or SystemClock()
+    handlers = handlers or registry
+    handlers.load_modules(settings.handler_modules)
+    jobs = JobStore(client=dynamodb, table=settings.jobs_table, shard_count=settings.shard_count)
+    runs = RunStore(client=dynamodb, table=settings.runs_table)
+    queue = RunQueue(client=sqs, queue_url=settings.execution_queue_url)
+    dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
+    worker = Worker(jobs=jobs, runs=runs, queue=queue, registry=handlers, settings=settings, clock=clock, crash=crash)
+    service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock)
+    return Services(settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock)

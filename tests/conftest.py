@@ -1,0 +1,65 @@
+"""Shared fixtures: moto in-process for integration tests, a fake clock, service wiring."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from jobsched import resources
+from jobsched.ports import FakeClock
+from jobsched.settings import Settings
+from jobsched.wiring import Services, build
+from tests.support import Pump, use_clocked_queue
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobsched")
+os.environ.pop("AWS_ENDPOINT_URL", None)
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def aws() -> Iterator[Settings]:
+    """A fresh moto account with every table and queue the stack defines."""
+    with mock_aws():
+        made = resources.create_local_resources(
+            prefix="test", dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs")
+        )
+        yield Settings(
+            jobs_table=made[resources.JOBS_TABLE.logical_id],
+            runs_table=made[resources.RUNS_TABLE.logical_id],
+            execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
+            shard_count=4,
+            lookahead_seconds=90,
+            tick_seconds=60,
+            lease_seconds=30,
+        )
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """Simulated time starting at T0."""
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def svc(aws: Settings, clock: FakeClock) -> Services:
+    """Services wired to moto and the fake clock; workers never sleep."""
+    services = build(aws, dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), clock=clock)
+    services.worker.sleep = lambda seconds: clock.advance(seconds)
+    return services
+
+
+@pytest.fixture
+def pump(svc: Services, clock: FakeClock) -> Pump:
+    """The SQS event-source mapping, played by the fake clock."""
+    use_clocked_queue(svc)
+    return Pump(svc, clock)

@@ -1,0 +1,156 @@
+"""Test helpers: a queue whose delays the fake clock plays, a message pump, crash injection, call counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import boto3
+
+from jobsched.adapters.sqs import Outgoing, RunQueue
+from jobsched.domain import times
+from jobsched.domain.models import RunMessage
+from jobsched.ports import Crash, FakeClock
+from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
+from jobsched.wiring import Services
+
+
+class ClockedQueue(RunQueue):
+    """The real SQS adapter, but SQS's real-time delays are played by the fake clock instead.
+
+    Messages go to moto with no delay; `Pump` holds each back until the fake clock reaches its
+    due second. The delays the dispatcher asked for are recorded so tests can check them.
+    """
+
+    def __init__(self, base: RunQueue) -> None:
+        super().__init__(client=base.client, queue_url=base.queue_url)
+        self.requested_delays: list[int] = []
+
+    def send(self, outgoing: Sequence[Outgoing]) -> None:
+        self.requested_delays.extend(o.delay_seconds for o in outgoing)
+        super().send([Outgoing(o.message, 0) for o in outgoing])
+
+
+def use_clocked_queue(svc: Services) -> ClockedQueue:
+    """Swap every service's queue for a ClockedQueue on the same SQS queue."""
+    queue = ClockedQueue(svc.queue)
+    svc.queue = svc.dispatcher.queue = svc.worker.queue = queue
+    return queue
+
+
+@dataclass
+class CrashAt:
+    """Crash points that kill the process the first `times` times `point` is reached."""
+
+    point: str
+    times: int = 1
+    hits: Counter[str] = field(default_factory=Counter)
+
+    def __call__(self, point: str) -> None:
+        self.hits[point] += 1
+        if point == self.point and self.hits[point] <= self.times:
+            raise Crash(point)
+
+
+@dataclass
+class Pump:
+    """Plays the SQS event-source mapping against moto with a fake clock.
+
+    Receives every visible message; those due by `until` run in scheduled order (the clock moves
+    to each one's second); the rest are made visible again. A Crash leaves the message in flight
+    ("the process died"); `expire_leases()` plays the visibility timeout running out.
+    """
+
+    svc: Services
+    clock: FakeClock
+    in_flight: list[str] = field(default_factory=list)
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def sqs(self) -> Any:
+        return self.svc.queue.client
+
+    def receive_all(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=self.svc.queue.queue_url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
+            ).get("Messages", [])
+            if not got:
+                return out
+            out.extend(got)
+
+    def run_due(self, until: datetime | None = None) -> Counter[str]:
+        """Deliver every message due by `until` (default: now), oldest first; returns outcomes."""
+        until = until or self.clock.now()
+        messages = self.receive_all()
+        keyed = sorted(
+            messages, key=lambda m: RunMessage.model_validate_json(m["Body"]).scheduled_for
+        )
+        done: Counter[str] = Counter()
+        for m in keyed:
+            sf = times.parse_stored(RunMessage.model_validate_json(m["Body"]).scheduled_for)
+            if sf > until:
+                self.sqs.change_message_visibility(
+                    QueueUrl=self.svc.queue.queue_url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                )
+                continue
+            if sf > self.clock.now():
+                self.clock.set(sf)
+            try:
+                outcome = self.svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+            except Crash:
+                self.in_flight.append(m["ReceiptHandle"])
+                done["crashed"] += 1
+                continue
+            except InFlightElsewhere:
+                done["left"] += 1
+                continue
+            self.sqs.delete_message(QueueUrl=self.svc.queue.queue_url, ReceiptHandle=m["ReceiptHandle"])
+            done[outcome.value if isinstance(outcome, Outcome) else str(outcome)] += 1
+        self.outcomes.update(done)
+        return done
+
+    def expire_leases(self, lease_seconds: float) -> None:
+        """Time passes beyond every lease: in-flight messages surface again."""
+        self.clock.advance(lease_seconds + 1)
+        for handle in self.in_flight:
+            self.sqs.change_message_visibility(
+                QueueUrl=self.svc.queue.queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+            )
+        self.in_flight.clear()
+
+
+def run_rows(settings_table: str, job_id: str) -> list[dict[str, Any]]:
+    """Every run row of a job, raw (all pages)."""
+    client = boto3.client("dynamodb")
+    kwargs: dict[str, Any] = {
+        "TableName": settings_table,
+        "KeyConditionExpression": "PK = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": f"JOB#{job_id}"}},
+    }
+    rows: list[dict[str, Any]] = []
+    while True:
+        out = client.query(**kwargs)
+        rows.extend(out["Items"])
+        if "LastEvaluatedKey" not in out:
+            return rows
+        kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
+
+class CallCounter:
+    """Counts AWS API calls by (service, operation) through botocore's event hooks."""
+
+    def __init__(self, *clients: Any) -> None:
+        self.calls: Counter[str] = Counter()
+        for client in clients:
+            client.meta.events.register("before-call.*.*", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        self.calls[f"{model.service_model.service_id}.{model.name}"] += 1
+
+    def reset(self) -> None:
+        self.calls.clear()
