@@ -200,6 +200,10 @@ def _aware_utc(moment: datetime, name: str) -> datetime:
     return moment.astimezone(UTC)
 
 
+def _offset(zone: ZoneInfo, moment: datetime) -> timedelta:
+    return moment.astimezone(zone).utcoffset() or timedelta(0)
+
+
 def _gap_end(zone: ZoneInfo, wall: datetime, below: datetime, above: datetime) -> datetime:
     """The first instant whose local wall time is at or after `wall`, a wall time inside a gap."""
     # local(below) < wall <= local(above); tz transitions fall on whole seconds, so bisect on them.
@@ -301,13 +305,13 @@ class CronSchedule:
 
     def _fires(self, after: datetime) -> Iterator[datetime]:
         """Fire instants strictly after `after` (UTC), increasing, lazily."""
-        zone = self._zone
-        # Start enumerating at the smallest offset in play so that a repeated hour just ahead of or
-        # around `after` is enumerated from its first wall time; croniter's start is exclusive.
-        offset = min(
-            after.astimezone(zone).utcoffset() or timedelta(0),
-            (after + _DAY).astimezone(zone).utcoffset() or timedelta(0),
-        )
+        here = _offset(self._zone, after)
+        offset = min(here, _offset(self._zone, after + _DAY))
+        if offset < here:
+            # A fall-back lies within a day. Only if it is closer than its own size can a wall time
+            # earlier than local(after) still fire after `after` (the repeated hour's second pass),
+            # so only then start that much earlier; croniter's start is exclusive.
+            offset = min(here, _offset(self._zone, after + (here - offset)))
         start = (after + offset).replace(microsecond=0)
         walls = _croniter(self._cron, self._with_seconds, start)
         # Fires of a repeated hour's second pass come after later wall times' first pass, so hold
