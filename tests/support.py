@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,10 +49,13 @@ class CrashAt:
     point: str
     times: int = 1
     hits: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, point: str) -> None:
-        self.hits[point] += 1
-        if point == self.point and self.hits[point] <= self.times:
+        with self._lock:  # dispatcher shards run on a thread pool
+            self.hits[point] += 1
+            fire = point == self.point and self.hits[point] <= self.times
+        if fire:
             raise Crash(point)
 
 
@@ -68,10 +72,8 @@ class Pump:
     clock: FakeClock
     in_flight: list[str] = field(default_factory=list)
     outcomes: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def sqs(self) -> Any:
-        return self.svc.queue.client
+    # Its own client: the mapping's receives and deletes are not the services' calls.
+    sqs: Any = field(default_factory=lambda: boto3.client("sqs"))
 
     def receive_all(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -1,0 +1,162 @@
+"""Crash a dispatcher or a worker between any two steps: no tick is lost, none has two effects.
+
+Invariants checked after every scenario (DESIGN.md 1 and 2):
+- every due (job_id, scheduled_for) has exactly one run row, and it is SUCCEEDED;
+- no run row was ever written twice as a success (one row per key, by construction of the key,
+  and the SUCCEEDED transition is a compare-and-set from RUNNING held by one lease owner).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from jobsched.domain import times
+from jobsched.domain.models import CreateJobRequest
+from jobsched.handlers import HandlerRegistry, RunContext
+from jobsched.ports import Crash, FakeClock
+from jobsched.services.dispatch import Dispatcher
+from jobsched.wiring import Services
+from tests.conftest import T0
+from tests.support import CrashAt, Pump, run_rows
+
+
+def runs_by_key(svc: Services, job_id: str) -> dict[datetime, str]:
+    rows = run_rows(svc.settings.runs_table, job_id)
+    keys = [r["SK"]["S"] for r in rows]
+    assert len(keys) == len(set(keys)), "two rows for one firing"
+    return {times.parse_stored(r["scheduled_for"]["S"]): r["status"]["S"] for r in rows}
+
+
+def fresh_dispatcher(svc: Services) -> Dispatcher:
+    """A new process: same stores, new identity, no crash injected."""
+    return Dispatcher(jobs=svc.jobs, runs=svc.runs, queue=svc.queue, settings=svc.settings, clock=svc.clock)
+
+
+@pytest.mark.parametrize(
+    "point", ["dispatch.after_put_runs", "dispatch.after_send", "dispatch.after_stamp", "dispatch.before_release"]
+)
+def test_a_dispatcher_killed_after_any_step_loses_no_tick(svc: Services, pump: Pump, clock: FakeClock, point: str) -> None:
+    # Given a 10-second cron (the API hands ticks up to T0+90 s over) and a one-off at T0+130 s
+    cron = svc.job_service.submit(
+        CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *"), tenant="t", idempotency_key="a"
+    )
+    later = svc.job_service.submit(
+        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=130)),
+        tenant="t",
+        idempotency_key="b",
+    )
+    # When the dispatcher pass at T0+60 s dies at `point`
+    clock.set(T0 + timedelta(seconds=60))
+    svc.dispatcher.crash = CrashAt(point)
+    with pytest.raises(Crash):
+        svc.dispatcher.dispatch_all()
+    pump.run_due(T0 + timedelta(seconds=120))
+    # and a fresh dispatcher carries on at the next tick
+    clock.set(T0 + timedelta(seconds=120))
+    fresh_dispatcher(svc).dispatch_all()
+    pump.run_due(T0 + timedelta(seconds=200))
+    # Then every tick up to the second pass's window ran exactly once
+    cron_runs = runs_by_key(svc, cron.job_id)
+    expected = [T0 + timedelta(seconds=10 * i) for i in range(1, 22)]  # up to T0+210 (120 + 90)
+    assert sorted(cron_runs) == expected
+    due = [t for t in expected if t <= T0 + timedelta(seconds=200)]
+    assert all(cron_runs[t] == "SUCCEEDED" for t in due)
+    assert runs_by_key(svc, later.job_id) == {T0 + timedelta(seconds=130): "SUCCEEDED"}
+    assert pump.outcomes["succeeded"] == len(due) + 1
+
+
+class Ledger:
+    """Every handler invocation, as an append-only list of (effect_key, attempt)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.crash_first = False
+
+    def handler(self, payload: dict[str, Any], ctx: RunContext) -> dict[str, int]:
+        self.calls.append((ctx.effect_key, ctx.attempt))
+        if self.crash_first and len(self.calls) == 1:
+            raise Crash("mid-handler")
+        return {"attempt": ctx.attempt}
+
+
+@pytest.mark.parametrize(
+    ("point", "handler_calls", "attempt"),
+    [
+        ("run.after_lease", 1, 2),  # died holding the lease: the next receive takes it over
+        ("mid_handler", 2, 2),  # died inside the handler: it runs again (same effect key)
+        ("run.after_handler", 2, 2),  # died before recording: runs again, the key makes it one effect
+        ("run.after_record", 1, 1),  # died before acking: the redelivery finds it done
+    ],
+)
+def test_a_worker_killed_at_any_step_still_runs_the_tick_once(
+    svc: Services, pump: Pump, clock: FakeClock, point: str, handler_calls: int, attempt: int
+) -> None:
+    ledger = Ledger()
+    registry = HandlerRegistry()
+    registry.register("test.ledger", ledger.handler)
+    svc.worker.registry = svc.job_service.registry = registry
+    if point == "mid_handler":
+        ledger.crash_first = True
+    else:
+        svc.worker.crash = CrashAt(point)
+    # Given a one-off due in 5 s
+    job = svc.job_service.submit(
+        CreateJobRequest(type="one_off", handler="test.ledger", run_at=T0 + timedelta(seconds=5)),
+        tenant="t",
+        idempotency_key="w",
+    )
+    # When the first worker dies at `point`
+    assert pump.run_due(T0 + timedelta(seconds=5))["crashed"] == 1
+    # and its lease runs out, so the message surfaces again for another worker
+    pump.expire_leases(svc.settings.lease_seconds)
+    outcome = pump.run_due()
+    # Then the run finished exactly once
+    assert runs_by_key(svc, job.job_id) == {T0 + timedelta(seconds=5): "SUCCEEDED"}
+    assert outcome == Counter({"succeeded": 1}) if point != "run.after_record" else outcome == Counter({"duplicate": 1})
+    assert len(ledger.calls) == handler_calls
+    assert {key for key, _ in ledger.calls} == {f"{job.job_id}-{int((T0 + timedelta(seconds=5)).timestamp() * 1000)}"}
+    run = svc.runs.get(job.job_id, T0 + timedelta(seconds=5))
+    assert run is not None and run.attempt == attempt
+    # and nothing is left in the queue
+    assert pump.receive_all() == []
+
+
+def test_a_redelivery_while_the_holder_is_alive_is_left_alone(svc: Services, pump: Pump, clock: FakeClock) -> None:
+    # SQS may deliver one message twice at once; the second receive must not run it again
+    from jobsched.services.run import Delivery, InFlightElsewhere
+
+    job = svc.job_service.submit(
+        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5)), tenant="t", idempotency_key="x"
+    )
+    [message] = pump.receive_all()
+    clock.set(T0 + timedelta(seconds=5))
+    svc.worker.crash = CrashAt("run.after_lease")
+    with pytest.raises(Crash):
+        svc.worker.process(Delivery(message["MessageId"], message["ReceiptHandle"], message["Body"]))
+    svc.worker.crash = lambda point: None
+    with pytest.raises(InFlightElsewhere):
+        svc.worker.process(Delivery(message["MessageId"], "another-receipt", message["Body"]))
+    run = svc.runs.get(job.job_id, T0 + timedelta(seconds=5))
+    assert run is not None and run.status == "LEASED" and run.attempt == 1
+
+
+def test_two_dispatchers_never_drain_one_shard_at_once(svc: Services, pump: Pump, clock: FakeClock) -> None:
+    svc.job_service.submit(
+        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=150)), tenant="t", idempotency_key="y"
+    )
+    clock.set(T0 + timedelta(seconds=60))
+    first, second = fresh_dispatcher(svc), fresh_dispatcher(svc)
+    # The first holds every shard's lease (it died mid-pass); the second skips them all
+    first.crash = CrashAt("dispatch.before_release", times=svc.settings.shard_count)
+    for shard in range(svc.settings.shard_count):
+        with pytest.raises(Crash):
+            first.dispatch_shard(shard)
+    report = second.dispatch_all()
+    assert not any(s.leased for s in report.shards)
+    # until the lease runs out before the next tick
+    clock.set(T0 + timedelta(seconds=120))
+    assert all(s.leased for s in second.dispatch_all().shards)
