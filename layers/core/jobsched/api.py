@@ -104,7 +104,7 @@ def build_app(service: JobService, *, tenant_source: str = "iam") -> APIGatewayR
         idempotency_key: Annotated[str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower())] = None,
     ) -> Response[JobCreated]:
         created = service.submit(body, tenant=tenant_of(app, tenant_source), idempotency_key=idempotency_key)
-        return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=created.model_dump_json())
+        return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=created)
 
     @app.get("/api/jobs/<job_id>")
     def get_job(job_id: Annotated[str, Path(max_length=64)]) -> JobView:
