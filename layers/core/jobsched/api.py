@@ -123,7 +123,20 @@ def build_app(service: JobService, *, tenant_source: str = "iam") -> APIGatewayR
 
 
 def guard_body(event: dict[str, Any]) -> dict[str, Any] | None:
-    """A 413 response for an oversized body, before any parsing; None when the size is fine."""
+    """A 413 response for an oversized body, before any parsing; None when the size is fine.
+
+    The API speaks JSON only, so a body is read as JSON whatever Content-Type the client sent
+    (curl's default form encoding would otherwise turn a JSON body into form fields).
+    """
+    headers = event.get("headers") or {}
+    for key in [k for k in headers if k.lower() == "content-type"]:
+        del headers[key]
+    headers["Content-Type"] = content_types.APPLICATION_JSON
+    event["headers"] = headers
+    if event.get("multiValueHeaders"):
+        event["multiValueHeaders"] = {
+            k: v for k, v in event["multiValueHeaders"].items() if k.lower() != "content-type"
+        } | {"Content-Type": [content_types.APPLICATION_JSON]}
     body = event.get("body") or ""
     if len(body.encode() if isinstance(body, str) else body) > MAX_BODY_BYTES:
         err = PayloadTooLarge(f"body: larger than {MAX_BODY_BYTES} bytes", field="body")

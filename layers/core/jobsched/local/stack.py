@@ -125,11 +125,17 @@ class LocalStack:
         os.environ.setdefault("AWS_REGION", os.environ["AWS_DEFAULT_REGION"])
         os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
         os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobsched")
-        os.environ.setdefault("POWERTOOLS_DEV", "0")
+        # One process plays every function: keep its console readable (AWS keeps them on).
+        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+        os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
         if self.config.endpoint_url:
             self.endpoint_url = self.config.endpoint_url
         else:
+            import logging
+
             from moto.server import ThreadedMotoServer
+
+            logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
 
             port = free_port(self.config.host)
             self._moto = ThreadedMotoServer(ip_address=self.config.host, port=port, verbose=False)
