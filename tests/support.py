@@ -89,9 +89,7 @@ class Pump:
         """Deliver every message due by `until` (default: now), oldest first; returns outcomes."""
         until = until or self.clock.now()
         messages = self.receive_all()
-        keyed = sorted(
-            messages, key=lambda m: RunMessage.model_validate_json(m["Body"]).scheduled_for
-        )
+        keyed = sorted(messages, key=lambda m: RunMessage.model_validate_json(m["Body"]).scheduled_for)
         done: Counter[str] = Counter()
         for m in keyed:
             sf = times.parse_stored(RunMessage.model_validate_json(m["Body"]).scheduled_for)

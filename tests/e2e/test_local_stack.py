@@ -20,13 +20,20 @@ def test_a_one_off_5_seconds_ahead_runs_on_its_second(stack: Stack) -> None:
     run_at = (datetime.now(UTC) + timedelta(seconds=5)).replace(microsecond=0)
     created = stack.post(
         "/api/jobs",
-        {"type": "one_off", "run_at": run_at.isoformat(), "handler": "demo.echo", "payload": {"hello": "e2e"}},
+        {
+            "type": "one_off",
+            "run_at": run_at.isoformat(),
+            "handler": "demo.echo",
+            "payload": {"hello": "e2e"},
+        },
         **{"Idempotency-Key": "e2e-one-off"},
     )
     assert created.status_code == 201, created.text
     job_id = created.json()["job_id"]
     # Then it reaches SUCCEEDED, its run recorded once with the payload echoed
-    job = stack.wait_for(job_id, lambda j: j["recent_executions"] and j["recent_executions"][0]["status"] == "SUCCEEDED")
+    job = stack.wait_for(
+        job_id, lambda j: j["recent_executions"] and j["recent_executions"][0]["status"] == "SUCCEEDED"
+    )
     [run] = job["recent_executions"]
     assert parse(run["scheduled_for"]) == run_at
     assert parse(run["started_at"]) >= run_at  # never early; lateness is measured by `make bench`
@@ -36,7 +43,9 @@ def test_a_one_off_5_seconds_ahead_runs_on_its_second(stack: Stack) -> None:
 
 def test_a_10_second_cron_fires_three_consecutive_ticks_without_drift(stack: Stack) -> None:
     created = stack.post(
-        "/api/jobs", {"type": "recurring", "cron_expr": "*/10 * * * * *", "handler": "demo.echo"}, **{"X-Tenant": "cron"}
+        "/api/jobs",
+        {"type": "recurring", "cron_expr": "*/10 * * * * *", "handler": "demo.echo"},
+        **{"X-Tenant": "cron"},
     )
     assert created.status_code == 201, created.text
     job_id = created.json()["job_id"]
@@ -49,7 +58,9 @@ def test_a_10_second_cron_fires_three_consecutive_ticks_without_drift(stack: Sta
         **{"X-Tenant": "cron"},
     )
     # Then they ran on three consecutive grid ticks (no drift), each recorded once
-    done = sorted((r for r in job["recent_executions"] if r["status"] == "SUCCEEDED"), key=lambda r: r["scheduled_for"])
+    done = sorted(
+        (r for r in job["recent_executions"] if r["status"] == "SUCCEEDED"), key=lambda r: r["scheduled_for"]
+    )
     ticks = [parse(r["scheduled_for"]) for r in done[:3]]
     assert ticks == [first, first + timedelta(seconds=10), first + timedelta(seconds=20)]
     assert len({r["run_id"] for r in job["recent_executions"]}) == len(job["recent_executions"])

@@ -29,9 +29,17 @@ def api(aws: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
 
 @pytest.fixture
 def call(api: ModuleType) -> Call:
-    def _call(method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, raw: str | None = None) -> tuple[int, dict[str, Any]]:
+    def _call(
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        raw: str | None = None,
+    ) -> tuple[int, dict[str, Any]]:
         data = raw.encode() if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        event = events.api_gateway_event(method, path, {"Content-Type": "application/json", **(headers or {})}, data)
+        event = events.api_gateway_event(
+            method, path, {"Content-Type": "application/json", **(headers or {})}, data
+        )
         out = api.lambda_handler(event, lambdas.LambdaContext("api"))
         return out["statusCode"], json.loads(out["body"]) if out.get("body") else {}
 
@@ -54,7 +62,9 @@ def test_health_and_openapi(call: Call) -> None:
     assert "CreateJobRequest" in json.dumps(spec["components"])
 
 
-def test_create_answers_201_and_a_repeat_with_the_same_key_answers_the_same(call: Call, aws: Settings) -> None:
+def test_create_answers_201_and_a_repeat_with_the_same_key_answers_the_same(
+    call: Call, aws: Settings
+) -> None:
     body = {"type": "one_off", "run_at": soon(), "handler": "demo.echo", "payload": {"x": 1}}
     status, first = call("POST", "/api/jobs", body, {"Idempotency-Key": "abc"})
     assert status == 201 and first["status"] == "SCHEDULED" and first["job_id"].startswith("job_")
@@ -73,15 +83,22 @@ def test_get_shows_the_job_and_its_runs_and_delete_cancels_it(call: Call) -> Non
     [run] = job["recent_executions"]  # handed to SQS by the request itself: due in 2 s
     assert set(run) >= {"run_id", "scheduled_for", "attempt", "status", "started_at", "finished_at", "error"}
     assert run["status"] == "PENDING"
-    assert call("DELETE", f"/api/jobs/{created['job_id']}") == (200, {"job_id": created["job_id"], "status": "CANCELLED"})
+    assert call("DELETE", f"/api/jobs/{created['job_id']}") == (
+        200,
+        {"job_id": created["job_id"], "status": "CANCELLED"},
+    )
     assert call("DELETE", f"/api/jobs/{created['job_id']}")[0] == 200
     _, job = call("GET", f"/api/jobs/{created['job_id']}")
     assert job["status"] == "CANCELLED" and job["recent_executions"][0]["status"] == "CANCELLED"
 
 
 def test_a_tenant_never_sees_another_tenants_job(call: Call) -> None:
-    _, created = call("POST", "/api/jobs", {"type": "recurring", "cron_expr": "0 2 * * *", "handler": "demo.echo"},
-                      {"X-Tenant": "alice"})
+    _, created = call(
+        "POST",
+        "/api/jobs",
+        {"type": "recurring", "cron_expr": "0 2 * * *", "handler": "demo.echo"},
+        {"X-Tenant": "alice"},
+    )
     assert call("GET", f"/api/jobs/{created['job_id']}", headers={"X-Tenant": "alice"})[0] == 200
     for method in ("GET", "DELETE"):
         status, err = call(method, f"/api/jobs/{created['job_id']}", headers={"X-Tenant": "bob"})
@@ -114,30 +131,64 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     ("run_at long past", {"body": valid(run_at="2020-01-01T00:00:00+00:00")}, 400, "run_at"),
     ("one_off with cron_expr", {"body": valid(cron_expr="* * * * *")}, 400, "cron_expr"),
     ("recurring without cron", {"body": valid(type="recurring", run_at=...)}, 400, "cron_expr"),
-    ("bad cron value", {"body": valid(type="recurring", run_at=..., cron_expr="61 * * * *")}, 400, "cron_expr"),
-    ("cron with 4 fields", {"body": valid(type="recurring", run_at=..., cron_expr="* * * *")}, 400, "cron_expr"),
-    ("cron that never fires", {"body": valid(type="recurring", run_at=..., cron_expr="0 0 30 2 *")}, 400, "cron_expr"),
-    ("unknown timezone", {"body": valid(type="recurring", run_at=..., cron_expr="0 2 * * *", timezone="Mars/Base")}, 400, "timezone"),
+    (
+        "bad cron value",
+        {"body": valid(type="recurring", run_at=..., cron_expr="61 * * * *")},
+        400,
+        "cron_expr",
+    ),
+    (
+        "cron with 4 fields",
+        {"body": valid(type="recurring", run_at=..., cron_expr="* * * *")},
+        400,
+        "cron_expr",
+    ),
+    (
+        "cron that never fires",
+        {"body": valid(type="recurring", run_at=..., cron_expr="0 0 30 2 *")},
+        400,
+        "cron_expr",
+    ),
+    (
+        "unknown timezone",
+        {"body": valid(type="recurring", run_at=..., cron_expr="0 2 * * *", timezone="Mars/Base")},
+        400,
+        "timezone",
+    ),
     ("payload not an object", {"body": valid(payload="hello")}, 400, "payload"),
     ("oversized payload", {"body": valid(payload={"blob": "x" * 40_000})}, 400, "payload"),
     ("max_attempts zero", {"body": valid(max_attempts=0)}, 400, "max_attempts"),
     ("max_attempts wrong type", {"body": valid(max_attempts="three")}, 400, "max_attempts"),
     ("negative backoff", {"body": valid(backoff={"initial_seconds": -1})}, 400, "initial_seconds"),
-    ("backoff max below initial", {"body": valid(backoff={"initial_seconds": 10, "max_seconds": 5})}, 400, "max_seconds"),
+    (
+        "backoff max below initial",
+        {"body": valid(backoff={"initial_seconds": 10, "max_seconds": 5})},
+        400,
+        "max_seconds",
+    ),
     ("unknown field", {"body": valid(colour="blue")}, 400, "colour"),
     ("depends_on (not enabled)", {"body": valid(depends_on=["job_x"])}, 400, "depends_on"),
-    ("Idempotency-Key too long", {"body": valid(), "headers": {"Idempotency-Key": "k" * 300}}, 400, "Idempotency-Key"),
+    (
+        "Idempotency-Key too long",
+        {"body": valid(), "headers": {"Idempotency-Key": "k" * 300}},
+        400,
+        "Idempotency-Key",
+    ),
     ("bad X-Tenant", {"body": valid(), "headers": {"X-Tenant": "bad tenant!"}}, 400, "X-Tenant"),
     ("body over 64 KiB", {"raw": json.dumps(valid(payload={"b": "x" * 70_000}))}, 413, "body"),
 ]
 
 
-@pytest.mark.parametrize(("name", "request_", "status", "word"), BAD_REQUESTS, ids=[b[0] for b in BAD_REQUESTS])
+@pytest.mark.parametrize(
+    ("name", "request_", "status", "word"), BAD_REQUESTS, ids=[b[0] for b in BAD_REQUESTS]
+)
 def test_bad_input_is_a_clear_4xx_and_writes_nothing(
     call: Call, aws: Settings, name: str, request_: dict[str, Any], status: int, word: str
 ) -> None:
     before = job_items(aws)
-    got, answer = call("POST", "/api/jobs", request_.get("body"), request_.get("headers"), raw=request_.get("raw"))
+    got, answer = call(
+        "POST", "/api/jobs", request_.get("body"), request_.get("headers"), raw=request_.get("raw")
+    )
     assert got == status, answer
     assert set(answer) == {"error"} and set(answer["error"]) == {"code", "message"}
     assert word.lower() in answer["error"]["message"].lower(), answer
@@ -147,8 +198,12 @@ def test_bad_input_is_a_clear_4xx_and_writes_nothing(
 
 @pytest.mark.parametrize(
     ("method", "path", "status"),
-    [("GET", "/api/jobs/job_unknown", 404), ("DELETE", "/api/jobs/job_unknown", 404), ("GET", "/api/nothing", 404),
-     ("GET", "/api/jobs/" + "x" * 80, 400)],
+    [
+        ("GET", "/api/jobs/job_unknown", 404),
+        ("DELETE", "/api/jobs/job_unknown", 404),
+        ("GET", "/api/nothing", 404),
+        ("GET", "/api/jobs/" + "x" * 80, 400),
+    ],
 )
 def test_unknown_ids_and_routes_are_4xx(call: Call, method: str, path: str, status: int) -> None:
     got, answer = call(method, path)

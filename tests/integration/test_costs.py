@@ -22,22 +22,35 @@ def add_idle_jobs(svc: Services, count: int) -> None:
     client = boto3.client("dynamodb")
     for i in range(count):
         job = Job(
-            job_id=f"job_idle{i:06d}", tenant="t", type="recurring", status=JobStatus.SCHEDULED, handler="demo.echo",
-            payload={}, cron_expr="0 12 * * *", next_run_at=T0 + timedelta(days=1), created_at=T0, updated_at=T0,
+            job_id=f"job_idle{i:06d}",
+            tenant="t",
+            type="recurring",
+            status=JobStatus.SCHEDULED,
+            handler="demo.echo",
+            payload={},
+            cron_expr="0 12 * * *",
+            next_run_at=T0 + timedelta(days=1),
+            created_at=T0,
+            updated_at=T0,
         )
-        client.put_item(TableName=svc.settings.jobs_table, Item=job_to_item(job, shard_count=svc.settings.shard_count))
+        client.put_item(
+            TableName=svc.settings.jobs_table, Item=job_to_item(job, shard_count=svc.settings.shard_count)
+        )
 
 
 def due_jobs(svc: Services, count: int) -> None:
     for i in range(count):
         svc.job_service.submit(
             CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=130 + i)),
-            tenant="t", idempotency_key=f"due-{i}",
+            tenant="t",
+            idempotency_key=f"due-{i}",
         )
 
 
 @pytest.mark.parametrize("idle", [0, 1000, 3000])
-def test_finding_due_work_reads_only_due_entries(svc: Services, pump: Pump, clock: FakeClock, idle: int) -> None:
+def test_finding_due_work_reads_only_due_entries(
+    svc: Services, pump: Pump, clock: FakeClock, idle: int
+) -> None:
     # Given 10 jobs due in the next window among `idle` jobs due tomorrow
     due_jobs(svc, 10)
     add_idle_jobs(svc, idle)
@@ -54,7 +67,9 @@ def test_aws_calls_per_healthy_run(svc: Services, pump: Pump, clock: FakeClock) 
     counter = CallCounter(svc.jobs.client, svc.queue.client)
     # Given a job every 10 s already in the index
     svc.job_service.submit(
-        CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *"), tenant="t", idempotency_key="r"
+        CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *"),
+        tenant="t",
+        idempotency_key="r",
     )
     pump.run_due(T0 + timedelta(seconds=90))
     # When one dispatcher pass hands over a minute of ticks and the workers run them
@@ -86,10 +101,17 @@ def test_a_healthy_run_reads_no_more_than_its_own_items(svc: Services, pump: Pum
     # A one-off created through the API: transaction, run row, message, stamp; then the worker
     counter = CallCounter(svc.jobs.client, svc.queue.client)
     svc.job_service.submit(
-        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5)), tenant="t", idempotency_key="o"
+        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5)),
+        tenant="t",
+        idempotency_key="o",
     )
     assert counter.calls == Counter(
-        {"DynamoDB.TransactWriteItems": 1, "DynamoDB.PutItem": 1, "SQS.SendMessageBatch": 1, "DynamoDB.UpdateItem": 1}
+        {
+            "DynamoDB.TransactWriteItems": 1,
+            "DynamoDB.PutItem": 1,
+            "SQS.SendMessageBatch": 1,
+            "DynamoDB.UpdateItem": 1,
+        }
     )
     counter.reset()
     pump.run_due(T0 + timedelta(seconds=5))

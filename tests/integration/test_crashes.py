@@ -37,12 +37,17 @@ def fresh_dispatcher(svc: Services) -> Dispatcher:
 
 
 @pytest.mark.parametrize(
-    "point", ["dispatch.after_put_runs", "dispatch.after_send", "dispatch.after_stamp", "dispatch.before_release"]
+    "point",
+    ["dispatch.after_put_runs", "dispatch.after_send", "dispatch.after_stamp", "dispatch.before_release"],
 )
-def test_a_dispatcher_killed_after_any_step_loses_no_tick(svc: Services, pump: Pump, clock: FakeClock, point: str) -> None:
+def test_a_dispatcher_killed_after_any_step_loses_no_tick(
+    svc: Services, pump: Pump, clock: FakeClock, point: str
+) -> None:
     # Given a 10-second cron (the API hands ticks up to T0+90 s over) and a one-off at T0+130 s
     cron = svc.job_service.submit(
-        CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *"), tenant="t", idempotency_key="a"
+        CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *"),
+        tenant="t",
+        idempotency_key="a",
     )
     later = svc.job_service.submit(
         CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=130)),
@@ -116,21 +121,31 @@ def test_a_worker_killed_at_any_step_still_runs_the_tick_once(
     outcome = pump.run_due()
     # Then the run finished exactly once
     assert runs_by_key(svc, job.job_id) == {T0 + timedelta(seconds=5): "SUCCEEDED"}
-    assert outcome == Counter({"succeeded": 1}) if point != "run.after_record" else outcome == Counter({"duplicate": 1})
+    assert (
+        outcome == Counter({"succeeded": 1})
+        if point != "run.after_record"
+        else outcome == Counter({"duplicate": 1})
+    )
     assert len(ledger.calls) == handler_calls
-    assert {key for key, _ in ledger.calls} == {f"{job.job_id}-{int((T0 + timedelta(seconds=5)).timestamp() * 1000)}"}
+    assert {key for key, _ in ledger.calls} == {
+        f"{job.job_id}-{int((T0 + timedelta(seconds=5)).timestamp() * 1000)}"
+    }
     run = svc.runs.get(job.job_id, T0 + timedelta(seconds=5))
     assert run is not None and run.attempt == attempt
     # and nothing is left in the queue
     assert pump.receive_all() == []
 
 
-def test_a_redelivery_while_the_holder_is_alive_is_left_alone(svc: Services, pump: Pump, clock: FakeClock) -> None:
+def test_a_redelivery_while_the_holder_is_alive_is_left_alone(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
     # SQS may deliver one message twice at once; the second receive must not run it again
     from jobsched.services.run import Delivery, InFlightElsewhere
 
     job = svc.job_service.submit(
-        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5)), tenant="t", idempotency_key="x"
+        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5)),
+        tenant="t",
+        idempotency_key="x",
     )
     [message] = pump.receive_all()
     clock.set(T0 + timedelta(seconds=5))
@@ -146,7 +161,9 @@ def test_a_redelivery_while_the_holder_is_alive_is_left_alone(svc: Services, pum
 
 def test_two_dispatchers_never_drain_one_shard_at_once(svc: Services, pump: Pump, clock: FakeClock) -> None:
     svc.job_service.submit(
-        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=150)), tenant="t", idempotency_key="y"
+        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=150)),
+        tenant="t",
+        idempotency_key="y",
     )
     clock.set(T0 + timedelta(seconds=60))
     first, second = fresh_dispatcher(svc), fresh_dispatcher(svc)

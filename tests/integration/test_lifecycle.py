@@ -23,7 +23,9 @@ def every_10s() -> CreateJobRequest:
     return CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *")
 
 
-def test_a_one_off_due_in_5s_is_handed_over_by_the_request_and_succeeds(svc: Services, pump: Pump, clock: FakeClock) -> None:
+def test_a_one_off_due_in_5s_is_handed_over_by_the_request_and_succeeds(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
     # Given a one-off job due in 5 s (before any dispatcher pass could reach it)
     created = svc.job_service.submit(one_off(5, hello="world"), tenant="t1", idempotency_key="k1")
     # Then the request itself handed it to SQS with a 5 s delay and left the due index
@@ -41,7 +43,9 @@ def test_a_one_off_due_in_5s_is_handed_over_by_the_request_and_succeeds(svc: Ser
     assert run.result == {"hello": "world"}
 
 
-def test_a_one_off_far_ahead_waits_in_the_due_index_for_the_dispatcher(svc: Services, pump: Pump, clock: FakeClock) -> None:
+def test_a_one_off_far_ahead_waits_in_the_due_index_for_the_dispatcher(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
     created = svc.job_service.submit(one_off(3600), tenant="t1", idempotency_key=None)
     assert pump.receive_all() == []
     clock.advance(3600 - 60)
@@ -65,7 +69,9 @@ def test_a_10_second_cron_fires_every_tick_without_drift(svc: Services, pump: Pu
         pump.run_due(T0 + timedelta(minutes=minute + 1))
     # Then every tick in those three minutes ran exactly once, on the 10-second grid
     rows = [r for r in run_rows(svc.settings.runs_table, created.job_id) if r["SK"]["S"].startswith("RUN#")]
-    scheduled = sorted(times.parse_stored(r["scheduled_for"]["S"]) for r in rows if r["status"]["S"] == "SUCCEEDED")
+    scheduled = sorted(
+        times.parse_stored(r["scheduled_for"]["S"]) for r in rows if r["status"]["S"] == "SUCCEEDED"
+    )
     expected = [T0 + timedelta(seconds=10 * i) for i in range(1, 19)]
     assert scheduled == expected
     assert len({r["SK"]["S"] for r in rows}) == len(rows)
@@ -75,7 +81,9 @@ def test_a_10_second_cron_fires_every_tick_without_drift(svc: Services, pump: Pu
     assert (job.next_run_at - T0).total_seconds() % 10 == 0
 
 
-def test_a_cancelled_job_does_not_fire_its_pre_dispatched_runs(svc: Services, pump: Pump, clock: FakeClock) -> None:
+def test_a_cancelled_job_does_not_fire_its_pre_dispatched_runs(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
     created = svc.job_service.submit(every_10s(), tenant="t1", idempotency_key="c")
     assert svc.job_service.cancel(created.job_id, tenant="t1").status == "CANCELLED"
     outcomes = pump.run_due(T0 + timedelta(minutes=2))
@@ -85,30 +93,49 @@ def test_a_cancelled_job_does_not_fire_its_pre_dispatched_runs(svc: Services, pu
     assert svc.dispatcher.dispatch_all().runs_sent == 0
 
 
-def test_cancel_is_idempotent_and_refused_while_a_run_is_running(svc: Services, pump: Pump, clock: FakeClock) -> None:
+def test_cancel_is_idempotent_and_refused_while_a_run_is_running(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
     import pytest
 
     from jobsched.errors import Conflict
 
     created = svc.job_service.submit(one_off(5, "demo.echo"), tenant="t1", idempotency_key="r")
     sf = times.stored(T0 + timedelta(seconds=5))
-    svc.runs.transition(job_id=created.job_id, scheduled_for=sf, target=RunStatus.LEASED, now=clock.now(),
-                        set_values={"lease_owner": "w", "lease_until": times.stored(clock.now() + timedelta(seconds=30))})
-    svc.runs.transition(job_id=created.job_id, scheduled_for=sf, target=RunStatus.RUNNING, now=clock.now(), owner="w")
+    svc.runs.transition(
+        job_id=created.job_id,
+        scheduled_for=sf,
+        target=RunStatus.LEASED,
+        now=clock.now(),
+        set_values={"lease_owner": "w", "lease_until": times.stored(clock.now() + timedelta(seconds=30))},
+    )
+    svc.runs.transition(
+        job_id=created.job_id, scheduled_for=sf, target=RunStatus.RUNNING, now=clock.now(), owner="w"
+    )
     with pytest.raises(Conflict):
         svc.job_service.cancel(created.job_id, tenant="t1")
-    svc.runs.transition(job_id=created.job_id, scheduled_for=sf, target=RunStatus.FAILED, now=clock.now(), owner="w")
+    svc.runs.transition(
+        job_id=created.job_id, scheduled_for=sf, target=RunStatus.FAILED, now=clock.now(), owner="w"
+    )
     assert svc.job_service.cancel(created.job_id, tenant="t1").status == "CANCELLED"
     assert svc.job_service.cancel(created.job_id, tenant="t1").status == "CANCELLED"
 
 
-def test_a_duplicate_message_for_a_finished_run_is_dropped(svc: Services, pump: Pump, clock: FakeClock) -> None:
+def test_a_duplicate_message_for_a_finished_run_is_dropped(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
     created = svc.job_service.submit(one_off(5), tenant="t1", idempotency_key="d")
     # The dispatcher's crash window: the same run is sent twice
     from jobsched.adapters.sqs import Outgoing
     from jobsched.domain.models import RunMessage
 
-    svc.queue.send([Outgoing(RunMessage(job_id=created.job_id, scheduled_for=times.stored(T0 + timedelta(seconds=5))), 5)])
+    svc.queue.send(
+        [
+            Outgoing(
+                RunMessage(job_id=created.job_id, scheduled_for=times.stored(T0 + timedelta(seconds=5))), 5
+            )
+        ]
+    )
     outcomes = pump.run_due(T0 + timedelta(seconds=10))
     assert outcomes["succeeded"] == 1 and outcomes["duplicate"] == 1
     rows = run_rows(svc.settings.runs_table, created.job_id)

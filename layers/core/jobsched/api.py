@@ -57,7 +57,9 @@ def tenant_of(app: APIGatewayRestResolver, source: str) -> str:
     event = app.current_event
     if source == "iam":
         arn = (event.request_context.identity.user_arn or "").strip()
-        match = re.match(r"^arn:aws[\w-]*:(?:iam|sts)::(\d{12}):(?:assumed-role/([^/]+)|(user|role)/(.+))", arn)
+        match = re.match(
+            r"^arn:aws[\w-]*:(?:iam|sts)::(\d{12}):(?:assumed-role/([^/]+)|(user|role)/(.+))", arn
+        )
         if not match:
             raise ValidationFailed("the request carries no IAM principal", field="Authorization")
         account, assumed, kind, name = match.groups()
@@ -67,7 +69,9 @@ def tenant_of(app: APIGatewayRestResolver, source: str) -> str:
     )
     tenant = (tenant or c.DEFAULT_TENANT).strip()
     if not _TENANT.match(tenant):
-        raise ValidationFailed(f"{c.TENANT_HEADER}: must be 1..128 of [A-Za-z0-9._:/@+=,-]", field=c.TENANT_HEADER)
+        raise ValidationFailed(
+            f"{c.TENANT_HEADER}: must be 1..128 of [A-Za-z0-9._:/@+=,-]", field=c.TENANT_HEADER
+        )
     return tenant
 
 
@@ -75,11 +79,11 @@ def build_app(service: JobService, *, tenant_source: str = "iam") -> APIGatewayR
     """The resolver with every route; `tenant_source` is "iam" or "header"."""
     app = APIGatewayRestResolver(enable_validation=True)
 
-    @app.exception_handler(RequestValidationError)
+    @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
     def _invalid(exc: RequestValidationError) -> Response[Any]:
         return _error(400, "validation_error", _describe(list(exc.errors())))
 
-    @app.exception_handler(JobschedError)
+    @app.exception_handler(JobschedError)  # type: ignore[untyped-decorator]
     def _domain(exc: JobschedError) -> Response[Any]:
         if exc.status >= 500:
             logger.warning("service error", extra={"code": exc.code, "error": exc.message})
@@ -89,7 +93,7 @@ def build_app(service: JobService, *, tenant_source: str = "iam") -> APIGatewayR
     def _no_route(exc: NotFoundError) -> Response[Any]:
         return _error(404, "not_found", f"no route {app.current_event.http_method} {app.current_event.path}")
 
-    @app.exception_handler(Exception)
+    @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
     def _unexpected(exc: Exception) -> Response[Any]:
         logger.exception("unhandled error")
         return _error(500, "internal_error", "internal error; the request may be retried")

@@ -32,13 +32,19 @@ def _signed_headers(method: str, url: str, body: bytes | None, headers: dict[str
     if credentials is None:
         raise SystemExit("jobsched: --sigv4 needs AWS credentials (environment, profile or role)")
     request = AWSRequest(method=method, url=url, data=body or b"", headers=headers)
-    SigV4Auth(credentials.get_frozen_credentials(), "execute-api", session.region_name or "us-east-1").add_auth(
-        request
-    )
+    SigV4Auth(
+        credentials.get_frozen_credentials(), "execute-api", session.region_name or "us-east-1"
+    ).add_auth(request)
     return dict(request.headers.items())
 
 
-def call(args: argparse.Namespace, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None) -> int:
+def call(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    payload: Any = None,
+    headers: dict[str, str] | None = None,
+) -> int:
     """Send one API request, print the JSON answer, return a shell exit code."""
     url = _api_url(args) + path
     body = json.dumps(payload).encode() if payload is not None else None

@@ -41,15 +41,15 @@ class HandlerRegistry:
         self._handlers: dict[str, Handler] = {}
         self._lock = threading.Lock()
 
-    def register(self, name: str, fn: Handler | None = None) -> Any:
-        """Register `fn` under `name`; without `fn`, return a decorator."""
+    def register(self, name: str, fn: Handler) -> Handler:
+        """Register `fn` under `name` (replacing any earlier one); returns `fn`."""
+        with self._lock:
+            self._handlers[name] = fn
+        return fn
 
-        def add(func: Handler) -> Handler:
-            with self._lock:
-                self._handlers[name] = func
-            return func
-
-        return add(fn) if fn is not None else add
+    def handler(self, name: str) -> Callable[[Handler], Handler]:
+        """Decorator form of register()."""
+        return lambda fn: self.register(name, fn)
 
     def get(self, name: str) -> Handler:
         """The handler for `name`; raises UnknownHandler naming it."""
@@ -78,24 +78,24 @@ class DemoFailure(RuntimeError):
     """The error demo.fail and demo.flaky raise."""
 
 
-@registry.register("demo.echo")
+@registry.handler("demo.echo")
 def _echo(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     return payload
 
 
-@registry.register("demo.sleep")
+@registry.handler("demo.sleep")
 def _sleep(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     seconds = float(payload.get("seconds", 1))
     time.sleep(max(0.0, min(seconds, 900.0)))
     return {"slept": seconds}
 
 
-@registry.register("demo.fail")
+@registry.handler("demo.fail")
 def _fail(payload: dict[str, Any], ctx: RunContext) -> None:
     raise DemoFailure(str(payload.get("message", "demo.fail always fails")))
 
 
-@registry.register("demo.flaky")
+@registry.handler("demo.flaky")
 def _flaky(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     fail_times = int(payload.get("fail_times", 1))
     if ctx.attempt <= fail_times:

@@ -52,7 +52,7 @@ class FakeClock:
             self._now = moment
 
 
-class Crash(BaseException):  # noqa: N818 - it models a process dying, not an error to handle
+class Crash(BaseException):
     """A simulated process death: it escapes every `except Exception`, as a SIGKILL would."""
 
 

@@ -69,7 +69,9 @@ DUE_INDEX = IndexSpec(
 # improvement on the one-table sketch: run history grows without bound, and keeping it apart
 # means nothing the dispatcher or the API's job lookups touch grows with it (moto also scans a
 # whole table per Query, so locally this keeps dispatch fast), and history gets its own TTL.
-JOBS_TABLE = TableSpec(logical_id="JobsTable", suffix="jobs", indexes=(DUE_INDEX,), ttl_attribute="expires_at")
+JOBS_TABLE = TableSpec(
+    logical_id="JobsTable", suffix="jobs", indexes=(DUE_INDEX,), ttl_attribute="expires_at"
+)
 
 # Runs: PK "JOB#<job_id>", SK "RUN#<scheduled_for>": the conditional put on this key is the
 # "one run per firing" guarantee, and history is a descending range read on the partition.
@@ -113,7 +115,10 @@ def _table_kwargs(name: str, spec: TableSpec) -> dict[str, Any]:
                     {"AttributeName": index.partition_key, "KeyType": "HASH"},
                     {"AttributeName": index.sort_key, "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.non_key_attributes)},
+                "Projection": {
+                    "ProjectionType": "INCLUDE",
+                    "NonKeyAttributes": list(index.non_key_attributes),
+                },
             }
         )
     kwargs: dict[str, Any] = {
@@ -130,9 +135,7 @@ def _table_kwargs(name: str, spec: TableSpec) -> dict[str, Any]:
     return kwargs
 
 
-def create_local_resources(
-    *, prefix: str, dynamodb: DynamoDBClient, sqs: SQSClient
-) -> dict[str, str]:
+def create_local_resources(*, prefix: str, dynamodb: DynamoDBClient, sqs: SQSClient) -> dict[str, str]:
     """Create (or find) every table and queue for `prefix`; return {logical_id: name or queue URL}."""
     out: dict[str, str] = {}
     existing = set(dynamodb.list_tables().get("TableNames", []))
@@ -154,9 +157,12 @@ def create_local_resources(
         }
         if queue.redrive_to:
             attributes["RedrivePolicy"] = json.dumps(
-                {"deadLetterTargetArn": arns[queue.redrive_to], "maxReceiveCount": str(queue.max_receive_count)}
+                {
+                    "deadLetterTargetArn": arns[queue.redrive_to],
+                    "maxReceiveCount": str(queue.max_receive_count),
+                }
             )
-        url = sqs.create_queue(QueueName=physical_name(prefix, queue), Attributes=attributes)["QueueUrl"]
+        url = sqs.create_queue(QueueName=physical_name(prefix, queue), Attributes=attributes)["QueueUrl"]  # type: ignore[arg-type]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         arns[queue.logical_id] = arn
         out[queue.logical_id] = url

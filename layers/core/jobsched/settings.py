@@ -47,7 +47,9 @@ class Settings(BaseModel):
             if env.get(name):
                 raw[field] = env[name]
         if env.get(c.HANDLER_MODULES_ENV):
-            raw["handler_modules"] = tuple(m.strip() for m in env[c.HANDLER_MODULES_ENV].split(",") if m.strip())
+            raw["handler_modules"] = tuple(
+                m.strip() for m in env[c.HANDLER_MODULES_ENV].split(",") if m.strip()
+            )
         return cls.model_validate(raw)
 
     def as_env(self) -> dict[str, str]:

@@ -70,6 +70,8 @@ def build(
     runs = RunStore(client=dynamodb, table=settings.runs_table)
     queue = RunQueue(client=sqs, queue_url=settings.execution_queue_url)
     dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
-    worker = Worker(jobs=jobs, runs=runs, queue=queue, registry=handlers, settings=settings, clock=clock, crash=crash)
+    worker = Worker(
+        jobs=jobs, runs=runs, queue=queue, registry=handlers, settings=settings, clock=clock, crash=crash
+    )
     service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock)
     return Services(settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock)

@@ -259,8 +259,13 @@ class JobStore:
                 old = first.get("Item") or self._get(f"IDEM#{job.tenant}#{idempotency_key}", "IDEM")
                 if old:
                     decoded = _dec(old)
-                    return {"request_hash": decoded["request_hash"], "response": json.loads(decoded["response"])}
-            raise TransientStoreError("job creation was cancelled; retry with the same Idempotency-Key") from exc
+                    return {
+                        "request_hash": decoded["request_hash"],
+                        "response": json.loads(decoded["response"]),
+                    }
+            raise TransientStoreError(
+                "job creation was cancelled; retry with the same Idempotency-Key"
+            ) from exc
         return None
 
     def get_job(self, job_id: str) -> Job | None:
@@ -268,7 +273,9 @@ class JobStore:
         raw = self._get(job_pk(job_id), "META")
         return job_from_item(raw) if raw else None
 
-    def stamp_next_tick(self, job_id: str, *, expected: datetime, next_run_at: datetime | None, now: datetime) -> bool:
+    def stamp_next_tick(
+        self, job_id: str, *, expected: datetime, next_run_at: datetime | None, now: datetime
+    ) -> bool:
         """Move the job's pending tick from `expected` to `next_run_at` (None: leave the index).
 
         A compare-and-set on next_run_at, so two dispatchers (or the API and a dispatcher) that
@@ -297,13 +304,20 @@ class JobStore:
         return True
 
     def set_job_status(
-        self, job_id: str, *, target: JobStatus, sources: Iterable[JobStatus], now: datetime, leave_index: bool
+        self,
+        job_id: str,
+        *,
+        target: JobStatus,
+        sources: Iterable[JobStatus],
+        now: datetime,
+        leave_index: bool,
     ) -> tuple[bool, Job | None]:
         """Compare-and-set the job status; returns (applied, job as it stands after the call)."""
         names = {"#s": "status"}
         src = sorted({s.value for s in sources})
         values: dict[str, Any] = {":t": _enc(target.value), ":now": _enc(times.stored(now))}
         values.update({f":s{i}": _enc(s) for i, s in enumerate(src)})
+        values_of_src = [f":s{i}" for i in range(len(src))]
         update = "SET #s = :t, updated_at = :now ADD version :one"
         values[":one"] = _enc(1)
         if leave_index:
@@ -313,7 +327,7 @@ class JobStore:
                 TableName=self.table,
                 Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
                 UpdateExpression=update,
-                ConditionExpression=f"attribute_exists(PK) AND #s IN ({', '.join(f':s{i}' for i in range(len(src)))})",
+                ConditionExpression=f"attribute_exists(PK) AND #s IN ({', '.join(values_of_src)})",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
@@ -321,14 +335,16 @@ class JobStore:
             )
         except ClientError as exc:
             if _error_code(exc) == "ConditionalCheckFailedException":
-                old = exc.response.get("Item")
+                old: Any = exc.response.get("Item")
                 return False, job_from_item(old) if old else None
             _raise_transient(exc)
             raise
         return True, job_from_item(out["Attributes"])
 
     # -- the due index --------------------------------------------------------------------------
-    def due_page(self, due_key: str, *, until: datetime, cursor: dict[str, Any] | None, limit: int) -> DuePage:
+    def due_page(
+        self, due_key: str, *, until: datetime, cursor: dict[str, Any] | None, limit: int
+    ) -> DuePage:
         """One page of the entries of `due_key` with next_run_at <= until, oldest first."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
@@ -352,14 +368,19 @@ class JobStore:
         )
 
     # -- shard leases ---------------------------------------------------------------------------
-    def acquire_shard(self, shard: int, *, owner: str, now: datetime, lease_seconds: int) -> ShardLease | None:
+    def acquire_shard(
+        self, shard: int, *, owner: str, now: datetime, lease_seconds: int
+    ) -> ShardLease | None:
         """Lease a shard if it is unclaimed, expired, or already ours; None if another holds it."""
         try:
             out = self.client.update_item(
                 TableName=self.table,
                 Key={"PK": _enc(f"SHARD#{shard}"), "SK": _enc("LEASE")},
                 UpdateExpression="SET lease_owner = :me, lease_until = :until",
-                ConditionExpression="attribute_not_exists(lease_owner) OR lease_until < :now OR lease_owner = :me",
+                # Unclaimed, expired, or ours (a pass that re-enters after a crash of its own).
+                ConditionExpression=(
+                    "attribute_not_exists(lease_owner) OR lease_until < :now OR lease_owner = :me"
+                ),
                 ExpressionAttributeValues={
                     ":me": _enc(owner),
                     ":now": _enc(times.stored(now)),
@@ -441,7 +462,7 @@ class RunStore:
             )
         except ClientError as exc:
             if _error_code(exc) == "ConditionalCheckFailedException":
-                old = exc.response.get("Item")
+                old: Any = exc.response.get("Item")
                 return Transition(applied=False, item=dict(old) if old else self.get_raw(job_id, sf))
             _raise_transient(exc)
             raise
@@ -499,7 +520,9 @@ class RunStore:
         if takeover_expired_lease:
             held = sorted(s.value for s in HELD)
             values.update({f":held{i}": _enc(s) for i, s in enumerate(held)})
-            clauses.append(f"(#s IN ({', '.join(f':held{i}' for i in range(len(held)))}) AND lease_until < :now)")
+            clauses.append(
+                f"(#s IN ({', '.join(f':held{i}' for i in range(len(held)))}) AND lease_until < :now)"
+            )
         sets = ["#s = :t", "updated_at = :now"]
         if create_if_missing is not None:
             clauses.append("attribute_not_exists(PK)")
@@ -533,7 +556,7 @@ class RunStore:
             )
         except ClientError as exc:
             if _error_code(exc) == "ConditionalCheckFailedException":
-                old = exc.response.get("Item")
+                old: Any = exc.response.get("Item")
                 return Transition(applied=False, item=dict(old) if old else None)
             _raise_transient(exc)
             raise

@@ -112,7 +112,9 @@ class CreateJobRequest(BaseModel):
 
     def retry_policy(self) -> RetryPolicy:
         """The retry policy this request asks for."""
-        return RetryPolicy(max_attempts=self.max_attempts, backoff=self.backoff, timeout_seconds=self.timeout_seconds)
+        return RetryPolicy(
+            max_attempts=self.max_attempts, backoff=self.backoff, timeout_seconds=self.timeout_seconds
+        )
 
 
 class Job(BaseModel):

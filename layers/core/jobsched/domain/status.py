@@ -14,6 +14,7 @@ two processes racing on one run cannot both win, and a stale process cannot move
 from __future__ import annotations
 
 from enum import StrEnum
+from itertools import pairwise
 
 
 class RunStatus(StrEnum):
@@ -51,9 +52,7 @@ LEGAL_EDGES: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
     }
 )
 
-TERMINAL: frozenset[RunStatus] = frozenset(
-    {RunStatus.SUCCEEDED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED}
-)
+TERMINAL: frozenset[RunStatus] = frozenset({RunStatus.SUCCEEDED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED})
 HELD: frozenset[RunStatus] = frozenset({RunStatus.LEASED, RunStatus.RUNNING})
 
 
@@ -68,7 +67,7 @@ def sources_of(target: RunStatus) -> frozenset[RunStatus]:
 
 def check_path(*path: RunStatus) -> None:
     """Raise IllegalTransition unless each consecutive pair of `path` is a legal edge."""
-    for src, dst in zip(path, path[1:], strict=False):
+    for src, dst in pairwise(path):
         if (src, dst) not in LEGAL_EDGES:
             raise IllegalTransition(f"illegal run transition {src} -> {dst}")
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 
-def api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body: bytes | None) -> dict[str, Any]:
+def api_gateway_event(
+    method: str, raw_path: str, headers: dict[str, str], body: bytes | None
+) -> dict[str, Any]:
     """An API Gateway REST (v1) proxy event for one HTTP request."""
     parts = urlsplit(raw_path)
     query = parse_qs(parts.query, keep_blank_values=True)
@@ -56,7 +59,7 @@ def scheduled_event(now: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def sqs_event(messages: list[dict[str, Any]], *, queue_arn: str) -> dict[str, Any]:
+def sqs_event(messages: Sequence[Mapping[str, Any]], *, queue_arn: str) -> dict[str, Any]:
     """The event the SQS event-source mapping hands a Lambda for received messages."""
     return {
         "Records": [

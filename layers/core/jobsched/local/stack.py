@@ -60,7 +60,9 @@ class LocalConfig:
         cfg = cls()
         cfg.api_port = int(env.get(c.API_PORT_ENV, cfg.api_port))
         cfg.tick_seconds = int(env.get(c.TICK_SECONDS_ENV, cfg.tick_seconds))
-        cfg.lookahead_seconds = int(env.get(c.LOOKAHEAD_SECONDS_ENV, max(cfg.lookahead_seconds, cfg.tick_seconds + 30)))
+        cfg.lookahead_seconds = int(
+            env.get(c.LOOKAHEAD_SECONDS_ENV, max(cfg.lookahead_seconds, cfg.tick_seconds + 30))
+        )
         cfg.lease_seconds = int(env.get(c.LEASE_SECONDS_ENV, cfg.lease_seconds))
         cfg.shard_count = int(env.get(c.SHARD_COUNT_ENV, cfg.shard_count))
         cfg.prefix = env.get(c.RESOURCE_PREFIX_ENV, cfg.prefix)
@@ -156,9 +158,9 @@ class LocalStack:
         sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
         made = resources.create_local_resources(prefix=self.config.prefix, dynamodb=ddb, sqs=sqs)
         self.queue_url = made[resources.EXECUTION_QUEUE.logical_id]
-        self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
+        self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
         sqs.set_queue_attributes(
             QueueUrl=self.queue_url, Attributes={"VisibilityTimeout": str(self.config.lease_seconds)}
         )
@@ -237,7 +239,9 @@ class LocalStack:
         return len(messages)
 
     # -- API Gateway ---------------------------------------------------------------------------------
-    def invoke_api(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> dict[str, Any]:
+    def invoke_api(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None
+    ) -> dict[str, Any]:
         """Turn one HTTP request into a REST proxy event for the API handler."""
         assert self.api is not None
         result: dict[str, Any] = self.api.lambda_handler(
@@ -272,7 +276,9 @@ def _handler_for(stack: LocalStack) -> type[BaseHTTPRequestHandler]:
                 if key.lower() not in ("content-length", "connection"):
                     self.send_header(key, str(value))
             for key, values in (result.get("multiValueHeaders") or {}).items():
-                if key.lower() not in ("content-length", "connection") and key not in (result.get("headers") or {}):
+                if key.lower() not in ("content-length", "connection") and key not in (
+                    result.get("headers") or {}
+                ):
                     for value in values:
                         self.send_header(key, str(value))
             self.send_header("Content-Length", str(len(payload)))
@@ -281,7 +287,7 @@ def _handler_for(stack: LocalStack) -> type[BaseHTTPRequestHandler]:
 
         do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _serve
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        def log_message(self, format: str, *args: Any) -> None:
             if os.environ.get("JOBSCHED_LOCAL_ACCESS_LOG"):
                 super().log_message(format, *args)
 
@@ -294,7 +300,11 @@ def serve_forever(config: LocalConfig | None = None) -> None:
 
     stack = LocalStack(config or LocalConfig.from_env()).start()
     print(f"jobsched local stack: API {stack.api_url}  (embedded AWS {stack.endpoint_url})", flush=True)
-    print(f"  tick every {stack.config.tick_seconds}s, look-ahead {stack.config.lookahead_seconds}s; Ctrl-C stops", flush=True)
+    print(
+        f"  tick every {stack.config.tick_seconds}s, "
+        f"look-ahead {stack.config.lookahead_seconds}s; Ctrl-C stops",
+        flush=True,
+    )
     done = threading.Event()
 
     def _stop(signum: int, frame: object) -> None:

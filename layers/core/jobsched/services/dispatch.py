@@ -142,7 +142,9 @@ class Dispatcher:
         until = now + timedelta(seconds=self.settings.lookahead_seconds)
         # Always re-read the recent past too: an API request that crashed between writing a
         # due-soon job and handing it over leaves an entry behind the last window; this finds it.
-        recent = times.bucket(now - timedelta(seconds=self.settings.lookahead_seconds + self.settings.tick_seconds))
+        recent = times.bucket(
+            now - timedelta(seconds=self.settings.lookahead_seconds + self.settings.tick_seconds)
+        )
         first = min(lease.watermark, recent) if lease.watermark else recent
         buckets = times.buckets_between(first, times.bucket(until), limit=MAX_BUCKETS_PER_PASS)
         for name in buckets:
@@ -174,7 +176,9 @@ class Dispatcher:
         outgoing: list[Outgoing] = []
         for entry, ticks, _ in plans:  # step 1
             for tick in ticks:
-                row = self.runs.put_pending(job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now)
+                row = self.runs.put_pending(
+                    job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now
+                )
                 status = row.execution.status if row.execution else RunStatus.PENDING
                 # A row already past PENDING was sent and received before; sending it again would
                 # only make a duplicate for the worker to drop.
@@ -183,8 +187,10 @@ class Dispatcher:
         self.crash("dispatch.after_put_runs")
         self.queue.send(outgoing)  # step 2
         self.crash("dispatch.after_send")
-        for entry, ticks, following in plans:  # step 3
-            self.jobs.stamp_next_tick(entry.job_id, expected=entry.next_run_at, next_run_at=following, now=now)
+        for entry, _, following in plans:  # step 3
+            self.jobs.stamp_next_tick(
+                entry.job_id, expected=entry.next_run_at, next_run_at=following, now=now
+            )
         self.crash("dispatch.after_stamp")
         return len(outgoing)
 

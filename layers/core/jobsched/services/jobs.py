@@ -69,9 +69,11 @@ class JobService:
     clock: Clock
 
     def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> JobCreated:
-        """Validate, store the job + due entry + idempotency record in one transaction, hand over if due soon."""
+        """Validate; store job, due entry and idempotency record in one transaction; hand over if due soon."""
         if request.handler not in self.registry:
-            raise ValidationFailed(f"handler: '{request.handler}' is not a registered handler", field="handler")
+            raise ValidationFailed(
+                f"handler: '{request.handler}' is not a registered handler", field="handler"
+            )
         key = self._idempotency_key(idempotency_key)
         now = times.truncate_ms(self.clock.now())
         next_run_at = self._first_tick(request, now)
@@ -129,16 +131,25 @@ class JobService:
             if any(r.status in (RunStatus.RUNNING, RunStatus.LEASED) for r in recent):
                 raise Conflict(f"job {job_id} has a run in progress; it cannot be cancelled mid-flight")
             applied, current = self.jobs.set_job_status(
-                job.job_id, target=JobStatus.CANCELLED, sources=[JobStatus.SCHEDULED], now=now, leave_index=True
+                job.job_id,
+                target=JobStatus.CANCELLED,
+                sources=[JobStatus.SCHEDULED],
+                now=now,
+                leave_index=True,
             )
             if not applied and (current is None or current.status != JobStatus.CANCELLED):
-                raise Conflict(f"job {job_id} changed while cancelling; it is {current.status if current else 'gone'}")
+                raise Conflict(
+                    f"job {job_id} changed while cancelling; it is {current.status if current else 'gone'}"
+                )
         # Runs already handed to the queue must not fire. A worker that meets one of them checks
         # the job too, so a crash here (or a repeat cancel, which sweeps again) loses nothing.
         for run in recent:
             if run.status == RunStatus.PENDING:
                 self.runs.transition(
-                    job_id=job.job_id, scheduled_for=times.stored(run.scheduled_for), target=RunStatus.CANCELLED, now=now
+                    job_id=job.job_id,
+                    scheduled_for=times.stored(run.scheduled_for),
+                    target=RunStatus.CANCELLED,
+                    now=now,
                 )
         return CancelResult(job_id=job.job_id, status=JobStatus.CANCELLED.value)
 
@@ -155,7 +166,8 @@ class JobService:
             return None
         if len(raw) > IDEMPOTENCY_KEY_MAX or not raw.isprintable():
             raise ValidationFailed(
-                f"Idempotency-Key must be 1..{IDEMPOTENCY_KEY_MAX} printable characters", field="Idempotency-Key"
+                f"Idempotency-Key must be 1..{IDEMPOTENCY_KEY_MAX} printable characters",
+                field="Idempotency-Key",
             )
         return raw
 
@@ -165,8 +177,8 @@ class JobService:
             run_at = times.truncate_ms(request.run_at)
             if run_at < now - RUN_AT_PAST_TOLERANCE:
                 raise ValidationFailed(
-                    f"run_at: {times.iso(run_at)} is more than {int(RUN_AT_PAST_TOLERANCE.total_seconds())} s "
-                    "in the past",
+                    f"run_at: {times.iso(run_at)} is more than "
+                    f"{int(RUN_AT_PAST_TOLERANCE.total_seconds())} s in the past",
                     field="run_at",
                 )
             if run_at > now + RUN_AT_FUTURE_LIMIT:

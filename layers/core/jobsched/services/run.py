@@ -30,7 +30,7 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
 
 from aws_lambda_powertools import Logger
@@ -64,7 +64,7 @@ class Outcome(StrEnum):
     LEASE_LOST = "lease_lost"
 
 
-class InFlightElsewhere(Exception):  # noqa: N818 - a signal to leave the message, not a fault
+class InFlightElsewhere(Exception):
     """This very message is being processed by another receive; leave it in the queue."""
 
 
@@ -97,7 +97,9 @@ class Worker:
         sf = message.scheduled_for
         job = self.jobs.get_job(message.job_id)
         if job is None or job.status == JobStatus.CANCELLED:
-            self.runs.transition(job_id=message.job_id, scheduled_for=sf, target=RunStatus.CANCELLED, now=self.clock.now())
+            self.runs.transition(
+                job_id=message.job_id, scheduled_for=sf, target=RunStatus.CANCELLED, now=self.clock.now()
+            )
             return Outcome.CANCELLED
 
         now = self.clock.now()
@@ -127,7 +129,9 @@ class Worker:
         previous = claim.previous or {}
         attempt = int(previous.get("attempt", {}).get("N", "0")) + 1
         if previous.get("status", {}).get("S") in {s.value for s in HELD}:
-            logger.warning("lease lost by a previous holder; taking the run over", extra={"job_id": job.job_id, "sf": sf})
+            logger.warning(
+                "lease lost by a previous holder; taking the run over", extra={"job_id": job.job_id, "sf": sf}
+            )
         self.crash("run.after_lease")
 
         scheduled_for = times.parse_stored(sf)
@@ -182,19 +186,25 @@ class Worker:
         self.crash("run.after_record")
         if job.type == "one_off" and target == RunStatus.SUCCEEDED:
             self.jobs.set_job_status(
-                job.job_id, target=JobStatus.COMPLETED, sources=[JobStatus.SCHEDULED], now=finished, leave_index=True
+                job.job_id,
+                target=JobStatus.COMPLETED,
+                sources=[JobStatus.SCHEDULED],
+                now=finished,
+                leave_index=True,
             )
         return Outcome.SUCCEEDED if error is None else Outcome.FAILED
 
     def _refused(self, row: dict[str, object] | None, delivery: Delivery) -> Outcome:
         status = (row or {}).get("status", {})
         held_by = (row or {}).get("lease_message", {})
-        if isinstance(status, dict) and status.get("S") in {s.value for s in HELD}:
-            if isinstance(held_by, dict) and held_by.get("S") == delivery.message_id:
-                raise InFlightElsewhere(delivery.message_id)
+        held = isinstance(status, dict) and status.get("S") in {s.value for s in HELD}
+        if held and isinstance(held_by, dict) and held_by.get("S") == delivery.message_id:
+            raise InFlightElsewhere(delivery.message_id)
         return Outcome.DUPLICATE
 
-    def _invoke(self, name: str, payload: dict[str, object], ctx: RunContext) -> tuple[object, tuple[str, str] | None]:
+    def _invoke(
+        self, name: str, payload: dict[str, object], ctx: RunContext
+    ) -> tuple[object, tuple[str, str] | None]:
         try:
             handler = self.registry.get(name)
             return handler(payload, ctx), None
@@ -214,7 +224,9 @@ def _bounded_json(value: object) -> str:
 class _Heartbeat:
     """Extends the message's visibility and the row's lease while a handler runs long."""
 
-    def __init__(self, worker: Worker, delivery: Delivery, *, owner: str, job_id: str, scheduled_for: str) -> None:
+    def __init__(
+        self, worker: Worker, delivery: Delivery, *, owner: str, job_id: str, scheduled_for: str
+    ) -> None:
         self._worker, self._delivery = worker, delivery
         self._owner, self._job_id, self._sf = owner, job_id, scheduled_for
         self._stop = threading.Event()
@@ -238,4 +250,3 @@ class _Heartbeat:
                 owner=self._owner,
                 until=now + timedelta(seconds=lease),
             )
-
