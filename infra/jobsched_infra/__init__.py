@@ -1,0 +1,1 @@
+"""The jobsched CDK app: one stack composed of one construct per concern."""

@@ -1,0 +1,54 @@
+"""DynamoDB tables, generated from `jobsched.resources.TABLES`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import cast
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from jobsched import resources
+
+
+class Storage(Construct):
+    """One on-demand table per TableSpec; `tables` maps each spec's logical_id to its table."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, specs: Sequence[resources.TableSpec] = resources.TABLES
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.tables: dict[str, dynamodb.Table] = {spec.logical_id: self._table(spec) for spec in specs}
+
+    def _table(self, spec: resources.TableSpec) -> dynamodb.Table:
+        table = dynamodb.Table(
+            self,
+            spec.logical_id,
+            partition_key=_string(spec.partition_key),
+            sort_key=_string(spec.sort_key),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            time_to_live_attribute=spec.ttl_attribute,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        for index in spec.indexes:
+            table.add_global_secondary_index(
+                index_name=index.name,
+                partition_key=_string(index.partition_key),
+                sort_key=_string(index.sort_key),
+                projection_type=dynamodb.ProjectionType.INCLUDE,
+                non_key_attributes=list(index.non_key_attributes),
+            )
+        # The spec's logical id is the CloudFormation logical id: moving the table in the construct
+        # tree can never replace it (a replaced table is an empty table), and the template can be
+        # compared with the local stack's resources by name.
+        cast(dynamodb.CfnTable, table.node.default_child).override_logical_id(spec.logical_id)
+        return table
+
+
+def _string(name: str) -> dynamodb.Attribute:
+    return dynamodb.Attribute(name=name, type=dynamodb.AttributeType.STRING)

@@ -1,0 +1,66 @@
+"""Builds the Lambda layer directory: the core `jobsched` package and, optionally, its dependencies."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from jobsched_infra.project import CORE_PACKAGE_DIR, REPO_ROOT
+
+# The Lambda runtime brings these. A second copy in the layer would shadow the runtime's, so the
+# runtime's boto3 would run against whichever botocore the layer happened to resolve.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
+
+# Binary wheels for Lambda's arm64 Python 3.12 (constructs.functions.RUNTIME/ARCHITECTURE), whatever
+# machine builds the layer; no bytecode, which would be compiled for this interpreter, not Lambda's.
+LAMBDA_WHEELS = (
+    "--platform=manylinux2014_aarch64",
+    "--only-binary=:all:",
+    "--python-version=3.12",
+    "--implementation=cp",
+    "--no-compile",
+)
+
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def layer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """The project's runtime dependencies (pyproject.toml) minus what the Lambda runtime provides."""
+    dependencies: list[str] = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    return [dep for dep in dependencies if _distribution(dep) not in RUNTIME_PROVIDED]
+
+
+def build_layer(out_dir: Path, *, with_dependencies: bool) -> Path:
+    """Write a fresh layer tree into `out_dir`: `python/jobsched/`, plus arm64 cp312 wheels; return it."""
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    site = out_dir / "python"
+    shutil.copytree(CORE_PACKAGE_DIR, site / "jobsched", ignore=_IGNORED)
+    if with_dependencies:
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, f"--target={site}", *LAMBDA_WHEELS, *layer_requirements()], check=True)
+        _remove_distributions(site, RUNTIME_PROVIDED)
+        shutil.rmtree(site / "bin", ignore_errors=True)
+    return out_dir
+
+
+def _distribution(requirement: str) -> str:
+    """The normalised distribution name of a requirement string ("aws-lambda-powertools[tracer]>=3")."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _remove_distributions(site: Path, names: tuple[str, ...]) -> None:
+    for entry in site.iterdir():
+        stem = entry.name.split("-", 1)[0] if entry.name.endswith(".dist-info") else entry.name
+        if _distribution(stem) not in names:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()

@@ -1,0 +1,10 @@
+"""Infra tests import the CDK app's package from infra/ (the app itself runs as `python infra/app.py`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+INFRA_DIR = Path(__file__).resolve().parents[2] / "infra"
+if str(INFRA_DIR) not in sys.path:
+    sys.path.insert(0, str(INFRA_DIR))

@@ -1,0 +1,402 @@
+"""The synthesized CloudFormation: resources made from jobsched.resources, least privilege, cdk-nag clean."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from aws_cdk import CfnElement
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Annotations, Match, Template
+
+from jobsched import constants as c
+from jobsched import resources
+from jobsched_infra.layer import build_layer, layer_requirements
+from jobsched_infra.stack import DEFAULT_SHARD_COUNT, JobschedStack, new_app, template_json
+
+pytestmark = pytest.mark.infra
+
+# The cdk-nag rules this stack acknowledges (each with its reason, next to the resource it is
+# about). A new one must be added here on purpose.
+ACKNOWLEDGED_RULES = {"IAM4", "IAM5", "L1", "APIG2", "APIG3", "COG4"}
+
+
+@dataclass(frozen=True)
+class Synth:
+    stack: JobschedStack
+    template: Template
+    assembly_dir: Path
+
+    def logical_id(self, element: Any) -> str:
+        """The CloudFormation logical id of a construct's (or an L1's) resource."""
+        cfn = element if isinstance(element, CfnElement) else element.node.default_child
+        return cast(str, self.stack.resolve(self.stack.get_logical_id(cfn)))
+
+    def resource(self, logical_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.template.to_json()["Resources"][logical_id])
+
+    def function(self, name: str) -> lambda_.Function:
+        owner = {"api": self.stack.api, "dispatcher": self.stack.dispatch, "worker": self.stack.workers}[name]
+        return owner.handler.function
+
+    def policy_statements(self, name: str) -> list[dict[str, Any]]:
+        """Every statement of the identity policies attached to function `name`'s role."""
+        role = self.function(name).role
+        assert role is not None
+        role_id = self.logical_id(role)
+        policies = self.template.find_resources(
+            "AWS::IAM::Policy", {"Properties": {"Roles": Match.array_with([{"Ref": role_id}])}}
+        )
+        assert policies, f"no policy attached to {role_id}"
+        return [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+    def actions_on(self, name: str, logical_id: str) -> set[str]:
+        """The actions function `name` is allowed on resource `logical_id` (its ARN or anything under it)."""
+        actions: set[str] = set()
+        for statement in self.policy_statements(name):
+            if statement["Effect"] == "Allow" and logical_id in json.dumps(statement["Resource"]):
+                listed = statement["Action"]
+                actions |= {listed} if isinstance(listed, str) else set(listed)
+        return actions
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The stack, synthesized once for the module as infra/app.py does (cdk-nag on), with a no-deps layer."""
+    tmp = tmp_path_factory.mktemp("infra")
+    app = new_app(outdir=str(tmp / "cdk.out"))
+    stack = JobschedStack(app, "Jobsched", layer_dir=build_layer(tmp / "layer", with_dependencies=False))
+    assembly = app.synth()  # raises on an error-level cdk-nag finding nobody acknowledged
+    return Synth(stack=stack, template=Template.from_stack(stack), assembly_dir=Path(assembly.directory))
+
+
+# --- storage ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", resources.TABLES, ids=lambda s: s.logical_id)
+def test_it_makes_each_table_on_demand_with_pitr_ttl_and_retained(
+    synth: Synth, spec: resources.TableSpec
+) -> None:
+    table = synth.resource(spec.logical_id)
+
+    assert table["Type"] == "AWS::DynamoDB::Table"
+    assert table["DeletionPolicy"] == table["UpdateReplacePolicy"] == "Retain"
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["TimeToLiveSpecification"] == {"AttributeName": spec.ttl_attribute, "Enabled": True}
+    assert props["SSESpecification"] == {"SSEEnabled": True}  # AWS-managed key
+    assert props["KeySchema"] == [
+        {"AttributeName": spec.partition_key, "KeyType": "HASH"},
+        {"AttributeName": spec.sort_key, "KeyType": "RANGE"},
+    ]
+
+
+def test_it_builds_the_due_index_exactly_as_specified(synth: Synth) -> None:
+    table = synth.resource(resources.JOBS_TABLE.logical_id)["Properties"]
+
+    (due,) = (i for i in table["GlobalSecondaryIndexes"] if i["IndexName"] == resources.DUE_INDEX.name)
+    assert due["KeySchema"] == [
+        {"AttributeName": resources.DUE_INDEX.partition_key, "KeyType": "HASH"},
+        {"AttributeName": resources.DUE_INDEX.sort_key, "KeyType": "RANGE"},
+    ]
+    assert due["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": list(resources.DUE_INDEX.non_key_attributes),
+    }
+    for key in (resources.DUE_INDEX.partition_key, resources.DUE_INDEX.sort_key):
+        assert {"AttributeName": key, "AttributeType": "S"} in table["AttributeDefinitions"]
+
+
+@pytest.mark.parametrize("spec", resources.TABLES, ids=lambda s: s.logical_id)
+def test_it_builds_every_index_of_a_table_from_its_spec(synth: Synth, spec: resources.TableSpec) -> None:
+    props = synth.resource(spec.logical_id)["Properties"]
+
+    assert props.get("GlobalSecondaryIndexes", []) == [
+        {
+            "IndexName": index.name,
+            "KeySchema": [
+                {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.non_key_attributes)},
+        }
+        for index in spec.indexes
+    ]
+
+
+# --- queues -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", resources.QUEUES, ids=lambda s: s.logical_id)
+def test_it_makes_each_queue_from_its_spec(synth: Synth, spec: resources.QueueSpec) -> None:
+    queue = synth.resource(spec.logical_id)
+
+    assert queue["Type"] == "AWS::SQS::Queue"
+    props = queue["Properties"]
+    assert props["VisibilityTimeout"] == spec.visibility_timeout_seconds
+    assert props["MessageRetentionPeriod"] == spec.retention_seconds
+    assert props["SqsManagedSseEnabled"] is True
+    if spec.redrive_to:
+        assert props["RedrivePolicy"] == {
+            "deadLetterTargetArn": {"Fn::GetAtt": [spec.redrive_to, "Arn"]},
+            "maxReceiveCount": spec.max_receive_count,
+        }
+    else:
+        assert "RedrivePolicy" not in props
+
+
+def test_it_redrives_the_execution_queue_after_the_specified_receives(synth: Synth) -> None:
+    props = synth.resource(resources.EXECUTION_QUEUE.logical_id)["Properties"]
+
+    assert props["RedrivePolicy"]["maxReceiveCount"] == resources.EXECUTION_QUEUE.max_receive_count
+
+
+@pytest.mark.parametrize("spec", resources.QUEUES, ids=lambda s: s.logical_id)
+def test_it_denies_every_queue_call_without_tls(synth: Synth, spec: resources.QueueSpec) -> None:
+    synth.template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Queues": [{"Ref": spec.logical_id}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_it_exposes_tables_and_queues_under_their_spec_logical_ids(synth: Synth) -> None:
+    template = template_json(synth.stack)
+
+    for spec in resources.TABLES:
+        assert template["Resources"][spec.logical_id]["Type"] == "AWS::DynamoDB::Table"
+    for queue in resources.QUEUES:
+        assert template["Resources"][queue.logical_id]["Type"] == "AWS::SQS::Queue"
+
+
+# --- functions --------------------------------------------------------------------------------
+
+FUNCTIONS = ("api", "dispatcher", "worker")
+
+
+def test_it_runs_three_arm64_python312_functions_on_the_shared_layer(synth: Synth) -> None:
+    functions = synth.template.find_resources("AWS::Lambda::Function")
+    (layer_id,) = synth.template.find_resources("AWS::Lambda::LayerVersion")
+    layer = synth.resource(layer_id)["Properties"]
+
+    assert len(functions) == 3
+    for function in functions.values():
+        props = function["Properties"]
+        assert props["Architectures"] == ["arm64"]
+        assert props["Runtime"] == "python3.12"
+        assert props["Handler"] == "handler.lambda_handler"
+        assert props["Layers"] == [{"Ref": layer_id}]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["MemorySize"] == 256
+    assert layer["CompatibleArchitectures"] == ["arm64"]
+    assert layer["CompatibleRuntimes"] == ["python3.12"]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_it_tells_each_function_where_its_resources_are(synth: Synth, name: str) -> None:
+    env = synth.resource(synth.logical_id(synth.function(name)))["Properties"]["Environment"]["Variables"]
+
+    assert env[c.JOBS_TABLE_ENV] == {"Ref": resources.JOBS_TABLE.logical_id}
+    assert env[c.RUNS_TABLE_ENV] == {"Ref": resources.RUNS_TABLE.logical_id}
+    assert env[c.EXECUTION_QUEUE_URL_ENV] == {"Ref": resources.EXECUTION_QUEUE.logical_id}
+    assert env[c.SHARD_COUNT_ENV] == str(DEFAULT_SHARD_COUNT) == "16"
+    assert env[c.LEASE_SECONDS_ENV] == str(resources.EXECUTION_QUEUE.visibility_timeout_seconds)
+    assert env[c.TICK_SECONDS_ENV] == "60"  # the rule's rate
+    assert env["POWERTOOLS_SERVICE_NAME"] == f"jobsched-{name}"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "jobsched"
+    assert env.get(c.TENANT_SOURCE_ENV) == ("iam" if name == "api" else None)
+
+
+@pytest.mark.parametrize(("name", "seconds"), [("api", 10), ("dispatcher", 60), ("worker", 50)])
+def test_it_sets_each_function_timeout(synth: Synth, name: str, seconds: int) -> None:
+    assert synth.resource(synth.logical_id(synth.function(name)))["Properties"]["Timeout"] == seconds
+
+
+def test_it_kills_a_worker_before_its_lease_runs_out(synth: Synth) -> None:
+    worker = synth.resource(synth.logical_id(synth.function("worker")))["Properties"]
+
+    assert worker["Timeout"] < resources.EXECUTION_QUEUE.visibility_timeout_seconds
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_it_logs_each_function_to_its_own_group_with_retention(synth: Synth, name: str) -> None:
+    props = synth.resource(synth.logical_id(synth.function(name)))["Properties"]
+    group = synth.resource(props["LoggingConfig"]["LogGroup"]["Ref"])
+
+    assert group["Type"] == "AWS::Logs::LogGroup"
+    assert group["Properties"]["RetentionInDays"] == 30
+
+
+# --- triggers ---------------------------------------------------------------------------------
+
+
+def test_it_ticks_the_dispatcher_every_minute(synth: Synth) -> None:
+    dispatcher_id = synth.logical_id(synth.function("dispatcher"))
+
+    synth.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "ScheduleExpression": "rate(1 minute)",
+            "State": "ENABLED",
+            "Targets": [Match.object_like({"Arn": {"Fn::GetAtt": [dispatcher_id, "Arn"]}})],
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        {"Principal": "events.amazonaws.com", "FunctionName": {"Fn::GetAtt": [dispatcher_id, "Arn"]}},
+    )
+
+
+def test_it_feeds_the_worker_from_the_execution_queue_with_partial_batch_failures(synth: Synth) -> None:
+    synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "EventSourceArn": {"Fn::GetAtt": [resources.EXECUTION_QUEUE.logical_id, "Arn"]},
+            "FunctionName": {"Ref": synth.logical_id(synth.function("worker"))},
+            "BatchSize": 10,
+            "MaximumBatchingWindowInSeconds": 0,
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        },
+    )
+
+
+# --- API --------------------------------------------------------------------------------------
+
+
+def test_it_requires_iam_auth_on_every_api_method(synth: Synth) -> None:
+    methods = synth.template.find_resources("AWS::ApiGateway::Method")
+
+    assert len(methods) == 2  # ANY /api and ANY /api/{proxy+}
+    for method in methods.values():
+        assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
+
+
+def test_it_proxies_api_and_everything_under_it_to_the_api_function(synth: Synth) -> None:
+    api_id = synth.logical_id(synth.function("api"))
+    paths = synth.template.find_resources("AWS::ApiGateway::Resource")
+    methods = synth.template.find_resources("AWS::ApiGateway::Method")
+
+    assert sorted(r["Properties"]["PathPart"] for r in paths.values()) == ["api", "{proxy+}"]
+    for method in methods.values():
+        integration = method["Properties"]["Integration"]
+        assert method["Properties"]["HttpMethod"] == "ANY"
+        assert integration["Type"] == "AWS_PROXY"
+        assert api_id in json.dumps(integration["Uri"])
+
+
+def test_it_serves_stage_v1_with_access_and_execution_logs(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "StageName": "v1",
+            "AccessLogSetting": Match.object_like({"DestinationArn": Match.any_value()}),
+            "MethodSettings": Match.array_with(
+                [Match.object_like({"HttpMethod": "*", "ResourcePath": "/*", "LoggingLevel": "ERROR"})]
+            ),
+            "TracingEnabled": True,
+        },
+    )
+
+
+# --- least privilege --------------------------------------------------------------------------
+
+TABLE_IDS = [t.logical_id for t in resources.TABLES]
+QUEUE_ID = resources.EXECUTION_QUEUE.logical_id
+CONSUME = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_it_lets_every_function_read_and_write_both_tables(synth: Synth, name: str) -> None:
+    for table_id in TABLE_IDS:
+        actions = synth.actions_on(name, table_id)
+        assert {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"} <= actions
+        assert "dynamodb:ConditionCheckItem" in actions  # TransactWriteItems' condition checks
+
+
+@pytest.mark.parametrize("name", ["api", "dispatcher"])
+def test_it_lets_the_api_and_the_dispatcher_send_runs_but_never_take_them(synth: Synth, name: str) -> None:
+    actions = synth.actions_on(name, QUEUE_ID)
+
+    assert "sqs:SendMessage" in actions
+    assert not actions & CONSUME
+
+
+def test_it_lets_the_worker_take_and_extend_runs_but_never_send_them(synth: Synth) -> None:
+    actions = synth.actions_on("worker", QUEUE_ID)
+
+    assert actions >= CONSUME
+    assert "sqs:SendMessage" not in actions
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_it_grants_no_function_anything_on_the_dead_letter_queue_or_any_wildcard_action(
+    synth: Synth, name: str
+) -> None:
+    assert not synth.actions_on(name, resources.EXECUTION_DLQ.logical_id)
+    for statement in synth.policy_statements(name):
+        listed = statement["Action"]
+        for action in [listed] if isinstance(listed, str) else listed:
+            assert not action.endswith("*"), statement
+        if statement["Resource"] == "*":  # only X-Ray, which has no resource-level permissions
+            assert all(a.startswith("xray:") for a in listed), statement
+
+
+# --- cdk-nag ----------------------------------------------------------------------------------
+
+
+def test_it_passes_cdk_nag_with_only_the_expected_acknowledgements(synth: Synth) -> None:
+    report = json.loads((synth.assembly_dir / "validation-report.json").read_text())
+
+    (nag,) = (r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions")
+    assert nag["violations"] == []  # warnings too: they do not fail the synth
+    assert nag["conclusion"] == "success"
+    suppressed = nag["suppressedViolations"]
+    assert all(s["reason"].strip() for s in suppressed)
+    rules = {s["ruleName"].removeprefix("AwsSolutions-").split("[")[0] for s in suppressed}
+    assert rules == ACKNOWLEDGED_RULES
+
+
+def test_it_leaves_no_error_annotations(synth: Synth) -> None:
+    # cdk-nag 3 reports through the validation report (above), not annotations: this catches
+    # errors from CDK itself and from any other construct library.
+    assert Annotations.from_stack(synth.stack).find_error("*", Match.any_value()) == []
+
+
+# --- the layer --------------------------------------------------------------------------------
+
+
+def test_it_builds_the_layer_as_python_jobsched_without_bytecode(tmp_path: Path) -> None:
+    out = build_layer(tmp_path / "layer", with_dependencies=False)
+
+    assert (out / "python" / "jobsched" / "resources.py").is_file()
+    assert not list(out.rglob("__pycache__"))
+
+
+def test_it_ships_the_runtime_dependencies_but_not_what_lambda_provides() -> None:
+    names = {r.split("[")[0].split(">")[0].split("<")[0].split("=")[0].strip() for r in layer_requirements()}
+
+    assert {"pydantic", "croniter", "aws-lambda-powertools"} <= names
+    assert "boto3" not in names
+    assert any(r.startswith("aws-lambda-powertools[tracer]") for r in layer_requirements())
+
+
+def test_it_refuses_a_layer_directory_without_the_core_package(tmp_path: Path) -> None:
+    app = new_app(outdir=str(tmp_path / "cdk.out"))
+
+    with pytest.raises(ValueError, match="python/jobsched"):
+        JobschedStack(app, "Broken", layer_dir=tmp_path)
