@@ -15,7 +15,6 @@ import os
 import socket
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
@@ -26,6 +25,7 @@ import boto3
 from jobsched import constants as c
 from jobsched import resources
 from jobsched.local import events, lambdas
+from jobsched.local.aws import EmbeddedAws
 from jobsched.ports import Crash
 
 DEFAULT_PREFIX = "jobsched-local"
@@ -50,6 +50,7 @@ class LocalConfig:
     shard_count: int = 4
     pollers: int = 4
     batch_size: int = 10
+    poll_interval: float = 0.1
     prefix: str = DEFAULT_PREFIX
     endpoint_url: str | None = None
 
@@ -133,24 +134,8 @@ class LocalStack:
         if self.config.endpoint_url:
             self.endpoint_url = self.config.endpoint_url
         else:
-            import logging
-
-            from moto.server import ThreadedMotoServer
-
-            logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
-
-            port = free_port(self.config.host)
-            self._moto = ThreadedMotoServer(ip_address=self.config.host, port=port, verbose=False)
-            self._moto.start()
-            self.endpoint_url = f"http://{self.config.host}:{port}"
-            # Step Functions state machines execute for real (retries, dead-lettering, DAGs).
-            request = urllib.request.Request(
-                f"{self.endpoint_url}/moto-api/config",
-                data=json.dumps({"stepfunctions": {"execute_state_machine": True}}).encode(),
-                headers={"Content-Type": "application/json"},
-                method="POST",
-            )
-            urllib.request.urlopen(request, timeout=10).close()
+            self._moto = EmbeddedAws(self.config.host, free_port(self.config.host)).start()
+            self.endpoint_url = self._moto.endpoint_url
         os.environ[c.AWS_ENDPOINT_URL_ENV] = self.endpoint_url
 
     def _create_resources(self) -> None:
@@ -197,9 +182,12 @@ class LocalStack:
 
     # -- SQS event-source mapping ------------------------------------------------------------------
     def _poll_loop(self) -> None:
+        # Short polls (the embedded AWS serves one request at a time, see local/aws.py): an idle
+        # poller waits poll_interval, which bounds the lateness it adds.
         while not self._stop.is_set():
             try:
-                self.poll_once(wait_seconds=1)
+                if not self.poll_once(wait_seconds=0):
+                    self._stop.wait(self.config.poll_interval)
             except Exception as exc:
                 print(f"jobsched local: poller error: {exc!r}", flush=True)
                 self._stop.wait(1)
