@@ -29,14 +29,21 @@ T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 @pytest.fixture
 def aws() -> Iterator[Settings]:
     """A fresh moto account with every table and queue the stack defines."""
-    with mock_aws():
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         made = resources.create_local_resources(
-            prefix="test", dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs")
+            prefix="test",
+            dynamodb=boto3.client("dynamodb"),
+            sqs=boto3.client("sqs"),
+            sns=boto3.client("sns"),
+            stepfunctions=boto3.client("stepfunctions"),
         )
         yield Settings(
             jobs_table=made[resources.JOBS_TABLE.logical_id],
             runs_table=made[resources.RUNS_TABLE.logical_id],
             execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
+            execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
+            failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
+            alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
             shard_count=4,
             lookahead_seconds=90,
             tick_seconds=60,
@@ -53,8 +60,17 @@ def clock() -> FakeClock:
 @pytest.fixture
 def svc(aws: Settings, clock: FakeClock) -> Services:
     """Services wired to moto and the fake clock; workers never sleep."""
-    services = build(aws, dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"), clock=clock)
+    services = build(
+        aws,
+        dynamodb=boto3.client("dynamodb"),
+        sqs=boto3.client("sqs"),
+        stepfunctions=boto3.client("stepfunctions"),
+        clock=clock,
+    )
     services.worker.sleep = lambda seconds: clock.advance(seconds)
+    # moto in-process is not thread-safe (a query iterating a table while another thread writes
+    # fails inside moto); the embedded server of the local stack serializes requests instead.
+    services.dispatcher.max_workers = 1
     return services
 
 

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +75,21 @@ JOBS_TABLE = TableSpec(
     logical_id="JobsTable", suffix="jobs", indexes=(DUE_INDEX,), ttl_attribute="expires_at"
 )
 
+# The dead-letter list: a sparse index of the runs that reached DEAD_LETTER, per tenant, newest
+# first ("<dead_at>#<run_id>" sorts by time and stays unique). A replay removes the two keys, so
+# the index holds exactly what an operator has to look at.
+DEAD_LETTER_INDEX = IndexSpec(
+    name="dead_letter",
+    partition_key="dl_key",
+    sort_key="dl_sk",
+    non_key_attributes=("job_id", "run_id", "scheduled_for", "attempt", "error_type", "error_message", "dead_at"),
+)
+
 # Runs: PK "JOB#<job_id>", SK "RUN#<scheduled_for>": the conditional put on this key is the
 # "one run per firing" guarantee, and history is a descending range read on the partition.
-RUNS_TABLE = TableSpec(logical_id="RunsTable", suffix="runs", ttl_attribute="expires_at")
+RUNS_TABLE = TableSpec(
+    logical_id="RunsTable", suffix="runs", indexes=(DEAD_LETTER_INDEX,), ttl_attribute="expires_at"
+)
 
 EXECUTION_DLQ = QueueSpec(
     logical_id="ExecutionDeadLetterQueue",
@@ -98,7 +112,27 @@ TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, RUNS_TABLE)
 QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE)
 
 
-def physical_name(prefix: str, spec: TableSpec | QueueSpec) -> str:
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """An SNS topic."""
+
+    logical_id: str
+    suffix: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateMachineSpec:
+    """A Standard Step Functions state machine; its ASL comes from jobsched.workflows."""
+
+    logical_id: str
+    suffix: str
+
+
+ALERT_TOPIC = TopicSpec(logical_id="AlertTopic", suffix="alerts")
+FAILURE_WORKFLOW = StateMachineSpec(logical_id="FailureWorkflow", suffix="failure")
+
+
+def physical_name(prefix: str, spec: TableSpec | QueueSpec | TopicSpec | StateMachineSpec) -> str:
     """The resource name the local stack uses for a spec."""
     return f"{prefix}-{spec.suffix}"
 
@@ -135,8 +169,15 @@ def _table_kwargs(name: str, spec: TableSpec) -> dict[str, Any]:
     return kwargs
 
 
-def create_local_resources(*, prefix: str, dynamodb: DynamoDBClient, sqs: SQSClient) -> dict[str, str]:
-    """Create (or find) every table and queue for `prefix`; return {logical_id: name or queue URL}."""
+def create_local_resources(
+    *,
+    prefix: str,
+    dynamodb: DynamoDBClient,
+    sqs: SQSClient,
+    sns: SNSClient | None = None,
+    stepfunctions: SFNClient | None = None,
+) -> dict[str, str]:
+    """Create (or find) every resource for `prefix`; return {logical_id: name, queue URL or ARN}."""
     out: dict[str, str] = {}
     existing = set(dynamodb.list_tables().get("TableNames", []))
     for table in TABLES:
@@ -166,4 +207,21 @@ def create_local_resources(*, prefix: str, dynamodb: DynamoDBClient, sqs: SQSCli
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         arns[queue.logical_id] = arn
         out[queue.logical_id] = url
+    if sns is not None:
+        out[ALERT_TOPIC.logical_id] = sns.create_topic(Name=physical_name(prefix, ALERT_TOPIC))["TopicArn"]
+    if stepfunctions is not None:
+        from jobsched.workflows import failure_definition
+
+        name = physical_name(prefix, FAILURE_WORKFLOW)
+        found = [m for m in stepfunctions.list_state_machines()["stateMachines"] if m["name"] == name]
+        out[FAILURE_WORKFLOW.logical_id] = (
+            found[0]["stateMachineArn"]
+            if found
+            else stepfunctions.create_state_machine(
+                name=name,
+                definition=json.dumps(failure_definition()),
+                roleArn="arn:aws:iam::000000000000:role/jobsched-local-workflows",
+                type="STANDARD",
+            )["stateMachineArn"]
+        )
     return out

@@ -18,6 +18,10 @@ class Settings(BaseModel):
     jobs_table: str
     runs_table: str
     execution_queue_url: str
+    # The bad path: the failure workflow, its alert topic, and the execution queue's redrive DLQ.
+    failure_workflow_arn: str = ""
+    alert_topic_arn: str = ""
+    execution_dlq_url: str = ""
     shard_count: int = Field(default=8, ge=1, le=1024)
     # How far ahead of now the dispatcher hands ticks to SQS. It must cover one tick interval
     # plus a margin, so a job fires on its second although the dispatcher runs once a minute;
@@ -38,6 +42,9 @@ class Settings(BaseModel):
             "execution_queue_url": env.get(c.EXECUTION_QUEUE_URL_ENV, ""),
         }
         optional = {
+            "failure_workflow_arn": c.FAILURE_WORKFLOW_ARN_ENV,
+            "alert_topic_arn": c.ALERT_TOPIC_ARN_ENV,
+            "execution_dlq_url": c.EXECUTION_DLQ_URL_ENV,
             "shard_count": c.SHARD_COUNT_ENV,
             "lookahead_seconds": c.LOOKAHEAD_SECONDS_ENV,
             "tick_seconds": c.TICK_SECONDS_ENV,
@@ -58,6 +65,9 @@ class Settings(BaseModel):
             c.JOBS_TABLE_ENV: self.jobs_table,
             c.RUNS_TABLE_ENV: self.runs_table,
             c.EXECUTION_QUEUE_URL_ENV: self.execution_queue_url,
+            c.FAILURE_WORKFLOW_ARN_ENV: self.failure_workflow_arn,
+            c.ALERT_TOPIC_ARN_ENV: self.alert_topic_arn,
+            c.EXECUTION_DLQ_URL_ENV: self.execution_dlq_url,
             c.SHARD_COUNT_ENV: str(self.shard_count),
             c.LOOKAHEAD_SECONDS_ENV: str(self.lookahead_seconds),
             c.TICK_SECONDS_ENV: str(self.tick_seconds),

@@ -10,9 +10,11 @@ from botocore.config import Config
 
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.sqs import RunQueue
+from jobsched.adapters.stepfunctions import Workflows
 from jobsched.handlers import HandlerRegistry, registry
 from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
 from jobsched.services.dispatch import Dispatcher
+from jobsched.services.failures import FailureService
 from jobsched.services.jobs import JobService
 from jobsched.services.run import Worker
 from jobsched.settings import Settings
@@ -20,18 +22,20 @@ from jobsched.settings import Settings
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
 
 # Standard retry mode retries throttles and 5xx with backoff; the adapters turn what still
 # fails into TransientStoreError.
 _BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10)
 
 
-def clients(**kwargs: Any) -> tuple[DynamoDBClient, SQSClient]:
-    """boto3 clients for DynamoDB and SQS (endpoint and credentials from the environment)."""
+def clients(**kwargs: Any) -> tuple[DynamoDBClient, SQSClient, SFNClient]:
+    """boto3 clients for DynamoDB, SQS and Step Functions (endpoint and credentials from the environment)."""
     session = boto3.session.Session()
     return (
         session.client("dynamodb", config=_BOTO_CONFIG, **kwargs),
         session.client("sqs", config=_BOTO_CONFIG, **kwargs),
+        session.client("stepfunctions", config=_BOTO_CONFIG, **kwargs),
     )
 
 
@@ -48,6 +52,7 @@ class Services:
     job_service: JobService
     registry: HandlerRegistry
     clock: Clock
+    failures: FailureService
 
 
 def build(
@@ -55,14 +60,16 @@ def build(
     *,
     dynamodb: DynamoDBClient | None = None,
     sqs: SQSClient | None = None,
+    stepfunctions: SFNClient | None = None,
     clock: Clock | None = None,
     crash: CrashPoints = no_crash,
     handlers: HandlerRegistry | None = None,
 ) -> Services:
     """Wire the services; explicit clients and clock win over the defaults."""
-    if dynamodb is None or sqs is None:
-        default_ddb, default_sqs = clients()
+    if dynamodb is None or sqs is None or stepfunctions is None:
+        default_ddb, default_sqs, default_sfn = clients()
         dynamodb, sqs = dynamodb or default_ddb, sqs or default_sqs
+        stepfunctions = stepfunctions or default_sfn
     clock = clock or SystemClock()
     handlers = handlers or registry
     handlers.load_modules(settings.handler_modules)
@@ -70,8 +77,17 @@ def build(
     runs = RunStore(client=dynamodb, table=settings.runs_table)
     queue = RunQueue(client=sqs, queue_url=settings.execution_queue_url)
     dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
+    workflows = Workflows(client=stepfunctions, failure_workflow_arn=settings.failure_workflow_arn)
+    failures = FailureService(jobs=jobs, runs=runs, workflows=workflows, settings=settings, clock=clock)
     worker = Worker(
-        jobs=jobs, runs=runs, queue=queue, registry=handlers, settings=settings, clock=clock, crash=crash
+        jobs=jobs,
+        runs=runs,
+        queue=queue,
+        registry=handlers,
+        settings=settings,
+        clock=clock,
+        failures=failures,
+        crash=crash,
     )
     service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock)
-    return Services(settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock)
+    return Services(settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock, failures)

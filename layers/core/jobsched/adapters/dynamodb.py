@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from jobsched.domain import times
-from jobsched.domain.models import Execution, Job, RetryPolicy, RunError
-from jobsched.domain.status import HELD, JobStatus, RunStatus, sources_of
+from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError
+from jobsched.domain.status import HELD, JobStatus, RunStatus, check_path, sources_of
 from jobsched.errors import Conflict, TransientStoreError
 
 if TYPE_CHECKING:
@@ -53,16 +53,27 @@ def _enc(value: str | int) -> dict[str, str]:
     return {"N": str(value)} if isinstance(value, int) else {"S": value}
 
 
+def _dec_value(typed: Mapping[str, Any]) -> Any:
+    if "S" in typed:
+        return typed["S"]
+    if "N" in typed:
+        return int(typed["N"])
+    if "BOOL" in typed:
+        return typed["BOOL"]
+    if "L" in typed:
+        return [_dec_value(v) for v in typed["L"]]
+    if "M" in typed:
+        return _dec(typed["M"])
+    return None
+
+
 def _dec(item: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, typed in item.items():
-        if "S" in typed:
-            out[key] = typed["S"]
-        elif "N" in typed:
-            out[key] = int(typed["N"])
-        elif "BOOL" in typed:
-            out[key] = typed["BOOL"]
-    return out
+    return {key: _dec_value(typed) for key, typed in item.items()}
+
+
+def _attempt_record(values: Mapping[str, str | int]) -> dict[str, Any]:
+    """A run's attempt history entry, as a one-element list to list_append."""
+    return {"L": [{"M": {k: _enc(v) for k, v in values.items()}}]}
 
 
 def _opt_time(value: str | None) -> datetime | None:
@@ -107,6 +118,7 @@ def job_to_item(job: Job, *, shard_count: int) -> dict[str, Any]:
         "payload": _enc(json.dumps(job.payload, separators=(",", ":"))),
         "timezone": _enc(job.timezone),
         "retry": _enc(job.retry.model_dump_json()),
+        "idempotent": {"BOOL": job.idempotent},
         "created_at": _enc(times.stored(job.created_at)),
         "updated_at": _enc(times.stored(job.updated_at)),
         "version": _enc(job.version),
@@ -138,6 +150,7 @@ def job_from_item(raw: Mapping[str, Any]) -> Job:
         cron_expr=item.get("cron_expr"),
         timezone=item.get("timezone", "UTC"),
         retry=RetryPolicy.model_validate_json(item["retry"]),
+        idempotent=item.get("idempotent", True),
         next_run_at=_opt_time(item.get("next_run_at")),
         created_at=times.parse_stored(item["created_at"]),
         updated_at=times.parse_stored(item["updated_at"]),
@@ -151,6 +164,17 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
     error = None
     if item.get("error_type"):
         error = RunError(type=item["error_type"], message=item.get("error_message", ""))
+    attempts = [
+        AttemptRecord(
+            attempt=a.get("attempt", 0),
+            worker=a.get("worker"),
+            started_at=_opt_time(a.get("started_at")),
+            finished_at=_opt_time(a.get("finished_at")),
+            outcome=a.get("outcome", ""),
+            error=RunError(type=a["error_type"], message=a.get("error_message", "")) if a.get("error_type") else None,
+        )
+        for a in item.get("attempts", [])
+    ]
     return Execution(
         run_id=item["run_id"],
         job_id=item["job_id"],
@@ -166,6 +190,8 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         duration_ms=item.get("duration_ms"),
         result=json.loads(item["result"]) if "result" in item else None,
         error=error,
+        attempts=attempts,
+        replays=item.get("replays", 0),
     )
 
 
@@ -500,6 +526,7 @@ class RunStore:
         increment_attempt: bool = False,
         takeover_expired_lease: bool = False,
         create_if_missing: Mapping[str, str | int] | None = None,
+        append_attempt: Mapping[str, str | int] | None = None,
     ) -> Transition:
         """Move one run to `target` if its stored status is a legal source of it.
 
@@ -537,6 +564,9 @@ class RunStore:
         if increment_attempt:
             values[":zero"], values[":one"] = _enc(0), _enc(1)
             sets.append("attempt = if_not_exists(attempt, :zero) + :one")
+        if append_attempt is not None:
+            values[":rec"], values[":none"] = _attempt_record(append_attempt), {"L": []}
+            sets.append("attempts = list_append(if_not_exists(attempts, :none), :rec)")
         update = "SET " + ", ".join(sets)
         removes = list(remove)
         if removes:
@@ -564,6 +594,87 @@ class RunStore:
         # ReturnValues can give ALL_OLD or ALL_NEW, not both; the row after the write is the
         # previous row with our SETs applied, which a read-back would only confirm at a cost.
         return Transition(applied=True, item=None, previous=previous)
+
+    def fail_stuck(
+        self, *, job_id: str, scheduled_for: str, tenant: str, now: datetime, error_type: str, error_message: str
+    ) -> Execution | None:
+        """Move a run its workers never finished (PENDING, LEASED or RUNNING) to FAILED; None if final.
+
+        One conditional write along the legal path PENDING -> LEASED -> RUNNING -> FAILED (from
+        wherever the run stands on it); the reconciler uses it for a message SQS gave up on.
+        """
+        check_path(RunStatus.PENDING, RunStatus.LEASED, RunStatus.RUNNING, RunStatus.FAILED)
+        stamp = times.stored(now)
+        job_sf = times.parse_stored(scheduled_for)
+        try:
+            out = self.client.update_item(
+                TableName=self.table,
+                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
+                UpdateExpression=(
+                    "SET #s = :failed, error_type = :et, error_message = :em, finished_at = :now, updated_at = :now,"
+                    " run_id = if_not_exists(run_id, :rid), job_id = if_not_exists(job_id, :jid),"
+                    " tenant = if_not_exists(tenant, :tenant), scheduled_for = if_not_exists(scheduled_for, :sf),"
+                    " attempt = if_not_exists(attempt, :zero),"
+                    " attempts = list_append(if_not_exists(attempts, :none), :rec)"
+                ),
+                ConditionExpression="attribute_not_exists(PK) OR #s IN (:p, :l, :r)",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={
+                    ":failed": _enc(RunStatus.FAILED.value),
+                    ":p": _enc(RunStatus.PENDING.value),
+                    ":l": _enc(RunStatus.LEASED.value),
+                    ":r": _enc(RunStatus.RUNNING.value),
+                    ":et": _enc(error_type),
+                    ":em": _enc(error_message),
+                    ":now": _enc(stamp),
+                    ":rid": _enc(run_id_for(job_id, job_sf)),
+                    ":jid": _enc(job_id),
+                    ":tenant": _enc(tenant),
+                    ":sf": _enc(scheduled_for),
+                    ":zero": _enc(0),
+                    ":none": {"L": []},
+                    ":rec": _attempt_record(
+                        {"outcome": error_type, "finished_at": stamp, "error_type": error_type, "error_message": error_message}
+                    ),
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return None
+            _raise_transient(exc)
+            raise
+        return execution_from_item(out["Attributes"])
+
+    def dead_letters(
+        self, *, dl_key: str, start: dict[str, Any] | None, limit: int, job_id: str | None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """Up to `limit` dead-letter entries of a tenant, newest first, and the key to continue from."""
+        rows: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "dead_letter",
+            "KeyConditionExpression": "dl_key = :k",
+            "ExpressionAttributeValues": {":k": _enc(dl_key)},
+            "ScanIndexForward": False,
+        }
+        if job_id:
+            kwargs["FilterExpression"] = "job_id = :job"
+            kwargs["ExpressionAttributeValues"][":job"] = _enc(job_id)
+        if start:
+            kwargs["ExclusiveStartKey"] = start
+        while True:
+            kwargs["Limit"] = limit - len(rows)
+            try:
+                out = self.client.query(**kwargs)
+            except ClientError as exc:
+                _raise_transient(exc)
+                raise
+            rows.extend(_dec(i) for i in out.get("Items", []))
+            last = out.get("LastEvaluatedKey")
+            if not last or len(rows) >= limit:
+                return rows, dict(last) if last else None
+            kwargs["ExclusiveStartKey"] = last
 
     def extend_lease(self, *, job_id: str, scheduled_for: str, owner: str, until: datetime) -> bool:
         """Push the lease of a held run to `until`; False if `owner` no longer holds it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import Any, Literal
 
@@ -61,6 +62,18 @@ class RetryPolicy(BaseModel):
     """Waits between attempts."""
     timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
     """Longest one attempt may run; None means the lease/runtime limit."""
+    non_retryable: tuple[str, ...] = Field(default=(), max_length=20)
+    """Error type names (the exception's class name) that dead-letter at once, without retries."""
+
+    def wait_before(self, attempt: int, *, unit_random: float) -> int:
+        """Whole seconds to wait after failed attempt `attempt`; `unit_random` in [0, 1) draws the jitter."""
+        upper = self.backoff.delay(attempt)
+        wait = upper * (0.5 + unit_random / 2) if self.backoff.jitter else upper
+        return max(1, math.ceil(wait))
+
+    def retries_after(self, attempt: int, error_type: str) -> bool:
+        """Whether a failure of attempt `attempt` with `error_type` is tried again."""
+        return attempt < self.max_attempts and error_type not in self.non_retryable
 
 
 class CreateJobRequest(BaseModel):
@@ -77,6 +90,8 @@ class CreateJobRequest(BaseModel):
     max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS_LIMIT)
     backoff: Backoff = Field(default_factory=Backoff)
     timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
+    non_retryable_errors: list[str] = Field(default_factory=list, max_length=20)
+    idempotent: bool = True
     depends_on: list[str] = Field(default_factory=list)
     name: str | None = Field(default=None, max_length=200)
 
@@ -133,6 +148,7 @@ class Job(BaseModel):
     cron_expr: str | None = None
     timezone: str = "UTC"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    idempotent: bool = True
     next_run_at: datetime | None = None
     created_at: datetime
     updated_at: datetime
@@ -146,6 +162,19 @@ class RunError(BaseModel):
 
     type: str
     message: str
+
+
+class AttemptRecord(BaseModel):
+    """One finished attempt of a run, as kept in the run's history."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attempt: int
+    worker: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    outcome: str
+    error: RunError | None = None
 
 
 class Execution(BaseModel):
@@ -167,6 +196,8 @@ class Execution(BaseModel):
     duration_ms: int | None = None
     result: Any = None
     error: RunError | None = None
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    replays: int = 0
 
 
 class RunMessage(BaseModel):
@@ -187,6 +218,17 @@ class JobCreated(BaseModel):
     next_run_at: str | None
 
 
+class AttemptView(BaseModel):
+    """One attempt of a run as the API shows it."""
+
+    attempt: int
+    worker: str | None
+    started_at: str | None
+    finished_at: str | None
+    outcome: str
+    error: RunError | None = None
+
+
 class ExecutionView(BaseModel):
     """A run as GET /api/jobs/{id} shows it."""
 
@@ -199,6 +241,7 @@ class ExecutionView(BaseModel):
     duration_ms: int | None = None
     error: RunError | None = None
     result: Any = None
+    attempts: list[AttemptView] = Field(default_factory=list)
 
 
 class JobView(BaseModel):
@@ -216,6 +259,8 @@ class JobView(BaseModel):
     max_attempts: int
     backoff: Backoff
     timeout_seconds: int | None
+    non_retryable_errors: list[str]
+    idempotent: bool
     next_run_at: str | None
     created_at: str
     updated_at: str
@@ -225,5 +270,31 @@ class JobView(BaseModel):
 class CancelResult(BaseModel):
     """The answer to DELETE /api/jobs/{id}."""
 
+    job_id: str
+    status: str
+
+
+class DeadLetterItem(BaseModel):
+    """One dead-lettered run in GET /api/dead-letter."""
+
+    job_id: str
+    run_id: str
+    scheduled_for: str
+    dead_at: str
+    attempts: int
+    last_error: str
+
+
+class DeadLetterPage(BaseModel):
+    """A page of the dead-letter list, newest first; next_cursor is null on the last page."""
+
+    items: list[DeadLetterItem]
+    next_cursor: str | None
+
+
+class ReplayAccepted(BaseModel):
+    """The answer to POST /api/dead-letter/{run_id}/replay."""
+
+    run_id: str
     job_id: str
     status: str

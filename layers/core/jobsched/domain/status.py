@@ -1,9 +1,10 @@
 """The run (execution) state machine: forward-only, along the legal edges only.
 
     PENDING ──> LEASED ──> RUNNING ──> SUCCEEDED
-       │  ^        │          │  └───> FAILED ──> DEAD_LETTER
+       │  ^        │          │  └───> FAILED ──> DEAD_LETTER ──> PENDING (operator replay)
        │  └────────┴──────────┘           │
-       │     lease lost (crash)           └──> PENDING (retry)
+       │     lease lost (crash)           └──> PENDING (retry, after backoff)
+       │           └──────────┴──> LOST (lease lost on a job declared idempotent: false)
        └──> CANCELLED (its job was cancelled before the run was leased)
 
 Every transition is written as a DynamoDB conditional update whose condition is "the stored
@@ -27,6 +28,7 @@ class RunStatus(StrEnum):
     FAILED = "FAILED"
     DEAD_LETTER = "DEAD_LETTER"
     CANCELLED = "CANCELLED"
+    LOST = "LOST"
 
 
 class JobStatus(StrEnum):
@@ -49,6 +51,11 @@ LEGAL_EDGES: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
         (RunStatus.FAILED, RunStatus.PENDING),
         (RunStatus.FAILED, RunStatus.DEAD_LETTER),
         (RunStatus.PENDING, RunStatus.CANCELLED),
+        # An operator's replay starts a fresh attempt series for a dead-lettered run.
+        (RunStatus.DEAD_LETTER, RunStatus.PENDING),
+        # A non-idempotent job's run whose worker died is not re-run blindly: an operator decides.
+        (RunStatus.LEASED, RunStatus.LOST),
+        (RunStatus.RUNNING, RunStatus.LOST),
     }
 )
 

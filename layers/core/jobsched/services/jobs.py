@@ -14,6 +14,7 @@ from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.domain import times
 from jobsched.domain.models import (
+    AttemptView,
     CancelResult,
     CreateJobRequest,
     Execution,
@@ -89,6 +90,7 @@ class JobService:
             cron_expr=" ".join(request.cron_expr.split()) if request.cron_expr else None,
             timezone=request.timezone,
             retry=request.retry_policy(),
+            idempotent=request.idempotent,
             next_run_at=next_run_at,
             created_at=now,
             updated_at=now,
@@ -229,6 +231,8 @@ def _view(job: Job, runs: list[Execution]) -> JobView:
         max_attempts=job.retry.max_attempts,
         backoff=job.retry.backoff,
         timeout_seconds=job.retry.timeout_seconds,
+        non_retryable_errors=list(job.retry.non_retryable),
+        idempotent=job.idempotent,
         next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),
@@ -243,6 +247,17 @@ def _view(job: Job, runs: list[Execution]) -> JobView:
                 duration_ms=r.duration_ms,
                 error=r.error,
                 result=r.result,
+                attempts=[
+                    AttemptView(
+                        attempt=a.attempt,
+                        worker=a.worker,
+                        started_at=times.iso(a.started_at) if a.started_at else None,
+                        finished_at=times.iso(a.finished_at) if a.finished_at else None,
+                        outcome=a.outcome,
+                        error=a.error,
+                    )
+                    for a in r.attempts
+                ],
             )
             for r in runs
         ],

@@ -32,16 +32,18 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from jobsched.adapters.dynamodb import JobStore, RunStore, run_id_for
+from jobsched.adapters.dynamodb import JobStore, RunStore, execution_from_item, run_id_for
 from jobsched.adapters.sqs import RunQueue
 from jobsched.domain import times
-from jobsched.domain.models import RunMessage
+from jobsched.domain.models import Execution, Job, RunError, RunMessage
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import Clock, CrashPoints, no_crash
+from jobsched.services.failures import LEASE_EXPIRED, FailureService
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -52,6 +54,7 @@ logger = Logger(child=True)
 MAX_EARLY_WAIT_SECONDS = 2.0
 MAX_RESULT_BYTES = 16 * 1024
 MAX_ERROR_CHARS = 2000
+LOST_MESSAGE = "a worker died holding this run and the job is not idempotent: not re-run automatically"
 
 
 class Outcome(StrEnum):
@@ -62,6 +65,7 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"
     CANCELLED = "cancelled"
     LEASE_LOST = "lease_lost"
+    LOST = "lost"
 
 
 class InFlightElsewhere(Exception):
@@ -87,6 +91,7 @@ class Worker:
     registry: HandlerRegistry
     settings: Settings
     clock: Clock
+    failures: FailureService
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
     crash: CrashPoints = no_crash
     sleep: object = time.sleep
@@ -125,13 +130,23 @@ class Worker:
             },
         )
         if not claim.applied:
-            return self._refused(claim.item, delivery)
+            return self._refused(job, claim.item, delivery)
         previous = claim.previous or {}
         attempt = int(previous.get("attempt", {}).get("N", "0")) + 1
-        if previous.get("status", {}).get("S") in {s.value for s in HELD}:
-            logger.warning(
-                "lease lost by a previous holder; taking the run over", extra={"job_id": job.job_id, "sf": sf}
-            )
+        took_over = previous.get("status", {}).get("S") in {s.value for s in HELD}
+        if took_over:
+            logger.warning("a worker died holding this run; taking it over", extra={"job_id": job.job_id, "sf": sf})
+            if not job.idempotent:
+                # Re-running a job that declared its effect unsafe to repeat is an operator's call.
+                self.runs.transition(
+                    job_id=job.job_id,
+                    scheduled_for=sf,
+                    target=RunStatus.LOST,
+                    now=self.clock.now(),
+                    owner=owner,
+                    set_values={"error_type": "LeaseLost", "error_message": LOST_MESSAGE},
+                )
+                return Outcome.LOST
         self.crash("run.after_lease")
 
         scheduled_for = times.parse_stored(sf)
@@ -159,12 +174,17 @@ class Worker:
             attempt=attempt,
             effect_key=run_id_for(job.job_id, scheduled_for),
         )
-        heartbeat = _Heartbeat(self, delivery, owner=owner, job_id=job.job_id, scheduled_for=sf)
-        heartbeat.start()
-        try:
-            result, error = self._invoke(job.handler, job.payload, context)
-        finally:
-            heartbeat.stop()
+        if took_over and attempt > job.retry.max_attempts:
+            # Every attempt died with its worker: running it again would only kill another.
+            result: object = None
+            error: tuple[str, str] | None = (LEASE_EXPIRED, f"workers died holding this run {attempt - 1} time(s)")
+        else:
+            heartbeat = _Heartbeat(self, delivery, owner=owner, job_id=job.job_id, scheduled_for=sf)
+            heartbeat.start()
+            try:
+                result, error = self._invoke(job.handler, job.payload, context, timeout=job.retry.timeout_seconds)
+            finally:
+                heartbeat.stop()
         self.crash("run.after_handler")
 
         finished = self.clock.now()
@@ -172,30 +192,58 @@ class Worker:
             "finished_at": times.stored(finished),
             "duration_ms": max(0, int((finished - started).total_seconds() * 1000)),
         }
+        record: dict[str, str | int] = {
+            "attempt": attempt,
+            "worker": self.worker_id,
+            "started_at": times.stored(started),
+            "finished_at": times.stored(finished),
+        }
         if error is None:
             values["result"] = _bounded_json(result)
             target = RunStatus.SUCCEEDED
         else:
             values["error_type"], values["error_message"] = error
+            record["error_type"], record["error_message"] = error
             target = RunStatus.FAILED
+        record["outcome"] = target.value
         done = self.runs.transition(
-            job_id=job.job_id, scheduled_for=sf, target=target, now=finished, owner=owner, set_values=values
+            job_id=job.job_id,
+            scheduled_for=sf,
+            target=target,
+            now=finished,
+            owner=owner,
+            set_values=values,
+            append_attempt=record,
         )
         if not done.applied:
             return Outcome.LEASE_LOST
         self.crash("run.after_record")
-        if job.type == "one_off" and target == RunStatus.SUCCEEDED:
-            self.jobs.set_job_status(
-                job.job_id,
-                target=JobStatus.COMPLETED,
-                sources=[JobStatus.SCHEDULED],
-                now=finished,
-                leave_index=True,
+        if error is not None:
+            failed = Execution(
+                run_id=context.run_id,
+                job_id=job.job_id,
+                tenant=job.tenant,
+                scheduled_for=scheduled_for,
+                status=RunStatus.FAILED,
+                attempt=attempt,
+                error=RunError(type=error[0], message=error[1]),
             )
-        return Outcome.SUCCEEDED if error is None else Outcome.FAILED
+            retryable = None if error[0] != LEASE_EXPIRED else False
+            self.failures.hand_over(job, failed, retryable=retryable)
+            return Outcome.FAILED
+        if job.type == "one_off":
+            self.jobs.set_job_status(
+                job.job_id, target=JobStatus.COMPLETED, sources=[JobStatus.SCHEDULED], now=finished, leave_index=True
+            )
+        return Outcome.SUCCEEDED
 
-    def _refused(self, row: dict[str, object] | None, delivery: Delivery) -> Outcome:
+    def _refused(self, job: Job, row: dict[str, Any] | None, delivery: Delivery) -> Outcome:
         status = (row or {}).get("status", {})
+        if row and isinstance(status, dict) and status.get("S") == RunStatus.FAILED.value:
+            # A worker died between recording the failure and handing it to the workflow (or this is
+            # a duplicate of a message whose failure was handed over): start it; the execution name
+            # makes a second start a no-op.
+            self.failures.hand_over(job, execution_from_item(row))
         held_by = (row or {}).get("lease_message", {})
         held = isinstance(status, dict) and status.get("S") in {s.value for s in HELD}
         if held and isinstance(held_by, dict) and held_by.get("S") == delivery.message_id:
@@ -203,8 +251,24 @@ class Worker:
         return Outcome.DUPLICATE
 
     def _invoke(
-        self, name: str, payload: dict[str, object], ctx: RunContext
+        self, name: str, payload: dict[str, Any], ctx: RunContext, *, timeout: int | None
     ) -> tuple[object, tuple[str, str] | None]:
+        if timeout is None:
+            return self._call(name, payload, ctx)
+        # Python cannot kill a thread: a handler past its timeout is failed and left to finish in
+        # the background (its late result is discarded: the run has moved on). Handlers that must
+        # stop should poll their own deadline.
+        box: dict[str, tuple[object, tuple[str, str] | None]] = {}
+        thread = threading.Thread(
+            target=lambda: box.update(out=self._call(name, payload, ctx)), name="jobsched-handler", daemon=True
+        )
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive() or "out" not in box:
+            return None, ("Timeout", f"attempt {ctx.attempt} ran longer than timeout_seconds={timeout}")
+        return box["out"]
+
+    def _call(self, name: str, payload: dict[str, Any], ctx: RunContext) -> tuple[object, tuple[str, str] | None]:
         try:
             handler = self.registry.get(name)
             return handler(payload, ctx), None

@@ -1,0 +1,194 @@
+"""The bad path: hand failed runs to the failure workflow, reconcile poison messages, list and replay
+dead letters. Healthy runs never come here."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import random
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobsched.adapters.dynamodb import JobStore, RunStore, job_pk, parse_run_id, run_sk
+from jobsched.adapters.stepfunctions import Workflows, execution_name
+from jobsched.domain import times
+from jobsched.domain.models import (
+    DeadLetterItem,
+    DeadLetterPage,
+    Execution,
+    Job,
+    ReplayAccepted,
+    RunMessage,
+)
+from jobsched.domain.status import RunStatus
+from jobsched.errors import Conflict, NotFound, ValidationFailed
+from jobsched.ports import Clock
+from jobsched.settings import Settings
+
+MAX_PAGE = 100
+POISON = "PoisonMessage"
+LEASE_EXPIRED = "LeaseExpired"
+
+
+@dataclass
+class FailureService:
+    """Retries, dead letters and replays, through the failure workflow."""
+
+    jobs: JobStore
+    runs: RunStore
+    workflows: Workflows
+    settings: Settings
+    clock: Clock
+    rng: random.Random = random.Random()  # noqa: RUF009 - one generator per process is the point
+
+    # -- a failed attempt -> the workflow ----------------------------------------------------------
+    def hand_over(self, job: Job, run: Execution, *, retryable: bool | None = None) -> bool:
+        """Start the workflow for run's failed attempt (once per attempt: the name is the key).
+
+        `retryable` None: decided by the job's retry policy from the attempt and error type.
+        """
+        error_type = run.error.type if run.error else "Unknown"
+        policy = job.retry
+        if retryable is None:
+            retryable = policy.retries_after(run.attempt, error_type)
+        now = self.clock.now()
+        sf = times.stored(run.scheduled_for)
+        payload: dict[str, Any] = {
+            "action": "retry",
+            "retryable": retryable,
+            "attempt": run.attempt,
+            "max_attempts": policy.max_attempts,
+            "wait_seconds": policy.wait_before(max(1, run.attempt), unit_random=self.rng.random()),
+            "runs_table": self.settings.runs_table,
+            "pk": job_pk(job.job_id),
+            "sk": run_sk(sf),
+            "queue_url": self.settings.execution_queue_url,
+            "message": RunMessage(job_id=job.job_id, scheduled_for=sf).model_dump_json(),
+            "topic_arn": self.settings.alert_topic_arn,
+            "dl_key": dead_letter_key(job.tenant),
+            "dl_sk": f"{times.stored(now)}#{run.run_id}",
+            "dead_at": times.stored(now),
+            "alert": {
+                "job_id": job.job_id,
+                "run_id": run.run_id,
+                "tenant": job.tenant,
+                "handler": job.handler,
+                "scheduled_for": times.iso(run.scheduled_for),
+                "attempts": run.attempt,
+                "error_type": error_type,
+                "error_message": run.error.message if run.error else "",
+            },
+        }
+        return self.workflows.start_failure(execution_name("fail", run.run_id, str(run.attempt)), payload)
+
+    def reconcile(self, message: RunMessage) -> str:
+        """A message the execution queue gave up on (maxReceiveCount): dead-letter its run, visibly.
+
+        Nothing is lost in a queue nobody reads: the run leaves whatever non-final state the dying
+        workers left it in along RUNNING -> FAILED, and the workflow dead-letters it with an alert.
+        """
+        job = self.jobs.get_job(message.job_id)
+        if job is None:
+            return "no_job"
+        now = self.clock.now()
+        failed = self.runs.fail_stuck(
+            job_id=job.job_id,
+            scheduled_for=message.scheduled_for,
+            tenant=job.tenant,
+            now=now,
+            error_type=POISON,
+            error_message="the run's message exceeded the queue's maxReceiveCount (workers kept dying on it)",
+        )
+        if failed is None:
+            row = self.runs.get(job.job_id, times.parse_stored(message.scheduled_for))
+            if row is None or row.status != RunStatus.FAILED:
+                return "already_final"
+            failed = row  # a FAILED run whose hand-over did not happen: do it now
+        self.hand_over(job, failed, retryable=False)
+        return "dead_lettered"
+
+    # -- the dead-letter list ------------------------------------------------------------------------
+    def list_dead_letters(
+        self, *, tenant: str, cursor: str | None, limit: int, job_id: str | None = None
+    ) -> DeadLetterPage:
+        """Newest first; an opaque cursor continues after the last item of the previous page.
+
+        Stable under concurrent failures: the order is by dead-letter time, so a run dead-lettered
+        after the first page sorts before the cursor and never shifts later pages.
+        """
+        if not 1 <= limit <= MAX_PAGE:
+            raise ValidationFailed(f"limit: must be between 1 and {MAX_PAGE}", field="limit")
+        start = decode_cursor(cursor, tenant) if cursor else None
+        rows, last = self.runs.dead_letters(
+            dl_key=dead_letter_key(tenant), start=start, limit=limit, job_id=job_id
+        )
+        items = [
+            DeadLetterItem(
+                job_id=r["job_id"],
+                run_id=r["run_id"],
+                scheduled_for=times.iso(times.parse_stored(r["scheduled_for"])),
+                dead_at=times.iso(times.parse_stored(r["dead_at"])),
+                attempts=int(r.get("attempt", 0)),
+                last_error=f"{r.get('error_type', 'Unknown')}: {r.get('error_message', '')}".strip(),
+            )
+            for r in rows
+        ]
+        return DeadLetterPage(items=items, next_cursor=encode_cursor(last) if last else None)
+
+    def replay(self, run_id: str, *, tenant: str) -> ReplayAccepted:
+        """Start a fresh attempt series for a dead-lettered run, once (the execution name is the key)."""
+        try:
+            job_id, scheduled_for = parse_run_id(run_id)
+        except ValueError:
+            raise NotFound(f"run '{run_id}' not found", field="run_id") from None
+        job = self.jobs.get_job(job_id)
+        run = self.runs.get(job_id, scheduled_for) if job and job.tenant == tenant else None
+        if job is None or run is None or run.run_id != run_id:
+            raise NotFound(f"run '{run_id}' not found", field="run_id")
+        if run.status != RunStatus.DEAD_LETTER:
+            raise Conflict(f"run '{run_id}' is {run.status.value}, not DEAD_LETTER: only a dead letter is replayed")
+        sf = times.stored(run.scheduled_for)
+        payload = {
+            "action": "replay",
+            "runs_table": self.settings.runs_table,
+            "pk": job_pk(job_id),
+            "sk": run_sk(sf),
+            "queue_url": self.settings.execution_queue_url,
+            "message": RunMessage(job_id=job_id, scheduled_for=sf).model_dump_json(),
+        }
+        self.workflows.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
+        return ReplayAccepted(run_id=run_id, job_id=job_id, status=RunStatus.PENDING.value)
+
+
+def dead_letter_key(tenant: str) -> str:
+    """Partition key of a tenant's dead letters in the dead_letter index."""
+    return f"DL#{tenant}"
+
+
+_CURSOR_KEYS = {"dl_key", "dl_sk", "PK", "SK"}
+
+
+def encode_cursor(key: dict[str, Any]) -> str:
+    """An opaque cursor from a LastEvaluatedKey."""
+    flat = {k: v["S"] for k, v in key.items()}
+    return base64.urlsafe_b64encode(json.dumps(flat, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
+    """The ExclusiveStartKey of a cursor; a cursor that is not ours, or another tenant's, is a 400."""
+    try:
+        flat = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise ValidationFailed("cursor: not a cursor this API issued", field="cursor") from None
+    if (
+        not isinstance(flat, dict)
+        or set(flat) != _CURSOR_KEYS
+        or not all(isinstance(v, str) for v in flat.values())
+        or flat["dl_key"] != dead_letter_key(tenant)
+    ):
+        raise ValidationFailed("cursor: not a cursor this API issued", field="cursor")
+    return {k: {"S": v} for k, v in flat.items()}
+
+
