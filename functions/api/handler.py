@@ -10,6 +10,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched import constants as c
+from jobsched.adapters.idempotency import persistence
 from jobsched.api import build_app, guard_body
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -19,7 +20,12 @@ metrics = Metrics(namespace="jobsched", service="api")
 tracer = Tracer(service="jobsched-api")
 
 services = build(Settings.from_env())
-app = build_app(services.job_service, tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"))
+app = build_app(
+    services.job_service,
+    services.failures,
+    idempotency=persistence(services.jobs.client, services.settings.jobs_table),
+    tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"),
+)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -15,12 +15,26 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
 
 from jobsched import __version__
 from jobsched import constants as c
-from jobsched.domain.models import CancelResult, CreateJobRequest, JobCreated, JobView
+from jobsched.adapters.idempotency import once_per_key
+from jobsched.domain.models import (
+    CancelResult,
+    CreateJobRequest,
+    DeadLetterPage,
+    JobCreated,
+    JobView,
+    ReplayAccepted,
+)
 from jobsched.errors import JobschedError, PayloadTooLarge, ValidationFailed
+from jobsched.services.failures import MAX_PAGE, FailureService
 from jobsched.services.jobs import JobService
 
 logger = Logger(child=True)
@@ -75,9 +89,32 @@ def tenant_of(app: APIGatewayRestResolver, source: str) -> str:
     return tenant
 
 
-def build_app(service: JobService, *, tenant_source: str = "iam") -> APIGatewayRestResolver:
+def build_app(
+    service: JobService,
+    failures: FailureService,
+    *,
+    idempotency: DynamoDBPersistenceLayer | None = None,
+    tenant_source: str = "iam",
+) -> APIGatewayRestResolver:
     """The resolver with every route; `tenant_source` is "iam" or "header"."""
     app = APIGatewayRestResolver(enable_validation=True)
+    replay_once = (
+        once_per_key(
+            lambda request: failures.replay(request["subject"], tenant=request["tenant"]).model_dump(),
+            store=idempotency,
+            name="replay",
+        )
+        if idempotency is not None
+        else None
+    )
+
+    @app.exception_handler(IdempotencyValidationError)  # type: ignore[untyped-decorator]
+    def _key_reused(exc: IdempotencyValidationError) -> Response[Any]:
+        return _error(409, "idempotency_key_reused", "Idempotency-Key was already used for another run")
+
+    @app.exception_handler(IdempotencyAlreadyInProgressError)  # type: ignore[untyped-decorator]
+    def _in_progress(exc: IdempotencyAlreadyInProgressError) -> Response[Any]:
+        return _error(409, "in_progress", "a request with this Idempotency-Key is in progress; retry shortly")
 
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
     def _invalid(exc: RequestValidationError) -> Response[Any]:
@@ -117,6 +154,30 @@ def build_app(service: JobService, *, tenant_source: str = "iam") -> APIGatewayR
     @app.delete("/api/jobs/<job_id>")
     def cancel_job(job_id: Annotated[str, Path(max_length=64)]) -> CancelResult:
         return service.cancel(job_id, tenant=tenant_of(app, tenant_source))
+
+    @app.get("/api/dead-letter")
+    def dead_letters(
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        job_id: Annotated[str | None, Query(max_length=64)] = None,
+    ) -> DeadLetterPage:
+        return failures.list_dead_letters(
+            tenant=tenant_of(app, tenant_source), cursor=cursor or None, limit=limit, job_id=job_id or None
+        )
+
+    @app.post("/api/dead-letter/<run_id>/replay", responses={202: {"description": "replay started"}})
+    def replay(
+        run_id: Annotated[str, Path(max_length=96)],
+        idempotency_key: Annotated[str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower(), max_length=128)] = None,
+    ) -> Response[ReplayAccepted]:
+        tenant = tenant_of(app, tenant_source)
+        if idempotency_key and replay_once is not None:
+            accepted = ReplayAccepted.model_validate(
+                replay_once(request={"tenant": tenant, "key": idempotency_key, "subject": run_id})
+            )
+        else:
+            accepted = failures.replay(run_id, tenant=tenant)
+        return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=accepted)
 
     @app.get("/api/openapi.json", include_in_schema=False)
     def openapi() -> Response[str]:

@@ -128,7 +128,10 @@ class CreateJobRequest(BaseModel):
     def retry_policy(self) -> RetryPolicy:
         """The retry policy this request asks for."""
         return RetryPolicy(
-            max_attempts=self.max_attempts, backoff=self.backoff, timeout_seconds=self.timeout_seconds
+            max_attempts=self.max_attempts,
+            backoff=self.backoff,
+            timeout_seconds=self.timeout_seconds,
+            non_retryable=tuple(self.non_retryable_errors),
         )
 
 

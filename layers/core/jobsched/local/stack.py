@@ -83,7 +83,10 @@ class LocalStack:
     api: ModuleType | None = None
     dispatcher: ModuleType | None = None
     worker: ModuleType | None = None
+    reconciler: ModuleType | None = None
     queue_url: str = ""
+    dlq_url: str = ""
+    dlq_arn: str = ""
     queue_arn: str = ""
     endpoint_url: str = ""
     crashes: int = 0
@@ -101,12 +104,14 @@ class LocalStack:
         self.api = lambdas.load("api")
         self.dispatcher = lambdas.load("dispatcher")
         self.worker = lambdas.load("worker")
+        self.reconciler = lambdas.load("reconciler")
         self._http = ThreadingHTTPServer((self.config.host, self.config.api_port), _handler_for(self))
         self._http.daemon_threads = True
         self._spawn("jobsched-http", self._http.serve_forever)
         self._spawn("jobsched-tick", self._tick_loop)
         for i in range(self.config.pollers):
             self._spawn(f"jobsched-poller-{i}", self._poll_loop)
+        self._spawn("jobsched-dlq-poller", self._dlq_loop)
         return self
 
     def stop(self) -> None:
@@ -141,7 +146,17 @@ class LocalStack:
     def _create_resources(self) -> None:
         ddb = boto3.client("dynamodb", endpoint_url=self.endpoint_url)
         sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
-        made = resources.create_local_resources(prefix=self.config.prefix, dynamodb=ddb, sqs=sqs)
+        made = resources.create_local_resources(
+            prefix=self.config.prefix,
+            dynamodb=ddb,
+            sqs=sqs,
+            sns=boto3.client("sns", endpoint_url=self.endpoint_url),
+            stepfunctions=boto3.client("stepfunctions", endpoint_url=self.endpoint_url),
+        )
+        self.dlq_url = made[resources.EXECUTION_DLQ.logical_id]
+        self.dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         self.queue_url = made[resources.EXECUTION_QUEUE.logical_id]
         self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
             "Attributes"
@@ -154,6 +169,9 @@ class LocalStack:
                 c.JOBS_TABLE_ENV: made[resources.JOBS_TABLE.logical_id],
                 c.RUNS_TABLE_ENV: made[resources.RUNS_TABLE.logical_id],
                 c.EXECUTION_QUEUE_URL_ENV: self.queue_url,
+                c.EXECUTION_DLQ_URL_ENV: self.dlq_url,
+                c.FAILURE_WORKFLOW_ARN_ENV: made[resources.FAILURE_WORKFLOW.logical_id],
+                c.ALERT_TOPIC_ARN_ENV: made[resources.ALERT_TOPIC.logical_id],
                 c.SHARD_COUNT_ENV: str(self.config.shard_count),
                 c.LOOKAHEAD_SECONDS_ENV: str(self.config.lookahead_seconds),
                 c.TICK_SECONDS_ENV: str(self.config.tick_seconds),
@@ -192,11 +210,25 @@ class LocalStack:
                 print(f"jobsched local: poller error: {exc!r}", flush=True)
                 self._stop.wait(1)
 
-    def poll_once(self, *, wait_seconds: int = 0) -> int:
-        """Receive one batch and invoke the worker; delete what it did not report failed."""
-        assert self.worker is not None
+    def _dlq_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self.poll_once(dead_letters=True):
+                    self._stop.wait(1.0)
+            except Exception as exc:
+                print(f"jobsched local: reconciler error: {exc!r}", flush=True)
+                self._stop.wait(1)
+
+    def poll_once(self, *, wait_seconds: int = 0, dead_letters: bool = False) -> int:
+        """Receive one batch and invoke its function; delete what it did not report failed.
+
+        The execution queue feeds the worker; its redrive DLQ feeds the reconciler.
+        """
+        function = self.reconciler if dead_letters else self.worker
+        queue_url, queue_arn = (self.dlq_url, self.dlq_arn) if dead_letters else (self.queue_url, self.queue_arn)
+        assert function is not None
         out = self._sqs.receive_message(
-            QueueUrl=self.queue_url,
+            QueueUrl=queue_url,
             MaxNumberOfMessages=self.config.batch_size,
             WaitTimeSeconds=wait_seconds,
             MessageSystemAttributeNames=["All"],
@@ -205,8 +237,8 @@ class LocalStack:
         if not messages:
             return 0
         try:
-            response = self.worker.lambda_handler(
-                events.sqs_event(messages, queue_arn=self.queue_arn), lambdas.LambdaContext("jobsched-worker")
+            response = function.lambda_handler(
+                events.sqs_event(messages, queue_arn=queue_arn), lambdas.LambdaContext("jobsched-worker")
             )
         except Crash:
             # A simulated process death: nothing is acknowledged, the messages come back after
@@ -221,7 +253,7 @@ class LocalStack:
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
             self._sqs.delete_message_batch(
-                QueueUrl=self.queue_url,
+                QueueUrl=queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
         return len(messages)

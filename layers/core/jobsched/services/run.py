@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import traceback
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -274,7 +273,7 @@ class Worker:
             return handler(payload, ctx), None
         except Exception as exc:  # a handler's failure is data about the run, not a worker fault
             logger.info("handler failed", extra={"job_id": ctx.job_id, "error": repr(exc)})
-            message = "".join(traceback.format_exception_only(exc)).strip()[:MAX_ERROR_CHARS]
+            message = (str(exc) or type(exc).__name__)[:MAX_ERROR_CHARS]
             return None, (type(exc).__name__, message)
 
 

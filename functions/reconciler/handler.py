@@ -1,0 +1,38 @@
+"""Reconciler Lambda: messages the execution queue gave up on (its redrive DLQ) become DEAD_LETTER runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from jobsched.domain.models import RunMessage
+from jobsched.settings import Settings
+from jobsched.wiring import build
+
+logger = Logger(service="jobsched-reconciler")
+metrics = Metrics(namespace="jobsched", service="reconciler")
+tracer = Tracer(service="jobsched-reconciler")
+
+services = build(Settings.from_env())
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def record_handler(record: SQSRecord) -> str:
+    """Dead-letter the run of one poison message; an exception keeps it in the DLQ for a retry."""
+    outcome = services.failures.reconcile(RunMessage.model_validate_json(record.body))
+    metrics.add_metric(name=f"Reconciled_{outcome}", unit=MetricUnit.Count, value=1)
+    logger.warning("poison message reconciled", extra={"outcome": outcome, "body": record.body})
+    return outcome
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Process a batch of the execution queue's dead-letter queue."""
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,0 +1,313 @@
+"""The failure path against the embedded moto server, with Step Functions executing for real.
+
+Real time here: the failure workflow's Wait state sleeps the backoff, so backoffs are 1 s.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from jobsched import resources
+from jobsched.domain import times
+from jobsched.domain.models import Backoff, CreateJobRequest, Execution, RunMessage
+from jobsched.domain.status import RunStatus
+from jobsched.handlers import HandlerRegistry, RunContext, registry
+from jobsched.local.aws import EmbeddedAws
+from jobsched.local.stack import free_port
+from jobsched.services.run import Delivery, InFlightElsewhere
+from jobsched.settings import Settings
+from jobsched.wiring import Services, build
+from tests.support import CallCounter, CrashAt
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    aws = EmbeddedAws("127.0.0.1", free_port()).start()
+    yield aws.endpoint_url
+    aws.stop()
+
+
+class Switch:
+    """A handler that fails while `failing` is set (the cause an operator fixes before a replay)."""
+
+    def __init__(self) -> None:
+        self.failing = True
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        self.calls.append((ctx.effect_key, ctx.attempt))
+        if self.failing:
+            raise RuntimeError("switch is off")
+        return {"ok": True}
+
+
+@pytest.fixture
+def svc(endpoint: str, request: pytest.FixtureRequest) -> Services:
+    prefix = f"f{abs(hash(request.node.name)) % 10**8}"
+    kw = {"endpoint_url": endpoint}
+    made = resources.create_local_resources(
+        prefix=prefix,
+        dynamodb=boto3.client("dynamodb", **kw),
+        sqs=boto3.client("sqs", **kw),
+        sns=boto3.client("sns", **kw),
+        stepfunctions=boto3.client("stepfunctions", **kw),
+    )
+    settings = Settings(
+        jobs_table=made[resources.JOBS_TABLE.logical_id],
+        runs_table=made[resources.RUNS_TABLE.logical_id],
+        execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
+        execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
+        failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
+        alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
+        shard_count=2,
+        lease_seconds=30,
+    )
+    handlers = HandlerRegistry()
+    for name in registry.names():
+        handlers.register(name, registry.get(name))
+    services = build(
+        settings,
+        dynamodb=boto3.client("dynamodb", **kw),
+        sqs=boto3.client("sqs", **kw),
+        stepfunctions=boto3.client("stepfunctions", **kw),
+        handlers=handlers,
+    )
+    services.sns = boto3.client("sns", **kw)  # type: ignore[attr-defined]
+    return services
+
+
+def pump_until(svc: Services, done: Callable[[], bool], timeout: float = 30) -> None:
+    """Play the SQS event-source mapping in real time until `done()`."""
+    sqs = svc.queue.client
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        messages = sqs.receive_message(QueueUrl=svc.queue.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        for m in messages:
+            try:
+                svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+            except InFlightElsewhere:
+                continue
+            sqs.delete_message(QueueUrl=svc.queue.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        if not messages:
+            time.sleep(0.05)
+
+
+def submit(svc: Services, handler: str, payload: dict[str, Any] | None = None, **policy: Any) -> str:
+    request = CreateJobRequest(
+        type="one_off",
+        handler=handler,
+        payload=payload or {},
+        run_at=datetime.now(UTC),
+        backoff=Backoff(initial_seconds=1, multiplier=1, max_seconds=1, jitter=False),
+        **policy,
+    )
+    return svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+
+
+def the_run(svc: Services, job_id: str) -> Execution:
+    [run] = svc.runs.recent(job_id, limit=5)
+    return run
+
+
+def status_is(svc: Services, job_id: str, *statuses: RunStatus) -> Callable[[], bool]:
+    return lambda: bool(svc.runs.recent(job_id, limit=1)) and the_run(svc, job_id).status in statuses
+
+
+def executions(svc: Services) -> list[dict[str, Any]]:
+    sfn = svc.failures.workflows.client
+    return list(sfn.list_executions(stateMachineArn=svc.settings.failure_workflow_arn)["executions"])
+
+
+def transitions(svc: Services) -> int:
+    """State transitions billed so far: states entered, over every execution."""
+    sfn = svc.failures.workflows.client
+    total = 0
+    for ex in executions(svc):
+        events = sfn.get_execution_history(executionArn=ex["executionArn"], maxResults=1000)["events"]
+        total += sum(e["type"].endswith("StateEntered") for e in events)
+    return total
+
+
+def wait_executions_done(svc: Services, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while any(e["status"] == "RUNNING" for e in executions(svc)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_a_failing_job_is_dead_lettered_after_exactly_max_attempts_with_backoff(svc: Services) -> None:
+    alerts = svc.queue.client.create_queue(QueueName=f"alerts-{time.time_ns()}")["QueueUrl"]
+    alerts_arn = svc.queue.client.get_queue_attributes(QueueUrl=alerts, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    svc.sns.subscribe(TopicArn=svc.settings.alert_topic_arn, Protocol="sqs", Endpoint=alerts_arn)  # type: ignore[attr-defined]
+    job_id = submit(svc, "demo.fail", max_attempts=3)
+    pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
+    run = the_run(svc, job_id)
+    assert run.attempt == 3 and [a.attempt for a in run.attempts] == [1, 2, 3]
+    assert all(a.outcome == "FAILED" and a.error and a.error.type == "DemoFailure" for a in run.attempts)
+    starts = [a.started_at for a in run.attempts]
+    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False) if a and b]
+    assert len(gaps) == 2 and all(gap >= 1.0 for gap in gaps), gaps
+    page = svc.failures.list_dead_letters(tenant="t", cursor=None, limit=10)
+    assert [(i.run_id, i.attempts) for i in page.items] == [(run.run_id, 3)]
+    assert page.items[0].last_error.startswith("DemoFailure: demo.fail always fails")
+    wait_executions_done(svc)
+    [alert] = svc.queue.client.receive_message(QueueUrl=alerts, WaitTimeSeconds=0).get("Messages", [])
+    assert json.loads(json.loads(alert["Body"])["Message"])["run_id"] == run.run_id
+
+
+def test_a_flaky_job_succeeds_on_its_third_attempt_and_costs_two_workflows(svc: Services) -> None:
+    job_id = submit(svc, "demo.flaky", {"fail_times": 2}, max_attempts=3)
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    run = the_run(svc, job_id)
+    assert run.attempt == 3 and [a.outcome for a in run.attempts] == ["FAILED", "FAILED", "SUCCEEDED"]
+    wait_executions_done(svc)
+    assert len(executions(svc)) == 2
+    # Route, CanRetry, Backoff, Rearm, Enqueue, Done per failed attempt
+    assert transitions(svc) == 12
+
+
+def test_a_healthy_run_starts_no_workflow(svc: Services) -> None:
+    counter = CallCounter(svc.failures.workflows.client)
+    job_id = submit(svc, "demo.echo")
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    assert counter.calls["SFN.StartExecution"] == 0 and executions(svc) == []
+
+
+def test_a_handler_over_its_timeout_fails_as_a_timeout_and_is_retried(svc: Services) -> None:
+    job_id = submit(svc, "demo.sleep", {"seconds": 3}, max_attempts=2, timeout_seconds=1)
+    pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER), timeout=40)
+    run = the_run(svc, job_id)
+    assert [a.error.type for a in run.attempts if a.error] == ["Timeout", "Timeout"]
+    assert run.attempt == 2
+
+
+def test_a_non_retryable_error_dead_letters_at_once(svc: Services) -> None:
+    job_id = submit(svc, "demo.fail", max_attempts=5, non_retryable_errors=["DemoFailure"])
+    pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
+    assert the_run(svc, job_id).attempt == 1
+
+
+def test_a_worker_dying_after_recording_a_failure_still_hands_it_over(svc: Services) -> None:
+    job_id = submit(svc, "demo.fail", max_attempts=1)
+    sqs = svc.queue.client
+    [m] = sqs.receive_message(QueueUrl=svc.queue.queue_url, WaitTimeSeconds=2).get("Messages", [])
+    svc.worker.crash = CrashAt("run.after_record")
+    with pytest.raises(BaseException, match="run.after_record"):
+        svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+    assert the_run(svc, job_id).status == RunStatus.FAILED and executions(svc) == []
+    # the message surfaces again (visibility timeout); its redelivery starts the workflow
+    svc.worker.crash = lambda point: None
+    svc.worker.process(Delivery(m["MessageId"], "redelivered", m["Body"]))
+    wait_executions_done(svc)
+    assert the_run(svc, job_id).status == RunStatus.DEAD_LETTER and len(executions(svc)) == 1
+    svc.worker.process(Delivery(m["MessageId"], "again", m["Body"]))  # a third delivery: nothing new
+    wait_executions_done(svc)
+    assert len(executions(svc)) == 1
+
+
+def test_replay_after_the_cause_is_fixed_succeeds_and_a_double_replay_runs_once(svc: Services) -> None:
+    switch = Switch()
+    svc.worker.registry.register("test.switch", switch)
+    svc.job_service.registry = svc.worker.registry
+    job_id = submit(svc, "test.switch", max_attempts=2)
+    pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
+    run_id = the_run(svc, job_id).run_id
+    switch.failing = False
+    # two operators replay at once
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(svc.failures.replay(run_id, tenant="t"))) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    wait_executions_done(svc)
+    time.sleep(0.5)
+    pump_until(svc, lambda: True)
+    run = the_run(svc, job_id)
+    assert run.status == RunStatus.SUCCEEDED and run.attempt == 1 and run.replays == 1
+    assert [c for c in switch.calls if c[1] == 1][-1:] and sum(1 for _ in switch.calls) == 3  # 2 failed + 1 replay
+    assert svc.failures.list_dead_letters(tenant="t", cursor=None, limit=10).items == []
+    with pytest.raises(Exception, match="not DEAD_LETTER"):
+        svc.failures.replay(run_id, tenant="t")
+
+
+def test_a_lost_lease_on_a_non_idempotent_job_is_marked_lost(svc: Services) -> None:
+    job_id = submit(svc, "demo.echo", idempotent=False)
+    sqs = svc.queue.client
+    [m] = sqs.receive_message(QueueUrl=svc.queue.queue_url, WaitTimeSeconds=2).get("Messages", [])
+    svc.worker.crash = CrashAt("run.after_lease")
+    with pytest.raises(BaseException, match="after_lease"):
+        svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+    svc.worker.crash = lambda point: None
+    sf = times.stored(the_run(svc, job_id).scheduled_for)
+    expire_lease(svc, job_id, sf)
+    outcome = svc.worker.process(Delivery(m["MessageId"], "redelivered", m["Body"]))
+    assert outcome.value == "lost" and the_run(svc, job_id).status == RunStatus.LOST
+
+
+def test_a_run_whose_workers_keep_dying_is_dead_lettered(svc: Services) -> None:
+    job_id = submit(svc, "demo.echo", max_attempts=2)
+    sqs = svc.queue.client
+    [m] = sqs.receive_message(QueueUrl=svc.queue.queue_url, WaitTimeSeconds=2).get("Messages", [])
+    sf = times.stored(the_run(svc, job_id).scheduled_for)
+    svc.worker.crash = CrashAt("run.after_lease", times=2)
+    for _ in range(2):
+        with pytest.raises(BaseException, match="after_lease"):
+            svc.worker.process(Delivery(m["MessageId"], "r", m["Body"]))
+        expire_lease(svc, job_id, sf)
+    svc.worker.process(Delivery(m["MessageId"], "r3", m["Body"]))
+    wait_executions_done(svc)
+    run = the_run(svc, job_id)
+    assert run.status == RunStatus.DEAD_LETTER and run.error and run.error.type == "LeaseExpired"
+
+
+def test_the_reconciler_dead_letters_a_poison_message(svc: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobsched.local import events, lambdas
+
+    job_id = submit(svc, "demo.echo")
+    sqs = svc.queue.client
+    [m] = sqs.receive_message(QueueUrl=svc.queue.queue_url, WaitTimeSeconds=2).get("Messages", [])
+    svc.worker.crash = CrashAt("run.after_lease")
+    with pytest.raises(BaseException, match="after_lease"):
+        svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+    # SQS gave up on the message (maxReceiveCount): it sits in the DLQ; the reconciler Lambda gets it
+    for key, value in svc.settings.as_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", svc.queue.client.meta.endpoint_url)
+    reconciler = lambdas.load("reconciler")
+    event = events.sqs_event([{**m, "MessageId": "dlq-1"}], queue_arn="arn:aws:sqs:us-east-1:000000000000:dlq")
+    assert reconciler.lambda_handler(event, lambdas.LambdaContext("reconciler")) == {"batchItemFailures": []}
+    wait_executions_done(svc)
+    run = the_run(svc, job_id)
+    assert run.status == RunStatus.DEAD_LETTER and run.error and run.error.type == "PoisonMessage"
+
+
+def expire_lease(svc: Services, job_id: str, sf: str) -> None:
+    """Time passes beyond the lease (the row's clock; SQS's is played by redelivering by hand)."""
+    past = times.stored(datetime.now(UTC) - timedelta(seconds=1))
+    svc.runs.client.update_item(
+        TableName=svc.settings.runs_table,
+        Key={"PK": {"S": f"JOB#{job_id}"}, "SK": {"S": f"RUN#{sf}"}},
+        UpdateExpression="SET lease_until = :past",
+        ExpressionAttributeValues={":past": {"S": past}},
+    )
+
+
+def test_run_message_is_what_the_workflow_re_enqueues(svc: Services) -> None:
+    # The workflow sends the same body the dispatcher does, so workers need no second format.
+    body = RunMessage(job_id="job_x", scheduled_for="2026-01-01T00:00:00.000Z").model_dump_json()
+    assert RunMessage.model_validate_json(body).scheduled_for == "2026-01-01T00:00:00.000Z"
