@@ -33,7 +33,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def post(url: str, body: dict[str, Any]) -> str:
-    response = requests.post(f"{url}/api/jobs", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}, timeout=30)
+    headers = {"Idempotency-Key": str(uuid.uuid4())}
+    response = requests.post(f"{url}/api/jobs", json=body, headers=headers, timeout=30)
     response.raise_for_status()
     return str(response.json()["job_id"])
 

@@ -35,4 +35,6 @@ def record_handler(record: SQSRecord) -> str:
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Process a batch of the execution queue's dead-letter queue."""
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -73,3 +73,41 @@ def test_ctrl_c_stops_the_stack_cleanly() -> None:
     assert stop_stack(own) == 0
     output = own.process.stdout.read() if own.process.stdout else ""
     assert "API http://127.0.0.1:" in output and "stopping" in output
+
+
+def test_a_failing_job_is_dead_lettered_and_replayed_over_http(stack: Stack) -> None:
+    # Given a job that always fails, with quick retries
+    run_at = datetime.now(UTC).replace(microsecond=0)
+    body = {
+        "type": "one_off",
+        "run_at": run_at.isoformat(),
+        "handler": "demo.fail",
+        "max_attempts": 2,
+        "backoff": {"initial_seconds": 1, "multiplier": 1, "max_seconds": 1, "jitter": False},
+    }
+    job_id = stack.post("/api/jobs", body, **{"X-Tenant": "fail"}).json()["job_id"]
+    # Then the failure workflow (Step Functions on the embedded AWS) retries once and dead-letters it
+    job = stack.wait_for(
+        job_id,
+        lambda j: j["recent_executions"] and j["recent_executions"][0]["status"] == "DEAD_LETTER",
+        timeout=30,
+        **{"X-Tenant": "fail"},
+    )
+    run = job["recent_executions"][0]
+    assert run["attempt"] == 2 and [a["outcome"] for a in run["attempts"]] == ["FAILED", "FAILED"]
+    page = stack.get("/api/dead-letter?limit=10", **{"X-Tenant": "fail"}).json()
+    assert [i["run_id"] for i in page["items"]] == [run["run_id"]]
+    # When an operator replays it, it runs a fresh attempt series (and fails again: the cause remains)
+    replay = stack.post(
+        f"/api/dead-letter/{run['run_id']}/replay", None, **{"X-Tenant": "fail", "Idempotency-Key": "k"}
+    )
+    assert replay.status_code == 202, replay.text
+    stack.wait_for(
+        job_id,
+        lambda j: (
+            j["recent_executions"][0]["status"] == "DEAD_LETTER"
+            and len(j["recent_executions"][0]["attempts"]) == 4
+        ),
+        timeout=30,
+        **{"X-Tenant": "fail"},
+    )

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
 import pytest
-from aws_cdk import CfnElement
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk.assertions import Annotations, Match, Template
+from aws_cdk.assertions import Annotations, Match
 
 from jobsched import constants as c
 from jobsched import resources
+from jobsched.workflows import failure_definition
 from jobsched_infra.layer import build_layer, layer_requirements
 from jobsched_infra.stack import DEFAULT_SHARD_COUNT, JobschedStack, new_app, template_json
+from tests.infra.synth import Synth, listed_actions, state_machine_definition, synthesize
 
 pytestmark = pytest.mark.infra
 
@@ -24,53 +22,10 @@ pytestmark = pytest.mark.infra
 ACKNOWLEDGED_RULES = {"IAM4", "IAM5", "L1", "APIG2", "APIG3", "COG4"}
 
 
-@dataclass(frozen=True)
-class Synth:
-    stack: JobschedStack
-    template: Template
-    assembly_dir: Path
-
-    def logical_id(self, element: Any) -> str:
-        """The CloudFormation logical id of a construct's (or an L1's) resource."""
-        cfn = element if isinstance(element, CfnElement) else element.node.default_child
-        return cast(str, self.stack.resolve(self.stack.get_logical_id(cfn)))
-
-    def resource(self, logical_id: str) -> dict[str, Any]:
-        return cast(dict[str, Any], self.template.to_json()["Resources"][logical_id])
-
-    def function(self, name: str) -> lambda_.Function:
-        owner = {"api": self.stack.api, "dispatcher": self.stack.dispatch, "worker": self.stack.workers}[name]
-        return owner.handler.function
-
-    def policy_statements(self, name: str) -> list[dict[str, Any]]:
-        """Every statement of the identity policies attached to function `name`'s role."""
-        role = self.function(name).role
-        assert role is not None
-        role_id = self.logical_id(role)
-        policies = self.template.find_resources(
-            "AWS::IAM::Policy", {"Properties": {"Roles": Match.array_with([{"Ref": role_id}])}}
-        )
-        assert policies, f"no policy attached to {role_id}"
-        return [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
-
-    def actions_on(self, name: str, logical_id: str) -> set[str]:
-        """The actions function `name` is allowed on resource `logical_id` (its ARN or anything under it)."""
-        actions: set[str] = set()
-        for statement in self.policy_statements(name):
-            if statement["Effect"] == "Allow" and logical_id in json.dumps(statement["Resource"]):
-                listed = statement["Action"]
-                actions |= {listed} if isinstance(listed, str) else set(listed)
-        return actions
-
-
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The stack, synthesized once for the module as infra/app.py does (cdk-nag on), with a no-deps layer."""
-    tmp = tmp_path_factory.mktemp("infra")
-    app = new_app(outdir=str(tmp / "cdk.out"))
-    stack = JobschedStack(app, "Jobsched", layer_dir=build_layer(tmp / "layer", with_dependencies=False))
-    assembly = app.synth()  # raises on an error-level cdk-nag finding nobody acknowledged
-    return Synth(stack=stack, template=Template.from_stack(stack), assembly_dir=Path(assembly.directory))
+    return synthesize(tmp_path_factory.mktemp("infra"))  # raises on an unacknowledged cdk-nag error
 
 
 # --- storage ----------------------------------------------------------------------------------
@@ -185,15 +140,15 @@ def test_it_exposes_tables_and_queues_under_their_spec_logical_ids(synth: Synth)
 
 # --- functions --------------------------------------------------------------------------------
 
-FUNCTIONS = ("api", "dispatcher", "worker")
+FUNCTIONS = ("api", "dispatcher", "worker", "reconciler")
 
 
-def test_it_runs_three_arm64_python312_functions_on_the_shared_layer(synth: Synth) -> None:
+def test_it_runs_four_arm64_python312_functions_on_the_shared_layer(synth: Synth) -> None:
     functions = synth.template.find_resources("AWS::Lambda::Function")
     (layer_id,) = synth.template.find_resources("AWS::Lambda::LayerVersion")
     layer = synth.resource(layer_id)["Properties"]
 
-    assert len(functions) == 3
+    assert len(functions) == len(FUNCTIONS) == 4
     for function in functions.values():
         props = function["Properties"]
         assert props["Architectures"] == ["arm64"]
@@ -213,6 +168,9 @@ def test_it_tells_each_function_where_its_resources_are(synth: Synth, name: str)
     assert env[c.JOBS_TABLE_ENV] == {"Ref": resources.JOBS_TABLE.logical_id}
     assert env[c.RUNS_TABLE_ENV] == {"Ref": resources.RUNS_TABLE.logical_id}
     assert env[c.EXECUTION_QUEUE_URL_ENV] == {"Ref": resources.EXECUTION_QUEUE.logical_id}
+    assert env[c.EXECUTION_DLQ_URL_ENV] == {"Ref": resources.EXECUTION_DLQ.logical_id}
+    assert env[c.FAILURE_WORKFLOW_ARN_ENV] == {"Ref": resources.FAILURE_WORKFLOW.logical_id}
+    assert env[c.ALERT_TOPIC_ARN_ENV] == {"Ref": resources.ALERT_TOPIC.logical_id}
     assert env[c.SHARD_COUNT_ENV] == str(DEFAULT_SHARD_COUNT) == "16"
     assert env[c.LEASE_SECONDS_ENV] == str(resources.EXECUTION_QUEUE.visibility_timeout_seconds)
     assert env[c.TICK_SECONDS_ENV] == "60"  # the rule's rate
@@ -221,7 +179,9 @@ def test_it_tells_each_function_where_its_resources_are(synth: Synth, name: str)
     assert env.get(c.TENANT_SOURCE_ENV) == ("iam" if name == "api" else None)
 
 
-@pytest.mark.parametrize(("name", "seconds"), [("api", 10), ("dispatcher", 60), ("worker", 50)])
+@pytest.mark.parametrize(
+    ("name", "seconds"), [("api", 10), ("dispatcher", 60), ("worker", 50), ("reconciler", 30)]
+)
 def test_it_sets_each_function_timeout(synth: Synth, name: str, seconds: int) -> None:
     assert synth.resource(synth.logical_id(synth.function(name)))["Properties"]["Timeout"] == seconds
 
@@ -230,6 +190,12 @@ def test_it_kills_a_worker_before_its_lease_runs_out(synth: Synth) -> None:
     worker = synth.resource(synth.logical_id(synth.function("worker")))["Properties"]
 
     assert worker["Timeout"] < resources.EXECUTION_QUEUE.visibility_timeout_seconds
+
+
+def test_it_kills_a_reconciler_before_its_dead_letter_message_comes_back(synth: Synth) -> None:
+    reconciler = synth.resource(synth.logical_id(synth.function("reconciler")))["Properties"]
+
+    assert reconciler["Timeout"] < resources.EXECUTION_DLQ.visibility_timeout_seconds
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -262,7 +228,7 @@ def test_it_ticks_the_dispatcher_every_minute(synth: Synth) -> None:
 
 
 def test_it_feeds_the_worker_from_the_execution_queue_with_partial_batch_failures(synth: Synth) -> None:
-    synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+    synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 2)  # and the reconciler's
     synth.template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",
         {
@@ -273,6 +239,102 @@ def test_it_feeds_the_worker_from_the_execution_queue_with_partial_batch_failure
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
         },
     )
+
+
+def test_it_feeds_the_reconciler_from_the_dead_letter_queue_with_partial_batch_failures(synth: Synth) -> None:
+    mappings = synth.template.find_resources(
+        "AWS::Lambda::EventSourceMapping",
+        {"Properties": {"EventSourceArn": {"Fn::GetAtt": [resources.EXECUTION_DLQ.logical_id, "Arn"]}}},
+    )
+
+    ((_, mapping),) = mappings.items()
+    props = mapping["Properties"]
+    assert props["FunctionName"] == {"Ref": synth.logical_id(synth.function("reconciler"))}
+    assert props["BatchSize"] == 10
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+# --- the failure workflow ---------------------------------------------------------------------
+
+
+def test_it_runs_the_failure_workflow_from_the_one_definition(synth: Synth) -> None:
+    workflow = synth.resource(resources.FAILURE_WORKFLOW.logical_id)
+
+    assert workflow["Type"] == "AWS::StepFunctions::StateMachine"
+    assert state_machine_definition(workflow) == failure_definition()
+    assert workflow["Properties"]["StateMachineType"] == "STANDARD"
+
+
+def test_it_traces_the_failure_workflow_and_logs_every_transition(synth: Synth) -> None:
+    props = synth.resource(resources.FAILURE_WORKFLOW.logical_id)["Properties"]
+    logging = props["LoggingConfiguration"]
+    (destination,) = logging["Destinations"]
+    group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+
+    assert props["TracingConfiguration"] == {"Enabled": True}
+    assert logging["Level"] == "ALL"
+    assert logging["IncludeExecutionData"] is False  # handler error messages stay out of the logs
+    assert synth.resource(group_id)["Properties"]["RetentionInDays"] == 30
+
+
+def test_it_makes_the_alert_topic_encrypted_and_tls_only(synth: Synth) -> None:
+    topic = synth.resource(resources.ALERT_TOPIC.logical_id)
+
+    assert topic["Type"] == "AWS::SNS::Topic"
+    assert json.dumps(topic["Properties"]["KmsMasterKeyId"]).endswith(':alias/aws/sns"]]}')
+    synth.template.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        {
+            "Topics": [{"Ref": resources.ALERT_TOPIC.logical_id}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Action": "sns:Publish",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_it_lets_the_failure_workflow_make_exactly_the_three_calls_of_its_definition(synth: Synth) -> None:
+    role = synth.stack.workflows.state_machine.role
+    statements = synth.role_statements(role)
+
+    allowed: dict[str, set[str]] = {}
+    for statement in statements:
+        assert statement["Effect"] == "Allow"
+        if statement["Resource"] == "*":  # log delivery and X-Ray take no resource-level permissions
+            assert all(a.startswith(("logs:", "xray:")) for a in listed_actions(statement)), statement
+            continue
+        allowed.setdefault(json.dumps(statement["Resource"], sort_keys=True), set()).update(
+            listed_actions(statement)
+        )
+    assert allowed == {
+        json.dumps({"Fn::GetAtt": [resources.RUNS_TABLE.logical_id, "Arn"]}): {"dynamodb:UpdateItem"},
+        json.dumps({"Fn::GetAtt": [resources.EXECUTION_QUEUE.logical_id, "Arn"]}): {"sqs:SendMessage"},
+        json.dumps({"Ref": resources.ALERT_TOPIC.logical_id}): {"sns:Publish"},
+    }
+
+
+def test_it_grants_the_workflow_for_exactly_the_task_integrations_of_its_definition() -> None:
+    # The grants above are written by hand: this pins them to the definition's task resources,
+    # so a new integration in the ASL fails here until the stack grants it.
+    tasks = {
+        state["Resource"] for state in failure_definition()["States"].values() if state["Type"] == "Task"
+    }
+
+    assert tasks == {
+        "arn:aws:states:::dynamodb:updateItem",
+        "arn:aws:states:::sqs:sendMessage",
+        "arn:aws:states:::sns:publish",
+    }
 
 
 # --- API --------------------------------------------------------------------------------------
@@ -320,8 +382,10 @@ QUEUE_ID = resources.EXECUTION_QUEUE.logical_id
 CONSUME = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
 
 
-@pytest.mark.parametrize("name", FUNCTIONS)
-def test_it_lets_every_function_read_and_write_both_tables(synth: Synth, name: str) -> None:
+@pytest.mark.parametrize("name", ["api", "dispatcher", "worker"])
+def test_it_lets_every_function_but_the_reconciler_read_and_write_both_tables(
+    synth: Synth, name: str
+) -> None:
     for table_id in TABLE_IDS:
         actions = synth.actions_on(name, table_id)
         assert {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"} <= actions
@@ -343,14 +407,51 @@ def test_it_lets_the_worker_take_and_extend_runs_but_never_send_them(synth: Synt
     assert "sqs:SendMessage" not in actions
 
 
-@pytest.mark.parametrize("name", FUNCTIONS)
-def test_it_grants_no_function_anything_on_the_dead_letter_queue_or_any_wildcard_action(
+def test_it_lets_the_api_query_the_dead_letter_index(synth: Synth) -> None:
+    index_arn = {"Fn::Join": ["", [{"Fn::GetAtt": [resources.RUNS_TABLE.logical_id, "Arn"]}, "/index/*"]]}
+
+    assert any(
+        "dynamodb:Query" in listed_actions(s) and index_arn in s["Resource"]
+        for s in synth.policy_statements("api")
+        if s["Effect"] == "Allow" and isinstance(s["Resource"], list)
+    )
+
+
+def test_it_lets_the_reconciler_read_jobs_write_runs_and_take_dead_letters_only(synth: Synth) -> None:
+    jobs = synth.actions_on("reconciler", resources.JOBS_TABLE.logical_id)
+    runs = synth.actions_on("reconciler", resources.RUNS_TABLE.logical_id)
+
+    assert {"dynamodb:GetItem", "dynamodb:Query"} <= jobs
+    assert not {a for a in jobs if a.endswith(("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"))}
+    assert {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"} <= runs
+    assert synth.actions_on("reconciler", resources.EXECUTION_DLQ.logical_id) >= CONSUME
+    assert "sqs:SendMessage" not in synth.actions_on("reconciler", resources.EXECUTION_DLQ.logical_id)
+    assert not synth.actions_on("reconciler", QUEUE_ID)
+
+
+@pytest.mark.parametrize(
+    ("name", "starts"), [("api", True), ("dispatcher", False), ("worker", True), ("reconciler", True)]
+)
+def test_it_lets_only_the_api_the_worker_and_the_reconciler_start_the_failure_workflow(
+    synth: Synth, name: str, starts: bool
+) -> None:
+    actions = synth.actions_on(name, resources.FAILURE_WORKFLOW.logical_id)
+
+    assert actions == ({"states:StartExecution"} if starts else set())
+
+
+@pytest.mark.parametrize("name", ["api", "dispatcher", "worker"])
+def test_it_grants_no_function_but_the_reconciler_anything_on_the_dead_letter_queue(
     synth: Synth, name: str
 ) -> None:
     assert not synth.actions_on(name, resources.EXECUTION_DLQ.logical_id)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_it_grants_no_function_any_wildcard_action(synth: Synth, name: str) -> None:
     for statement in synth.policy_statements(name):
-        listed = statement["Action"]
-        for action in [listed] if isinstance(listed, str) else listed:
+        listed = listed_actions(statement)
+        for action in listed:
             assert not action.endswith("*"), statement
         if statement["Resource"] == "*":  # only X-Ray, which has no resource-level permissions
             assert all(a.startswith("xray:") for a in listed), statement

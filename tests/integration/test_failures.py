@@ -5,6 +5,7 @@ Real time here: the failure workflow's Wait state sleeps the backoff, so backoff
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -92,7 +93,9 @@ def pump_until(svc: Services, done: Callable[[], bool], timeout: float = 30) -> 
     deadline = time.monotonic() + timeout
     while not done():
         assert time.monotonic() < deadline, "timed out"
-        messages = sqs.receive_message(QueueUrl=svc.queue.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        messages = sqs.receive_message(QueueUrl=svc.queue.queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
         for m in messages:
             try:
                 svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
@@ -148,9 +151,9 @@ def wait_executions_done(svc: Services, timeout: float = 10) -> None:
 
 def test_a_failing_job_is_dead_lettered_after_exactly_max_attempts_with_backoff(svc: Services) -> None:
     alerts = svc.queue.client.create_queue(QueueName=f"alerts-{time.time_ns()}")["QueueUrl"]
-    alerts_arn = svc.queue.client.get_queue_attributes(QueueUrl=alerts, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
+    alerts_arn = svc.queue.client.get_queue_attributes(QueueUrl=alerts, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
     svc.sns.subscribe(TopicArn=svc.settings.alert_topic_arn, Protocol="sqs", Endpoint=alerts_arn)  # type: ignore[attr-defined]
     job_id = submit(svc, "demo.fail", max_attempts=3)
     pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
@@ -158,7 +161,7 @@ def test_a_failing_job_is_dead_lettered_after_exactly_max_attempts_with_backoff(
     assert run.attempt == 3 and [a.attempt for a in run.attempts] == [1, 2, 3]
     assert all(a.outcome == "FAILED" and a.error and a.error.type == "DemoFailure" for a in run.attempts)
     starts = [a.started_at for a in run.attempts]
-    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False) if a and b]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts) if a and b]
     assert len(gaps) == 2 and all(gap >= 1.0 for gap in gaps), gaps
     page = svc.failures.list_dead_letters(tenant="t", cursor=None, limit=10)
     assert [(i.run_id, i.attempts) for i in page.items] == [(run.run_id, 3)]
@@ -205,7 +208,7 @@ def test_a_worker_dying_after_recording_a_failure_still_hands_it_over(svc: Servi
     sqs = svc.queue.client
     [m] = sqs.receive_message(QueueUrl=svc.queue.queue_url, WaitTimeSeconds=2).get("Messages", [])
     svc.worker.crash = CrashAt("run.after_record")
-    with pytest.raises(BaseException, match="run.after_record"):
+    with pytest.raises(BaseException, match=r"run\.after_record"):
         svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
     assert the_run(svc, job_id).status == RunStatus.FAILED and executions(svc) == []
     # the message surfaces again (visibility timeout); its redelivery starts the workflow
@@ -228,7 +231,10 @@ def test_replay_after_the_cause_is_fixed_succeeds_and_a_double_replay_runs_once(
     switch.failing = False
     # two operators replay at once
     results = []
-    threads = [threading.Thread(target=lambda: results.append(svc.failures.replay(run_id, tenant="t"))) for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: results.append(svc.failures.replay(run_id, tenant="t")))
+        for _ in range(2)
+    ]
     for th in threads:
         th.start()
     for th in threads:
@@ -239,7 +245,9 @@ def test_replay_after_the_cause_is_fixed_succeeds_and_a_double_replay_runs_once(
     pump_until(svc, lambda: True)
     run = the_run(svc, job_id)
     assert run.status == RunStatus.SUCCEEDED and run.attempt == 1 and run.replays == 1
-    assert [c for c in switch.calls if c[1] == 1][-1:] and sum(1 for _ in switch.calls) == 3  # 2 failed + 1 replay
+    assert [c for c in switch.calls if c[1] == 1][-1:] and sum(
+        1 for _ in switch.calls
+    ) == 3  # 2 failed + 1 replay
     assert svc.failures.list_dead_letters(tenant="t", cursor=None, limit=10).items == []
     with pytest.raises(Exception, match="not DEAD_LETTER"):
         svc.failures.replay(run_id, tenant="t")
@@ -289,7 +297,9 @@ def test_the_reconciler_dead_letters_a_poison_message(svc: Services, monkeypatch
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", svc.queue.client.meta.endpoint_url)
     reconciler = lambdas.load("reconciler")
-    event = events.sqs_event([{**m, "MessageId": "dlq-1"}], queue_arn="arn:aws:sqs:us-east-1:000000000000:dlq")
+    event = events.sqs_event(
+        [{**m, "MessageId": "dlq-1"}], queue_arn="arn:aws:sqs:us-east-1:000000000000:dlq"
+    )
     assert reconciler.lambda_handler(event, lambdas.LambdaContext("reconciler")) == {"batchItemFailures": []}
     wait_executions_done(svc)
     run = the_run(svc, job_id)

@@ -168,7 +168,9 @@ def build_app(
     @app.post("/api/dead-letter/<run_id>/replay", responses={202: {"description": "replay started"}})
     def replay(
         run_id: Annotated[str, Path(max_length=96)],
-        idempotency_key: Annotated[str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower(), max_length=128)] = None,
+        idempotency_key: Annotated[
+            str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower(), max_length=128)
+        ] = None,
     ) -> Response[ReplayAccepted]:
         tenant = tenant_of(app, tenant_source)
         if idempotency_key and replay_once is not None:

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from datetime import UTC, datetime
@@ -107,6 +108,22 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return call(args, "DELETE", f"/api/jobs/{args.job_id}")
 
 
+def cmd_dead_letter(args: argparse.Namespace) -> int:
+    """GET /api/dead-letter."""
+    query = {"limit": str(args.limit)}
+    if args.cursor:
+        query["cursor"] = args.cursor
+    if args.job_id:
+        query["job_id"] = args.job_id
+    return call(args, "GET", "/api/dead-letter?" + urllib.parse.urlencode(query))
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """POST /api/dead-letter/{run_id}/replay."""
+    key = args.idempotency_key or str(uuid.uuid4())
+    return call(args, "POST", f"/api/dead-letter/{args.run_id}/replay", headers={c.IDEMPOTENCY_HEADER: key})
+
+
 def cmd_cron_next(args: argparse.Namespace) -> int:
     """Print the next N fire times exactly as the dispatcher computes them."""
     from jobsched import cron
@@ -158,6 +175,17 @@ def parser() -> argparse.ArgumentParser:
     p = client("cancel", "cancel a job")
     p.add_argument("job_id")
     p.set_defaults(func=cmd_cancel)
+
+    p = client("dead-letter", "list dead-lettered runs, newest first")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--cursor")
+    p.add_argument("--job-id")
+    p.set_defaults(func=cmd_dead_letter)
+
+    p = client("replay", "replay a dead-lettered run (a fresh attempt series)")
+    p.add_argument("run_id")
+    p.add_argument("--idempotency-key", help="default: a new one (repeat it to make a retry safe)")
+    p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("cron-next", help="print the next N fire times of a cron expression")
     p.add_argument("expr")

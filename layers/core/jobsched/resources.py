@@ -82,7 +82,15 @@ DEAD_LETTER_INDEX = IndexSpec(
     name="dead_letter",
     partition_key="dl_key",
     sort_key="dl_sk",
-    non_key_attributes=("job_id", "run_id", "scheduled_for", "attempt", "error_type", "error_message", "dead_at"),
+    non_key_attributes=(
+        "job_id",
+        "run_id",
+        "scheduled_for",
+        "attempt",
+        "error_type",
+        "error_message",
+        "dead_at",
+    ),
 )
 
 # Runs: PK "JOB#<job_id>", SK "RUN#<scheduled_for>": the conditional put on this key is the

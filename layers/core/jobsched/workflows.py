@@ -34,7 +34,9 @@ _TRANSIENT = [
 _RETRY = [{"ErrorEquals": _TRANSIENT, "IntervalSeconds": 1, "MaxAttempts": 6, "BackoffRate": 2.0}]
 
 
-def _update(update: str, condition: str, values: dict[str, Any], names: dict[str, str] | None = None) -> dict[str, Any]:
+def _update(
+    update: str, condition: str, values: dict[str, Any], names: dict[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "Type": "Task",
         "Resource": "arn:aws:states:::dynamodb:updateItem",

@@ -171,7 +171,9 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
             started_at=_opt_time(a.get("started_at")),
             finished_at=_opt_time(a.get("finished_at")),
             outcome=a.get("outcome", ""),
-            error=RunError(type=a["error_type"], message=a.get("error_message", "")) if a.get("error_type") else None,
+            error=RunError(type=a["error_type"], message=a.get("error_message", ""))
+            if a.get("error_type")
+            else None,
         )
         for a in item.get("attempts", [])
     ]
@@ -596,7 +598,14 @@ class RunStore:
         return Transition(applied=True, item=None, previous=previous)
 
     def fail_stuck(
-        self, *, job_id: str, scheduled_for: str, tenant: str, now: datetime, error_type: str, error_message: str
+        self,
+        *,
+        job_id: str,
+        scheduled_for: str,
+        tenant: str,
+        now: datetime,
+        error_type: str,
+        error_message: str,
     ) -> Execution | None:
         """Move a run its workers never finished (PENDING, LEASED or RUNNING) to FAILED; None if final.
 
@@ -611,9 +620,11 @@ class RunStore:
                 TableName=self.table,
                 Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
                 UpdateExpression=(
-                    "SET #s = :failed, error_type = :et, error_message = :em, finished_at = :now, updated_at = :now,"
+                    "SET #s = :failed, error_type = :et, error_message = :em,"
+                    " finished_at = :now, updated_at = :now,"
                     " run_id = if_not_exists(run_id, :rid), job_id = if_not_exists(job_id, :jid),"
-                    " tenant = if_not_exists(tenant, :tenant), scheduled_for = if_not_exists(scheduled_for, :sf),"
+                    " tenant = if_not_exists(tenant, :tenant),"
+                    " scheduled_for = if_not_exists(scheduled_for, :sf),"
                     " attempt = if_not_exists(attempt, :zero),"
                     " attempts = list_append(if_not_exists(attempts, :none), :rec)"
                 ),
@@ -634,7 +645,12 @@ class RunStore:
                     ":zero": _enc(0),
                     ":none": {"L": []},
                     ":rec": _attempt_record(
-                        {"outcome": error_type, "finished_at": stamp, "error_type": error_type, "error_message": error_message}
+                        {
+                            "outcome": error_type,
+                            "finished_at": stamp,
+                            "error_type": error_type,
+                            "error_message": error_message,
+                        }
                     ),
                 },
                 ReturnValues="ALL_NEW",

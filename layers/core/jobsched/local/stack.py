@@ -154,9 +154,9 @@ class LocalStack:
             stepfunctions=boto3.client("stepfunctions", endpoint_url=self.endpoint_url),
         )
         self.dlq_url = made[resources.EXECUTION_DLQ.logical_id]
-        self.dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
+        self.dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
         self.queue_url = made[resources.EXECUTION_QUEUE.logical_id]
         self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
             "Attributes"
@@ -225,7 +225,9 @@ class LocalStack:
         The execution queue feeds the worker; its redrive DLQ feeds the reconciler.
         """
         function = self.reconciler if dead_letters else self.worker
-        queue_url, queue_arn = (self.dlq_url, self.dlq_arn) if dead_letters else (self.queue_url, self.queue_arn)
+        queue_url, queue_arn = (
+            (self.dlq_url, self.dlq_arn) if dead_letters else (self.queue_url, self.queue_arn)
+        )
         assert function is not None
         out = self._sqs.receive_message(
             QueueUrl=queue_url,

@@ -8,7 +8,6 @@ import binascii
 import json
 import random
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from jobsched.adapters.dynamodb import JobStore, RunStore, job_pk, parse_run_id, run_sk
@@ -81,7 +80,10 @@ class FailureService:
                 "error_message": run.error.message if run.error else "",
             },
         }
-        return self.workflows.start_failure(execution_name("fail", run.run_id, str(run.attempt)), payload)
+        # One execution per (run, replay series, attempt): a duplicate start of the same failure is a
+        # no-op, and a replayed run's attempt 1 is a new failure, not the first series' attempt 1.
+        name = execution_name("fail", run.run_id, f"r{run.replays}", f"a{run.attempt}")
+        return self.workflows.start_failure(name, payload)
 
     def reconcile(self, message: RunMessage) -> str:
         """A message the execution queue gave up on (maxReceiveCount): dead-letter its run, visibly.
@@ -148,7 +150,9 @@ class FailureService:
         if job is None or run is None or run.run_id != run_id:
             raise NotFound(f"run '{run_id}' not found", field="run_id")
         if run.status != RunStatus.DEAD_LETTER:
-            raise Conflict(f"run '{run_id}' is {run.status.value}, not DEAD_LETTER: only a dead letter is replayed")
+            raise Conflict(
+                f"run '{run_id}' is {run.status.value}, not DEAD_LETTER: only a dead letter is replayed"
+            )
         sf = times.stored(run.scheduled_for)
         payload = {
             "action": "replay",
@@ -190,5 +194,3 @@ def decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
     ):
         raise ValidationFailed("cursor: not a cursor this API issued", field="cursor")
     return {k: {"S": v} for k, v in flat.items()}
-
-

@@ -134,7 +134,9 @@ class Worker:
         attempt = int(previous.get("attempt", {}).get("N", "0")) + 1
         took_over = previous.get("status", {}).get("S") in {s.value for s in HELD}
         if took_over:
-            logger.warning("a worker died holding this run; taking it over", extra={"job_id": job.job_id, "sf": sf})
+            logger.warning(
+                "a worker died holding this run; taking it over", extra={"job_id": job.job_id, "sf": sf}
+            )
             if not job.idempotent:
                 # Re-running a job that declared its effect unsafe to repeat is an operator's call.
                 self.runs.transition(
@@ -176,12 +178,17 @@ class Worker:
         if took_over and attempt > job.retry.max_attempts:
             # Every attempt died with its worker: running it again would only kill another.
             result: object = None
-            error: tuple[str, str] | None = (LEASE_EXPIRED, f"workers died holding this run {attempt - 1} time(s)")
+            error: tuple[str, str] | None = (
+                LEASE_EXPIRED,
+                f"workers died holding this run {attempt - 1} time(s)",
+            )
         else:
             heartbeat = _Heartbeat(self, delivery, owner=owner, job_id=job.job_id, scheduled_for=sf)
             heartbeat.start()
             try:
-                result, error = self._invoke(job.handler, job.payload, context, timeout=job.retry.timeout_seconds)
+                result, error = self._invoke(
+                    job.handler, job.payload, context, timeout=job.retry.timeout_seconds
+                )
             finally:
                 heartbeat.stop()
         self.crash("run.after_handler")
@@ -226,13 +233,18 @@ class Worker:
                 status=RunStatus.FAILED,
                 attempt=attempt,
                 error=RunError(type=error[0], message=error[1]),
+                replays=int(previous.get("replays", {}).get("N", "0")),
             )
             retryable = None if error[0] != LEASE_EXPIRED else False
             self.failures.hand_over(job, failed, retryable=retryable)
             return Outcome.FAILED
         if job.type == "one_off":
             self.jobs.set_job_status(
-                job.job_id, target=JobStatus.COMPLETED, sources=[JobStatus.SCHEDULED], now=finished, leave_index=True
+                job.job_id,
+                target=JobStatus.COMPLETED,
+                sources=[JobStatus.SCHEDULED],
+                now=finished,
+                leave_index=True,
             )
         return Outcome.SUCCEEDED
 
@@ -259,7 +271,9 @@ class Worker:
         # stop should poll their own deadline.
         box: dict[str, tuple[object, tuple[str, str] | None]] = {}
         thread = threading.Thread(
-            target=lambda: box.update(out=self._call(name, payload, ctx)), name="jobsched-handler", daemon=True
+            target=lambda: box.update(out=self._call(name, payload, ctx)),
+            name="jobsched-handler",
+            daemon=True,
         )
         thread.start()
         thread.join(timeout)
@@ -267,7 +281,9 @@ class Worker:
             return None, ("Timeout", f"attempt {ctx.attempt} ran longer than timeout_seconds={timeout}")
         return box["out"]
 
-    def _call(self, name: str, payload: dict[str, Any], ctx: RunContext) -> tuple[object, tuple[str, str] | None]:
+    def _call(
+        self, name: str, payload: dict[str, Any], ctx: RunContext
+    ) -> tuple[object, tuple[str, str] | None]:
         try:
             handler = self.registry.get(name)
             return handler(payload, ctx), None

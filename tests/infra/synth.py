@@ -1,0 +1,95 @@
+"""The stack synthesized as infra/app.py does it (cdk-nag on), and ways to read the template back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from aws_cdk import CfnElement
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Match, Template
+
+from jobsched_infra.layer import build_layer
+from jobsched_infra.stack import JobschedStack, new_app
+
+
+@dataclass(frozen=True)
+class Synth:
+    stack: JobschedStack
+    template: Template
+    assembly_dir: Path
+
+    def logical_id(self, element: Any) -> str:
+        """The CloudFormation logical id of a construct's (or an L1's) resource."""
+        cfn = element if isinstance(element, CfnElement) else element.node.default_child
+        return cast(str, self.stack.resolve(self.stack.get_logical_id(cfn)))
+
+    def resource(self, logical_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.template.to_json()["Resources"][logical_id])
+
+    def function(self, name: str) -> lambda_.Function:
+        owner = {
+            "api": self.stack.api,
+            "dispatcher": self.stack.dispatch,
+            "worker": self.stack.workers,
+            "reconciler": self.stack.reconciler,
+        }[name]
+        return owner.handler.function
+
+    def role_statements(self, role: iam.IRole) -> list[dict[str, Any]]:
+        """Every statement of the identity policies attached to `role`."""
+        role_id = self.logical_id(role)
+        policies = self.template.find_resources(
+            "AWS::IAM::Policy", {"Properties": {"Roles": Match.array_with([{"Ref": role_id}])}}
+        )
+        assert policies, f"no policy attached to {role_id}"
+        return [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+    def policy_statements(self, name: str) -> list[dict[str, Any]]:
+        """Every statement of the identity policies attached to function `name`'s role."""
+        role = self.function(name).role
+        assert role is not None
+        return self.role_statements(role)
+
+    def actions_on(self, name: str, logical_id: str) -> set[str]:
+        """The actions function `name` is allowed on resource `logical_id` (its ARN or anything under it)."""
+        actions: set[str] = set()
+        for statement in self.policy_statements(name):
+            if statement["Effect"] == "Allow" and logical_id in json.dumps(statement["Resource"]):
+                actions |= listed_actions(statement)
+        return actions
+
+
+def synthesize(tmp: Path) -> Synth:
+    """Synthesize the stack into `tmp` with a no-deps layer; raises on an unacknowledged nag error."""
+    app = new_app(outdir=str(tmp / "cdk.out"))
+    stack = JobschedStack(app, "Jobsched", layer_dir=build_layer(tmp / "layer", with_dependencies=False))
+    assembly = app.synth()
+    return Synth(stack=stack, template=Template.from_stack(stack), assembly_dir=Path(assembly.directory))
+
+
+def listed_actions(statement: dict[str, Any]) -> set[str]:
+    """A statement's Action as a set (IAM allows a single string or a list)."""
+    listed = statement["Action"]
+    return {listed} if isinstance(listed, str) else set(listed)
+
+
+def state_machine_definition(resource: dict[str, Any]) -> dict[str, Any]:
+    """The ASL of an AWS::StepFunctions::StateMachine resource, parsed.
+
+    CDK writes DefinitionString as a plain string, or as an Fn::Join when the definition holds
+    deploy-time values. Only literal parts can be compared with a local definition, so any other
+    part fails here, naming it.
+    """
+    raw = resource["Properties"]["DefinitionString"]
+    if isinstance(raw, dict):
+        ((intrinsic, args),) = raw.items()
+        assert intrinsic == "Fn::Join", f"DefinitionString is {intrinsic}, not a string or Fn::Join"
+        separator, parts = args
+        tokens = [p for p in parts if not isinstance(p, str)]
+        assert not tokens, f"the definition holds deploy-time values: {tokens}"
+        raw = separator.join(parts)
+    return cast(dict[str, Any], json.loads(raw))

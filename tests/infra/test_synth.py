@@ -1,0 +1,33 @@
+"""Reading a state machine's definition back from a template, whichever way CDK wrote it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.infra.synth import state_machine_definition
+
+ASL = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
+
+
+def _machine(definition: object) -> dict[str, object]:
+    return {"Type": "AWS::StepFunctions::StateMachine", "Properties": {"DefinitionString": definition}}
+
+
+def test_it_reads_a_definition_written_as_a_plain_string() -> None:
+    assert state_machine_definition(_machine(json.dumps(ASL))) == ASL
+
+
+def test_it_reads_a_definition_written_as_an_fn_join_of_literals() -> None:
+    text = json.dumps(ASL)
+    joined = {"Fn::Join": ["", [text[:10], text[10:25], text[25:]]]}
+
+    assert state_machine_definition(_machine(joined)) == ASL
+
+
+def test_it_refuses_a_definition_holding_deploy_time_values() -> None:
+    joined = {"Fn::Join": ["", ['{"StartAt": "', {"Ref": "AWS::Region"}, '"}']]}
+
+    with pytest.raises(AssertionError, match="deploy-time values"):
+        state_machine_definition(_machine(joined))

@@ -1,0 +1,180 @@
+"""The local stack's resources have the shape of what `cdk deploy` ships.
+
+Both sides are built from jobsched.resources and jobsched.workflows; this compares what each side
+actually made, the synthesized CloudFormation and what the emulated AWS reports for the resources
+`create_local_resources` created, so neither can drift from the one definition unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from jobsched import resources
+from tests.infra.synth import Synth, state_machine_definition, synthesize
+
+pytestmark = pytest.mark.infra
+
+
+@dataclass(frozen=True)
+class Local:
+    made: dict[str, str]  # logical id -> table name, queue URL or ARN
+    dynamodb: Any
+    sqs: Any
+    stepfunctions: Any
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(tmp_path_factory.mktemp("local-vs-template"))
+
+
+@pytest.fixture(scope="module")
+def template(synth: Synth) -> dict[str, Any]:
+    return dict(synth.template.to_json()["Resources"])
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[Local]:
+    """Every local resource, created once in an emulated account as `jobsched local` creates them."""
+    with mock_aws():
+        clients = {name: boto3.client(name) for name in ("dynamodb", "sqs", "sns", "stepfunctions")}
+        made = resources.create_local_resources(prefix="shape", **clients)
+        yield Local(made, clients["dynamodb"], clients["sqs"], clients["stepfunctions"])
+
+
+# --- both sides in one shape ------------------------------------------------------------------
+
+
+def _key_schema(keys: list[dict[str, str]]) -> list[tuple[str, str]]:
+    return [(k["AttributeName"], k["KeyType"]) for k in keys]  # order matters: HASH, then RANGE
+
+
+def _index_shape(index: dict[str, Any]) -> dict[str, Any]:
+    projection = index["Projection"]
+    return {
+        "KeySchema": _key_schema(index["KeySchema"]),
+        "ProjectionType": projection["ProjectionType"],
+        "NonKeyAttributes": set(projection.get("NonKeyAttributes", [])),
+    }
+
+
+def _table_shape(table: dict[str, Any], *, billing_mode: str, ttl_attribute: str | None) -> dict[str, Any]:
+    return {
+        "KeySchema": _key_schema(table["KeySchema"]),
+        "AttributeDefinitions": {
+            (a["AttributeName"], a["AttributeType"]) for a in table["AttributeDefinitions"]
+        },
+        "GlobalSecondaryIndexes": {
+            i["IndexName"]: _index_shape(i) for i in table.get("GlobalSecondaryIndexes", [])
+        },
+        "BillingMode": billing_mode,
+        "TimeToLiveAttribute": ttl_attribute,
+    }
+
+
+def _cfn_table_shape(props: dict[str, Any]) -> dict[str, Any]:
+    ttl = props.get("TimeToLiveSpecification", {})
+    return _table_shape(
+        props,
+        billing_mode=props.get("BillingMode", "PROVISIONED"),
+        ttl_attribute=ttl["AttributeName"] if ttl.get("Enabled") else None,
+    )
+
+
+def _local_table_shape(local: Local, name: str) -> dict[str, Any]:
+    table = local.dynamodb.describe_table(TableName=name)["Table"]
+    ttl = local.dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    return _table_shape(
+        table,
+        billing_mode=table.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED"),
+        ttl_attribute=ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") == "ENABLED" else None,
+    )
+
+
+def _queue_arn(local: Local, logical_id: str) -> str:
+    url = local.made[logical_id]
+    arn: str = local.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    return arn
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+
+def test_it_makes_a_table_locally_for_every_table_the_template_deploys(template: dict[str, Any]) -> None:
+    deployed = {k for k, v in template.items() if v["Type"] == "AWS::DynamoDB::Table"}
+
+    assert deployed == {spec.logical_id for spec in resources.TABLES}
+
+
+@pytest.mark.parametrize("spec", resources.TABLES, ids=lambda s: s.logical_id)
+def test_it_makes_each_local_table_with_the_deployed_keys_indexes_billing_and_ttl(
+    template: dict[str, Any], local: Local, spec: resources.TableSpec
+) -> None:
+    deployed = _cfn_table_shape(template[spec.logical_id]["Properties"])
+    emulated = _local_table_shape(local, local.made[spec.logical_id])
+
+    assert emulated == deployed
+    assert set(deployed["GlobalSecondaryIndexes"]) == {i.name for i in spec.indexes}  # not vacuous
+
+
+# --- queues -----------------------------------------------------------------------------------
+
+
+def test_it_makes_a_queue_locally_for_every_queue_the_template_deploys(template: dict[str, Any]) -> None:
+    deployed = {k for k, v in template.items() if v["Type"] == "AWS::SQS::Queue"}
+
+    assert deployed == {spec.logical_id for spec in resources.QUEUES}
+
+
+@pytest.mark.parametrize("spec", resources.QUEUES, ids=lambda s: s.logical_id)
+def test_it_makes_each_local_queue_with_the_deployed_timeouts_and_redrive(
+    template: dict[str, Any], local: Local, spec: resources.QueueSpec
+) -> None:
+    props = template[spec.logical_id]["Properties"]
+    attributes = local.sqs.get_queue_attributes(QueueUrl=local.made[spec.logical_id], AttributeNames=["All"])[
+        "Attributes"
+    ]
+
+    assert int(attributes["VisibilityTimeout"]) == props["VisibilityTimeout"]
+    assert int(attributes["MessageRetentionPeriod"]) == props["MessageRetentionPeriod"]
+    deployed_redrive = props.get("RedrivePolicy")
+    if deployed_redrive is None:
+        assert "RedrivePolicy" not in attributes
+        return
+    emulated_redrive = json.loads(attributes["RedrivePolicy"])
+    assert int(emulated_redrive["maxReceiveCount"]) == deployed_redrive["maxReceiveCount"]
+    target_id, _ = deployed_redrive["deadLetterTargetArn"]["Fn::GetAtt"]
+    assert emulated_redrive["deadLetterTargetArn"] == _queue_arn(local, target_id)
+
+
+# --- the failure workflow ---------------------------------------------------------------------
+
+
+def test_it_runs_the_deployed_failure_workflow_definition_locally(
+    template: dict[str, Any], local: Local
+) -> None:
+    deployed = template[resources.FAILURE_WORKFLOW.logical_id]
+    emulated = local.stepfunctions.describe_state_machine(
+        stateMachineArn=local.made[resources.FAILURE_WORKFLOW.logical_id]
+    )
+
+    assert json.loads(emulated["definition"]) == state_machine_definition(deployed)
+    assert emulated["type"] == deployed["Properties"]["StateMachineType"]
+
+
+def test_it_makes_the_alert_topic_locally_that_the_template_deploys(
+    template: dict[str, Any], local: Local
+) -> None:
+    arn = local.made[resources.ALERT_TOPIC.logical_id]
+
+    assert template[resources.ALERT_TOPIC.logical_id]["Type"] == "AWS::SNS::Topic"
+    assert arn.endswith(f":{resources.physical_name('shape', resources.ALERT_TOPIC)}")
