@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import App, Duration, Stack, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
@@ -17,8 +18,10 @@ from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
 from jobsched_infra.constructs.functions import CoreLayer
 from jobsched_infra.constructs.queues import Queues
+from jobsched_infra.constructs.reconciler import Reconciler
 from jobsched_infra.constructs.storage import Storage
 from jobsched_infra.constructs.workers import Workers
+from jobsched_infra.constructs.workflows import Workflows
 from jobsched_infra.nag import acknowledge
 from jobsched_infra.project import cdk_context
 
@@ -30,6 +33,8 @@ TICK = Duration.minutes(1)
 WORKER_TIMEOUT = Duration.seconds(50)
 DISPATCHER_TIMEOUT = Duration.seconds(60)
 API_TIMEOUT = Duration.seconds(10)
+# Below the dead-letter queue's visibility timeout, which SQS event source mappings require.
+RECONCILER_TIMEOUT = Duration.seconds(30)
 DEFAULT_SHARD_COUNT = 16
 METRICS_NAMESPACE = "jobsched"
 
@@ -39,7 +44,7 @@ POWERTOOLS_METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 
 
 class JobschedStack(Stack):
-    """Tables and queues from jobsched.resources; api, dispatcher and worker functions; the API; the tick."""
+    """Tables, queues, alert topic, failure workflow (from jobsched.resources); four functions; API; tick."""
 
     def __init__(
         self,
@@ -62,12 +67,18 @@ class JobschedStack(Stack):
         jobs = storage.tables[resources.JOBS_TABLE.logical_id]
         runs = storage.tables[resources.RUNS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
+        dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
+        workflows = Workflows(self, "Workflows")
+        topic, failure_workflow = workflows.topic, workflows.state_machine
         layer = CoreLayer(self, "CoreLayer", asset_dir=layer_dir)
 
         shared_env = {
             c.JOBS_TABLE_ENV: jobs.table_name,
             c.RUNS_TABLE_ENV: runs.table_name,
             c.EXECUTION_QUEUE_URL_ENV: execution_queue.queue_url,
+            c.EXECUTION_DLQ_URL_ENV: dead_letter_queue.queue_url,
+            c.FAILURE_WORKFLOW_ARN_ENV: failure_workflow.state_machine_arn,
+            c.ALERT_TOPIC_ARN_ENV: topic.topic_arn,
             c.SHARD_COUNT_ENV: str(shard_count),
             c.LEASE_SECONDS_ENV: str(lease_seconds),
             c.TICK_SECONDS_ENV: str(int(TICK.to_seconds())),
@@ -100,15 +111,24 @@ class JobschedStack(Stack):
             timeout=WORKER_TIMEOUT,
             environment=env("worker"),
         )
-        self.storage, self.queues = storage, queues
+        self.reconciler = Reconciler(
+            self,
+            "Reconciler",
+            layer=layer,
+            dead_letter_queue=dead_letter_queue,
+            timeout=RECONCILER_TIMEOUT,
+            environment=env("reconciler"),
+        )
+        self.storage, self.queues, self.workflows = storage, queues, workflows
 
         # Grants, least privilege: every function reads and writes both tables; the api (which
         # hands a job due within the look-ahead straight to the queue) and the dispatcher send
         # runs; only the worker receives, deletes and extends (heartbeat) messages.
-        api_fn, dispatcher_fn, worker_fn = (
+        api_fn, dispatcher_fn, worker_fn, reconciler_fn = (
             self.api.handler.function,
             self.dispatch.handler.function,
             self.workers.handler.function,
+            self.reconciler.handler.function,
         )
         for fn in (api_fn, dispatcher_fn, worker_fn):
             for table_spec in resources.TABLES:
@@ -118,6 +138,28 @@ class JobschedStack(Stack):
         execution_queue.grant_send_messages(api_fn)
         execution_queue.grant_send_messages(dispatcher_fn)
         execution_queue.grant_consume_messages(worker_fn)
+
+        # The bad path. A worker hands a failed attempt to the workflow, the api starts a replay
+        # (and lists dead letters: a Query on the runs table's index, in its read grant above),
+        # and the reconciler turns the DLQ's poison messages into dead-lettered runs: it reads the
+        # job, moves its run to FAILED and starts the workflow; it never writes a job or sends a run.
+        jobs.grant_read_data(reconciler_fn)
+        runs.grant_read_write_data(reconciler_fn)
+        for table_spec in (resources.JOBS_TABLE, resources.RUNS_TABLE):
+            if table_spec.indexes:
+                _acknowledge_index_wildcard(reconciler_fn, table_spec)
+        dead_letter_queue.grant_consume_messages(reconciler_fn)
+        for fn in (api_fn, worker_fn, reconciler_fn):
+            failure_workflow.grant_start_execution(fn)
+
+        # The workflow's role: exactly the three calls its ASL makes, on the concrete resources
+        # (the ASL takes their names from the execution input, so no grant can be derived from it).
+        # A conditional UpdateItem on a run; never on an index, never any other write.
+        failure_workflow.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[runs.table_arn])
+        )
+        execution_queue.grant(failure_workflow, "sqs:SendMessage")
+        topic.grant_publish(failure_workflow)  # the AWS-managed key needs no kms grant
 
 
 def _acknowledge_index_wildcard(fn: lambda_.Function, table: resources.TableSpec) -> None:
