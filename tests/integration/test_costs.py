@@ -89,8 +89,9 @@ def test_aws_calls_per_healthy_run(svc: Services, pump: Pump, clock: FakeClock) 
     assert dispatch_calls["SQS.SendMessageBatch"] == 1
     assert dispatch_calls["DynamoDB.UpdateItem"] == 2 * shards + 1  # lease+release per shard, one stamp
     assert dispatch_calls["DynamoDB.Query"] == 5 * shards  # five minute buckets per shard
-    # worker = GetItem (job) + UpdateItem x3 (LEASED, RUNNING, SUCCEEDED) per run
-    assert worker_calls == Counter({"DynamoDB.GetItem": runs, "DynamoDB.UpdateItem": 3 * runs})
+    # worker = GetItem (job) + UpdateItem x5 per run: hold the job (overlap policy "skip", the
+    # default), LEASED, RUNNING, SUCCEEDED, release the job
+    assert worker_calls == Counter({"DynamoDB.GetItem": runs, "DynamoDB.UpdateItem": 5 * runs})
     table = {op: n / runs for op, n in (dispatch_calls + worker_calls).items()}
     print("\nAWS calls per healthy recurring run (+ ESM ReceiveMessage/DeleteMessageBatch per batch):")
     for op, per_run in sorted(table.items()):

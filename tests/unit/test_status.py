@@ -24,6 +24,7 @@ def test_it_allows_exactly_the_edges_of_the_design() -> None:
         (S.PENDING, S.LEASED), (S.LEASED, S.RUNNING), (S.RUNNING, S.SUCCEEDED), (S.RUNNING, S.FAILED),
         (S.LEASED, S.PENDING), (S.RUNNING, S.PENDING), (S.FAILED, S.PENDING), (S.FAILED, S.DEAD_LETTER),
         (S.PENDING, S.CANCELLED), (S.DEAD_LETTER, S.PENDING), (S.LEASED, S.LOST), (S.RUNNING, S.LOST),
+        (S.PENDING, S.SKIPPED),
     }  # fmt: skip
     assert expected == LEGAL_EDGES
     for src, dst in itertools.product(S, S):

@@ -64,7 +64,9 @@ DUE_INDEX = IndexSpec(
     name="due",
     partition_key="due_key",
     sort_key="next_run_at",
-    non_key_attributes=("job_id", "tenant", "type", "cron_expr", "timezone", "run_at", "status"),
+    non_key_attributes=(
+        "job_id", "tenant", "type", "cron_expr", "timezone", "run_at", "status", "policy", "dispatched",
+    ),  # fmt: skip
 )
 
 # Jobs, idempotency records and shard leases. Runs live in their own table (below), an

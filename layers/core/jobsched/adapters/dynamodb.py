@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from jobsched.domain import times
-from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError
+from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
 from jobsched.domain.status import HELD, JobStatus, RunStatus, check_path, sources_of
 from jobsched.errors import Conflict, TransientStoreError
 
@@ -118,6 +118,8 @@ def job_to_item(job: Job, *, shard_count: int) -> dict[str, Any]:
         "payload": _enc(json.dumps(job.payload, separators=(",", ":"))),
         "timezone": _enc(job.timezone),
         "retry": _enc(job.retry.model_dump_json()),
+        "policy": _enc(job.policy.model_dump_json()),
+        "dispatched": _enc(job.dispatched),
         "idempotent": {"BOOL": job.idempotent},
         "created_at": _enc(times.stored(job.created_at)),
         "updated_at": _enc(times.stored(job.updated_at)),
@@ -131,8 +133,22 @@ def job_to_item(job: Job, *, shard_count: int) -> dict[str, Any]:
         item["cron_expr"] = _enc(job.cron_expr)
     if job.next_run_at:
         item["next_run_at"] = _enc(times.stored(job.next_run_at))
-        item["due_key"] = _enc(times.due_key(job.next_run_at, times.shard_of(job.job_id, shard_count)))
+        item["due_key"] = _enc(due_key_for(job.job_id, job.next_run_at, written=job.updated_at, shards=shard_count))
+    if job.paused_at:
+        item["paused_at"] = _enc(times.stored(job.paused_at))
+    if job.resume_from:
+        item["resume_from"] = _enc(times.stored(job.resume_from))
     return item
+
+
+def due_key_for(job_id: str, next_run_at: datetime, *, written: datetime, shards: int) -> str:
+    """The due-index key of a pending tick written at `written`.
+
+    The bucket is the tick's minute, or the write's minute when the tick is already past: a
+    resumed job or a crashed hand-over must land where the dispatcher still reads, not in a
+    bucket its watermark left behind.
+    """
+    return times.due_key(max(next_run_at, written), times.shard_of(job_id, shards))
 
 
 def job_from_item(raw: Mapping[str, Any]) -> Job:
@@ -150,6 +166,13 @@ def job_from_item(raw: Mapping[str, Any]) -> Job:
         cron_expr=item.get("cron_expr"),
         timezone=item.get("timezone", "UTC"),
         retry=RetryPolicy.model_validate_json(item["retry"]),
+        policy=SchedulePolicy.model_validate_json(item["policy"]) if "policy" in item else SchedulePolicy(),
+        dispatched=item.get("dispatched", 0),
+        paused_at=_opt_time(item.get("paused_at")),
+        resume_from=_opt_time(item.get("resume_from")),
+        active_run=item.get("active_run"),
+        active_until=_opt_time(item.get("active_until")),
+        buffered_run=item.get("buffered_run"),
         idempotent=item.get("idempotent", True),
         next_run_at=_opt_time(item.get("next_run_at")),
         created_at=times.parse_stored(item["created_at"]),
@@ -194,6 +217,8 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         error=error,
         attempts=attempts,
         replays=item.get("replays", 0),
+        reason=item.get("reason"),
+        kind=item.get("kind", "scheduled"),
     )
 
 
@@ -302,20 +327,24 @@ class JobStore:
         return job_from_item(raw) if raw else None
 
     def stamp_next_tick(
-        self, job_id: str, *, expected: datetime, next_run_at: datetime | None, now: datetime
+        self, job_id: str, *, expected: datetime, next_run_at: datetime | None, now: datetime, dispatched: int = 0
     ) -> bool:
         """Move the job's pending tick from `expected` to `next_run_at` (None: leave the index).
 
         A compare-and-set on next_run_at, so two dispatchers (or the API and a dispatcher) that
         read the same tick advance it once; returns whether this call moved it.
         """
-        values: dict[str, Any] = {":expected": _enc(times.stored(expected)), ":now": _enc(times.stored(now))}
+        values: dict[str, Any] = {
+            ":expected": _enc(times.stored(expected)),
+            ":now": _enc(times.stored(now)),
+            ":n": _enc(dispatched),
+        }
         if next_run_at is None:
-            update = "REMOVE next_run_at, due_key SET updated_at = :now"
+            update = "REMOVE next_run_at, due_key SET updated_at = :now ADD dispatched :n"
         else:
-            update = "SET next_run_at = :next, due_key = :due, updated_at = :now"
+            update = "SET next_run_at = :next, due_key = :due, updated_at = :now ADD dispatched :n"
             values[":next"] = _enc(times.stored(next_run_at))
-            values[":due"] = _enc(times.due_key(next_run_at, times.shard_of(job_id, self.shard_count)))
+            values[":due"] = _enc(due_key_for(job_id, next_run_at, written=now, shards=self.shard_count))
         try:
             self.client.update_item(
                 TableName=self.table,
@@ -368,6 +397,69 @@ class JobStore:
             _raise_transient(exc)
             raise
         return True, job_from_item(out["Attributes"])
+
+    # -- the overlap guard ------------------------------------------------------------------------
+    #
+    #   worker A (tick 10:00)                    worker B (tick 10:10, A still running)
+    #   hold: active_run absent -> 10:00  ok
+    #                                            hold: active_run = 10:00, live -> refused
+    #                                              skip:       run 10:10 -> SKIPPED ("overlap")
+    #                                              buffer_one: buffered_run absent -> 10:10, wait
+    #   release: active_run = 10:00 -> removed
+    #                                            hold (retry): active_run absent -> 10:10 ok
+    #
+    # A holder that dies stops renewing active_until, so its claim expires with its lease.
+    def hold_job(
+        self, job_id: str, *, run: str, until: datetime, now: datetime, was_buffered: bool
+    ) -> bool:
+        """Make `run` the job's active run: if none is, it already is, or the holder's lease expired."""
+        update = "SET active_run = :run, active_until = :until"
+        condition = "attribute_not_exists(active_run) OR active_run = :run OR active_until < :now"
+        values: dict[str, Any] = {
+            ":run": _enc(run),
+            ":until": _enc(times.stored(until)),
+            ":now": _enc(times.stored(now)),
+        }
+        if was_buffered:
+            update += " REMOVE buffered_run, buffered_until"
+        return self._guarded_update(job_id, update, condition, values)
+
+    def buffer_behind(self, job_id: str, *, run: str, until: datetime, now: datetime) -> bool:
+        """Take the job's one waiting slot for `run`: if free, already ours, or its holder went away."""
+        return self._guarded_update(
+            job_id,
+            "SET buffered_run = :run, buffered_until = :until",
+            "attribute_not_exists(buffered_run) OR buffered_run = :run OR buffered_until < :now",
+            {":run": _enc(run), ":until": _enc(times.stored(until)), ":now": _enc(times.stored(now))},
+        )
+
+    def release_job(self, job_id: str, *, run: str) -> bool:
+        """Give the job up if `run` holds it."""
+        return self._guarded_update(
+            job_id, "REMOVE active_run, active_until", "active_run = :run", {":run": _enc(run)}
+        )
+
+    def extend_hold(self, job_id: str, *, run: str, until: datetime) -> bool:
+        """Push the active run's claim on the job to `until` (the heartbeat)."""
+        return self._guarded_update(
+            job_id, "SET active_until = :until", "active_run = :run", {":run": _enc(run), ":until": _enc(times.stored(until))}
+        )
+
+    def _guarded_update(self, job_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            _raise_transient(exc)
+            raise
+        return True
 
     # -- the due index --------------------------------------------------------------------------
     def due_page(
@@ -461,8 +553,17 @@ class RunStore:
     client: DynamoDBClient
     table: str
 
-    def put_pending(self, *, job_id: str, tenant: str, scheduled_for: datetime, now: datetime) -> Transition:
-        """Create the run row for one firing as PENDING, at most once.
+    def put_pending(
+        self,
+        *,
+        job_id: str,
+        tenant: str,
+        scheduled_for: datetime,
+        now: datetime,
+        skipped: str | None = None,
+        kind: str = "scheduled",
+    ) -> Transition:
+        """Create the run row for one firing as PENDING (or SKIPPED, with a reason), at most once.
 
         The conditional put on (job_id, scheduled_for) is the "one run per firing" guarantee:
         when the row exists already, nothing is written and the row is returned as it stands.
@@ -475,12 +576,15 @@ class RunStore:
             "job_id": _enc(job_id),
             "tenant": _enc(tenant),
             "scheduled_for": _enc(sf),
-            "status": _enc(RunStatus.PENDING.value),
+            "status": _enc(RunStatus.SKIPPED.value if skipped else RunStatus.PENDING.value),
             "attempt": _enc(0),
+            "kind": _enc(kind),
             "created_at": _enc(times.stored(now)),
             "updated_at": _enc(times.stored(now)),
             "expires_at": _enc(int((scheduled_for + timedelta(days=RUN_HISTORY_DAYS)).timestamp())),
         }
+        if skipped:
+            item["reason"] = _enc(skipped)
         try:
             self.client.put_item(
                 TableName=self.table,
@@ -529,6 +633,7 @@ class RunStore:
         takeover_expired_lease: bool = False,
         create_if_missing: Mapping[str, str | int] | None = None,
         append_attempt: Mapping[str, str | int] | None = None,
+        first_attempt_only: bool = False,
     ) -> Transition:
         """Move one run to `target` if its stored status is a legal source of it.
 
@@ -546,6 +651,9 @@ class RunStore:
         if owner is not None and target not in (RunStatus.LEASED,):
             clauses[0] = f"({clauses[0]} AND lease_owner = :owner)"
             values[":owner"] = _enc(owner)
+        if first_attempt_only:
+            clauses[0] = f"({clauses[0]} AND attempt = :attempt0)"
+            values[":attempt0"] = _enc(0)
         if takeover_expired_lease:
             held = sorted(s.value for s in HELD)
             values.update({f":held{i}": _enc(s) for i, s in enumerate(held)})

@@ -19,6 +19,10 @@ from pydantic import (
 from jobsched.domain.status import JobStatus, RunStatus
 
 JobType = Literal["one_off", "recurring"]
+OverlapPolicy = Literal["skip", "buffer_one", "allow"]
+CatchupPolicy = Literal["one", "none", "all"]
+MAX_JITTER_SECONDS = 3600
+MAX_CATCHUP_LIMIT = 1000
 
 # A payload rides in every SQS message and is stored on the job: 32 KiB keeps a message well
 # under SQS's 256 KiB and a job item well under DynamoDB's 400 KB while leaving room for runs.
@@ -76,6 +80,31 @@ class RetryPolicy(BaseModel):
         return attempt < self.max_attempts and error_type not in self.non_retryable
 
 
+class SchedulePolicy(BaseModel):
+    """How a recurring job treats overlap, missed ticks, jitter and its lifetime bounds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    overlap_policy: OverlapPolicy = "skip"
+    """A tick due while the previous run is still running: skip it (a SKIPPED run), buffer at most
+    one behind it, or allow concurrent runs."""
+    catchup: CatchupPolicy = "one"
+    """Ticks missed by downtime or a pause: coalesce into one run, run none, or run all (oldest first,
+    at most max_catchup)."""
+    max_catchup: int = Field(default=10, ge=1, le=MAX_CATCHUP_LIMIT)
+    """With catchup=all, how many of the most recent missed ticks still run."""
+    starting_deadline_seconds: int | None = Field(default=None, ge=1, le=86_400)
+    """A run that cannot start within this many seconds of its tick is SKIPPED instead."""
+    jitter_seconds: int = Field(default=0, ge=0, le=MAX_JITTER_SECONDS)
+    """Fire each tick a stable, job-specific offset in [0, jitter_seconds] late."""
+    start_at: AwareDatetime | None = None
+    """No tick before this instant."""
+    end_at: AwareDatetime | None = None
+    """No tick after this instant."""
+    max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
+    """At most this many ticks are handed over; then the job completes."""
+
+
 class CreateJobRequest(BaseModel):
     """Body of POST /api/jobs."""
 
@@ -94,6 +123,15 @@ class CreateJobRequest(BaseModel):
     idempotent: bool = True
     depends_on: list[str] = Field(default_factory=list)
     name: str | None = Field(default=None, max_length=200)
+    # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
+    overlap_policy: OverlapPolicy = "skip"
+    catchup: CatchupPolicy = "one"
+    max_catchup: int = Field(default=10, ge=1, le=MAX_CATCHUP_LIMIT)
+    starting_deadline_seconds: int | None = Field(default=None, ge=1, le=86_400)
+    jitter_seconds: int = Field(default=0, ge=0, le=MAX_JITTER_SECONDS)
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
 
     @field_validator("payload")
     @classmethod
@@ -123,7 +161,22 @@ class CreateJobRequest(BaseModel):
                 raise ValueError("cron_expr is required for a recurring job")
             if self.run_at is not None:
                 raise ValueError("run_at is only for one_off jobs")
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise ValueError("end_at must be after start_at")
         return self
+
+    def schedule_policy(self) -> SchedulePolicy:
+        """The recurring-job policy this request asks for."""
+        return SchedulePolicy(
+            overlap_policy=self.overlap_policy,
+            catchup=self.catchup,
+            max_catchup=self.max_catchup,
+            starting_deadline_seconds=self.starting_deadline_seconds,
+            jitter_seconds=self.jitter_seconds,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            max_runs=self.max_runs,
+        )
 
     def retry_policy(self) -> RetryPolicy:
         """The retry policy this request asks for."""
@@ -151,8 +204,16 @@ class Job(BaseModel):
     cron_expr: str | None = None
     timezone: str = "UTC"
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    policy: SchedulePolicy = Field(default_factory=SchedulePolicy)
     idempotent: bool = True
     next_run_at: datetime | None = None
+    dispatched: int = 0
+    paused_at: datetime | None = None
+    resume_from: datetime | None = None
+    # The overlap guard: the run holding the job (and its lease), and the one tick buffered behind it.
+    active_run: str | None = None
+    active_until: datetime | None = None
+    buffered_run: str | None = None
     created_at: datetime
     updated_at: datetime
     version: int = 1
@@ -201,6 +262,8 @@ class Execution(BaseModel):
     error: RunError | None = None
     attempts: list[AttemptRecord] = Field(default_factory=list)
     replays: int = 0
+    reason: str | None = None
+    kind: str = "scheduled"
 
 
 class RunMessage(BaseModel):

@@ -5,7 +5,8 @@
        │  └────────┴──────────┘           │
        │     lease lost (crash)           └──> PENDING (retry, after backoff)
        │           └──────────┴──> LOST (lease lost on a job declared idempotent: false)
-       └──> CANCELLED (its job was cancelled before the run was leased)
+       ├──> CANCELLED (its job was cancelled before the run was leased)
+       └──> SKIPPED (overlap policy, starting deadline, paused job; missed ticks are born SKIPPED)
 
 Every transition is written as a DynamoDB conditional update whose condition is "the stored
 status is one of the legal sources of the target" (plus the lease owner where one is held), so
@@ -29,6 +30,7 @@ class RunStatus(StrEnum):
     DEAD_LETTER = "DEAD_LETTER"
     CANCELLED = "CANCELLED"
     LOST = "LOST"
+    SKIPPED = "SKIPPED"
 
 
 class JobStatus(StrEnum):
@@ -37,6 +39,7 @@ class JobStatus(StrEnum):
     SCHEDULED = "SCHEDULED"
     COMPLETED = "COMPLETED"
     CANCELLED = "CANCELLED"
+    PAUSED = "PAUSED"
 
 
 LEGAL_EDGES: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
@@ -56,6 +59,10 @@ LEGAL_EDGES: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
         # A non-idempotent job's run whose worker died is not re-run blindly: an operator decides.
         (RunStatus.LEASED, RunStatus.LOST),
         (RunStatus.RUNNING, RunStatus.LOST),
+        # A tick that must not start: its previous run still holds the job (overlap policy
+        # "skip"), its starting deadline passed, or its job is paused. Missed ticks are written
+        # SKIPPED directly, with their reason.
+        (RunStatus.PENDING, RunStatus.SKIPPED),
     }
 )
 

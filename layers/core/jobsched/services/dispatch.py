@@ -26,6 +26,7 @@ next pass, because the job stays in the index at its first unsent tick).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import uuid
 from collections.abc import Iterable
@@ -40,7 +41,7 @@ from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
-from jobsched.domain.models import RunMessage
+from jobsched.domain.models import Job, RunMessage, SchedulePolicy
 from jobsched.domain.status import RunStatus
 from jobsched.ports import Clock, CrashPoints, no_crash
 from jobsched.settings import Settings
@@ -48,6 +49,7 @@ from jobsched.settings import Settings
 logger = Logger(child=True)
 
 MAX_TICKS_PER_PASS = 120  # per job; a per-second cron has 90 ticks in the default look-ahead
+MAX_MISSED_PER_PASS = 1000  # per job; catch-up policies are exact up to this many missed ticks
 MAX_BUCKETS_PER_PASS = 24 * 60  # a day of minute buckets: the catch-up a pass does after an outage
 PAGE_SIZE = 100
 
@@ -62,6 +64,8 @@ class DueEntry:
     next_run_at: datetime
     cron_expr: str | None
     timezone: str
+    policy: SchedulePolicy = SchedulePolicy()
+    dispatched: int = 0
 
     @classmethod
     def from_index(cls, item: dict[str, Any]) -> DueEntry:
@@ -73,7 +77,94 @@ class DueEntry:
             next_run_at=times.parse_stored(item["next_run_at"]),
             cron_expr=item.get("cron_expr"),
             timezone=item.get("timezone", "UTC"),
+            policy=SchedulePolicy.model_validate_json(item["policy"]) if "policy" in item else SchedulePolicy(),
+            dispatched=int(item.get("dispatched", 0)),
         )
+
+    @classmethod
+    def of(cls, job: Job) -> DueEntry:
+        """The entry a stored job with a pending tick stands for."""
+        assert job.next_run_at is not None
+        return cls(
+            job_id=job.job_id,
+            tenant=job.tenant,
+            type=job.type,
+            next_run_at=job.next_run_at,
+            cron_expr=job.cron_expr,
+            timezone=job.timezone,
+            policy=job.policy,
+            dispatched=job.dispatched,
+        )
+
+
+@dataclass
+class Plan:
+    """What one pass does with one job: ticks to run, ticks to record SKIPPED, the next pending tick."""
+
+    entry: DueEntry
+    run: list[datetime] = field(default_factory=list)
+    skip: list[tuple[datetime, str]] = field(default_factory=list)
+    following: datetime | None = None
+
+
+def jitter_offset(job_id: str, jitter_seconds: int) -> int:
+    """The job's stable offset in [0, jitter_seconds]: derived from its id, the same for every tick."""
+    if jitter_seconds <= 0:
+        return 0
+    digest = hashlib.blake2b(f"jitter:{job_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % (jitter_seconds + 1)
+
+
+def plan_ticks(entry: DueEntry, *, until: datetime, missed_before: datetime) -> Plan:
+    """Decide the fate of a job's ticks from its pending one up to `until` (pure: no I/O).
+
+    A tick earlier than `missed_before` was missed (downtime or a pause: the dispatcher hands ticks
+    over ahead of time, so a healthy tick is never that late) and its fate follows the catch-up
+    policy: "all" runs the newest max_catchup missed ticks oldest first, "one" coalesces them into
+    the newest, "none" runs none; every other missed tick is recorded SKIPPED with the reason.
+    Policies are exact for up to MAX_MISSED_PER_PASS missed ticks; an older backlog is recorded
+    SKIPPED ("catchup_backlog") one pass at a time until the rest fits.
+    """
+    plan = Plan(entry=entry)
+    policy = entry.policy
+    if entry.next_run_at > until:
+        plan.following = entry.next_run_at
+        return plan
+    if entry.type == "one_off" or not entry.cron_expr:
+        plan.run = [entry.next_run_at]
+        return plan
+    schedule = cron.parse(entry.cron_expr, entry.timezone)
+    first = entry.next_run_at
+    missed = [first] if first < missed_before else []
+    if missed:
+        later = schedule.ticks(first, missed_before, limit=MAX_MISSED_PER_PASS)
+        missed += [t for t in later if t < missed_before]
+    if len(missed) >= MAX_MISSED_PER_PASS:
+        plan.skip = [(t, "catchup_backlog") for t in missed]
+        last = missed[-1]
+    else:
+        keep = {"none": 0, "one": 1, "all": policy.max_catchup}[policy.catchup]
+        kept = missed[len(missed) - keep :] if keep else []
+        reason = {"none": "missed", "one": "coalesced", "all": "catchup_limit"}[policy.catchup]
+        plan.skip = [(t, reason) for t in missed[: len(missed) - len(kept)]]
+        plan.run = list(kept)
+        due = [] if missed else [first]
+        due += schedule.ticks(missed[-1] if missed else first, until, limit=MAX_TICKS_PER_PASS - len(due))
+        plan.run += due
+        last = max([*missed, *plan.run]) if (missed or plan.run) else first
+    plan.following = schedule.next_after(last)
+    # Lifetime bounds: nothing after end_at, at most max_runs ticks handed over.
+    if policy.end_at is not None:
+        plan.run = [t for t in plan.run if t <= policy.end_at]
+        plan.skip = [(t, r) for t, r in plan.skip if t <= policy.end_at]
+        if plan.following > policy.end_at:
+            plan.following = None
+    if policy.max_runs is not None:
+        room = max(0, policy.max_runs - entry.dispatched)
+        if len(plan.run) >= room:
+            plan.run = plan.run[:room]
+            plan.following = None
+    return plan
 
 
 @dataclass
@@ -168,42 +259,38 @@ class Dispatcher:
     # -- shared with the API (a job due before the next pass can reach it) --------------------------
     def hand_over(self, entries: list[DueEntry], *, now: datetime, until: datetime) -> int:
         """Hand every tick <= until of these jobs to the queue (steps 1-3 above); returns runs sent."""
-        plans: list[tuple[DueEntry, list[datetime], datetime | None]] = []
-        for entry in entries:
-            ticks, following = self._ticks(entry, until)
-            if ticks:
-                plans.append((entry, ticks, following))
+        missed_before = now - timedelta(seconds=self.settings.lookahead_seconds + self.settings.tick_seconds)
+        plans = [plan_ticks(e, until=until, missed_before=missed_before) for e in entries]
+        plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
         outgoing: list[Outgoing] = []
-        for entry, ticks, _ in plans:  # step 1
-            for tick in ticks:
-                row = self.runs.put_pending(
-                    job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now
+        for plan in plans:  # step 1
+            entry = plan.entry
+            for tick, reason in plan.skip:
+                self.runs.put_pending(
+                    job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now, skipped=reason
                 )
+            offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
+            for tick in plan.run:
+                row = self.runs.put_pending(job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now)
                 status = row.execution.status if row.execution else RunStatus.PENDING
                 # A row already past PENDING was sent and received before; sending it again would
                 # only make a duplicate for the worker to drop.
                 if status == RunStatus.PENDING:
-                    outgoing.append(Outgoing(self._message(entry.job_id, tick), self._delay(tick, now)))
+                    fire_at = tick + timedelta(seconds=offset)
+                    outgoing.append(Outgoing(self._message(entry.job_id, tick), self._delay(fire_at, now)))
         self.crash("dispatch.after_put_runs")
         self.queue.send(outgoing)  # step 2
         self.crash("dispatch.after_send")
-        for entry, _, following in plans:  # step 3
+        for plan in plans:  # step 3
             self.jobs.stamp_next_tick(
-                entry.job_id, expected=entry.next_run_at, next_run_at=following, now=now
+                plan.entry.job_id,
+                expected=plan.entry.next_run_at,
+                next_run_at=plan.following,
+                now=now,
+                dispatched=len(plan.run),
             )
         self.crash("dispatch.after_stamp")
         return len(outgoing)
-
-    def _ticks(self, entry: DueEntry, until: datetime) -> tuple[list[datetime], datetime | None]:
-        """The ticks of a job to hand over now, and the tick that becomes its next pending one."""
-        if entry.next_run_at > until:
-            return [], entry.next_run_at
-        if entry.type == "one_off" or not entry.cron_expr:
-            return [entry.next_run_at], None
-        schedule = cron.parse(entry.cron_expr, entry.timezone)
-        ticks = [entry.next_run_at]
-        ticks += schedule.ticks(entry.next_run_at, until, limit=MAX_TICKS_PER_PASS - 1)
-        return ticks, schedule.next_after(ticks[-1])
 
     @staticmethod
     def _message(job_id: str, tick: datetime) -> RunMessage:

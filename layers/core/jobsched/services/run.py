@@ -42,6 +42,7 @@ from jobsched.domain.models import Execution, Job, RunError, RunMessage
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import Clock, CrashPoints, no_crash
+from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
 from jobsched.settings import Settings
 
@@ -65,10 +66,15 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     LEASE_LOST = "lease_lost"
     LOST = "lost"
+    SKIPPED = "skipped"
 
 
 class InFlightElsewhere(Exception):
     """This very message is being processed by another receive; leave it in the queue."""
+
+
+class WaitBehind(InFlightElsewhere):
+    """The tick waits behind the job's running run (overlap policy buffer_one); leave it queued."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +111,67 @@ class Worker:
                 job_id=message.job_id, scheduled_for=sf, target=RunStatus.CANCELLED, now=self.clock.now()
             )
             return Outcome.CANCELLED
+        gate = self._gate(job, sf, delivery)
+        if gate is not None:
+            return gate
+        holds = self._guards_overlap(job)
+        try:
+            return self._run(job, sf, delivery)
+        finally:
+            if holds:
+                self.jobs.release_job(job.job_id, run=sf)
 
+    def _guards_overlap(self, job: Job) -> bool:
+        return job.type == "recurring" and job.policy.overlap_policy != "allow"
+
+    def _gate(self, job: Job, sf: str, delivery: Delivery) -> Outcome | None:
+        """Whether the tick may start now: paused job, starting deadline, overlap policy.
+
+        The overlap check is a compare-and-set on the job at the moment the run is about to be
+        leased (ticks are handed over ahead of time, so this is the only moment that knows).
+        """
+        now = self.clock.now()
+        if job.status == JobStatus.PAUSED:
+            return self._skip(job, sf, "paused", first_attempt_only=False)
+        policy = job.policy
+        late = (now - times.parse_stored(sf)).total_seconds()
+        deadline = policy.starting_deadline_seconds
+        if deadline is not None and late > deadline + jitter_offset(job.job_id, policy.jitter_seconds):
+            skipped = self._skip(job, sf, "deadline", first_attempt_only=True)
+            if skipped is not None:
+                return skipped
+        if not self._guards_overlap(job):
+            return None
+        until = now + timedelta(seconds=self.settings.lease_seconds)
+        if self.jobs.hold_job(job.job_id, run=sf, until=until, now=now, was_buffered=job.buffered_run == sf):
+            return None
+        if policy.overlap_policy == "buffer_one" and self.jobs.buffer_behind(
+            job.job_id, run=sf, until=until, now=now
+        ):
+            raise WaitBehind(delivery.message_id)
+        skipped = self._skip(job, sf, "overlap", first_attempt_only=True)
+        if skipped is not None:
+            return skipped
+        # A retry of a run that already started once is not dropped for overlap: it waits.
+        raise WaitBehind(delivery.message_id)
+
+    def _skip(self, job: Job, sf: str, reason: str, *, first_attempt_only: bool) -> Outcome | None:
+        done = self.runs.transition(
+            job_id=job.job_id,
+            scheduled_for=sf,
+            target=RunStatus.SKIPPED,
+            now=self.clock.now(),
+            set_values={"reason": reason},
+            first_attempt_only=first_attempt_only,
+        )
+        if done.applied:
+            return Outcome.SKIPPED
+        row = done.execution
+        if row is not None and row.status == RunStatus.PENDING:
+            return None  # a retry: not skipped
+        return Outcome.DUPLICATE
+
+    def _run(self, job: Job, sf: str, delivery: Delivery) -> Outcome:
         now = self.clock.now()
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
         claim = self.runs.transition(
@@ -183,7 +249,9 @@ class Worker:
                 f"workers died holding this run {attempt - 1} time(s)",
             )
         else:
-            heartbeat = _Heartbeat(self, delivery, owner=owner, job_id=job.job_id, scheduled_for=sf)
+            heartbeat = _Heartbeat(
+                self, delivery, owner=owner, job_id=job.job_id, scheduled_for=sf, holds_job=self._guards_overlap(job)
+            )
             heartbeat.start()
             try:
                 result, error = self._invoke(
@@ -304,10 +372,11 @@ class _Heartbeat:
     """Extends the message's visibility and the row's lease while a handler runs long."""
 
     def __init__(
-        self, worker: Worker, delivery: Delivery, *, owner: str, job_id: str, scheduled_for: str
+        self, worker: Worker, delivery: Delivery, *, owner: str, job_id: str, scheduled_for: str, holds_job: bool
     ) -> None:
         self._worker, self._delivery = worker, delivery
         self._owner, self._job_id, self._sf = owner, job_id, scheduled_for
+        self._holds_job = holds_job
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jobsched-heartbeat", daemon=True)
 
@@ -329,3 +398,5 @@ class _Heartbeat:
                 owner=self._owner,
                 until=now + timedelta(seconds=lease),
             )
+            if self._holds_job:
+                self._worker.jobs.extend_hold(self._job_id, run=self._sf, until=now + timedelta(seconds=lease))
