@@ -23,6 +23,7 @@ services = build(Settings.from_env())
 app = build_app(
     services.job_service,
     services.failures,
+    services.schedule,
     idempotency=persistence(services.jobs.client, services.settings.jobs_table),
     tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"),
 )

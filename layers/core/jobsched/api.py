@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
@@ -29,13 +30,19 @@ from jobsched.domain.models import (
     CancelResult,
     CreateJobRequest,
     DeadLetterPage,
+    BackfillRequest,
+    BackfillResult,
+    JobControl,
     JobCreated,
     JobView,
+    PatchJobRequest,
     ReplayAccepted,
+    RunPage,
 )
 from jobsched.errors import JobschedError, PayloadTooLarge, ValidationFailed
 from jobsched.services.failures import MAX_PAGE, FailureService
 from jobsched.services.jobs import JobService
+from jobsched.services.schedule import MAX_HISTORY_PAGE, ScheduleService
 
 logger = Logger(child=True)
 
@@ -92,6 +99,7 @@ def tenant_of(app: APIGatewayRestResolver, source: str) -> str:
 def build_app(
     service: JobService,
     failures: FailureService,
+    schedule: ScheduleService,
     *,
     idempotency: DynamoDBPersistenceLayer | None = None,
     tenant_source: str = "iam",
@@ -154,6 +162,56 @@ def build_app(
     @app.delete("/api/jobs/<job_id>")
     def cancel_job(job_id: Annotated[str, Path(max_length=64)]) -> CancelResult:
         return service.cancel(job_id, tenant=tenant_of(app, tenant_source))
+
+    @app.post("/api/jobs/<job_id>/pause")
+    def pause_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:
+        return schedule.pause(job_id, tenant=tenant_of(app, tenant_source))
+
+    @app.post("/api/jobs/<job_id>/resume")
+    def resume_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:
+        return schedule.resume(job_id, tenant=tenant_of(app, tenant_source))
+
+    @app.post("/api/jobs/<job_id>/run", responses={202: {"description": "manual run queued"}})
+    def run_job(job_id: Annotated[str, Path(max_length=64)]) -> Response[JobControl]:
+        control = schedule.run_now(job_id, tenant=tenant_of(app, tenant_source))
+        return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=control)
+
+    @app.patch("/api/jobs/<job_id>")
+    def edit_job(
+        job_id: Annotated[str, Path(max_length=64)], body: Annotated[PatchJobRequest, Body()]
+    ) -> JobView:
+        tenant = tenant_of(app, tenant_source)
+        schedule.edit(job_id, body, tenant=tenant)
+        return service.get(job_id, tenant=tenant)
+
+    @app.post("/api/jobs/<job_id>/backfill", responses={202: {"description": "backfill queued"}})
+    def backfill_job(
+        job_id: Annotated[str, Path(max_length=64)], body: Annotated[BackfillRequest, Body()]
+    ) -> Response[BackfillResult]:
+        result = schedule.backfill(job_id, body, tenant=tenant_of(app, tenant_source))
+        return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=result)
+
+    @app.get("/api/jobs/<job_id>/runs")
+    def job_runs(
+        job_id: Annotated[str, Path(max_length=64)],
+        limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_PAGE)] = 20,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        status: Annotated[str | None, Query(max_length=32)] = None,
+        from_: Annotated[datetime | None, Query(alias="from")] = None,
+        to: Annotated[datetime | None, Query()] = None,
+    ) -> RunPage:
+        for name, value in (("from", from_), ("to", to)):
+            if value is not None and value.tzinfo is None:
+                raise ValidationFailed(f"{name}: must carry a UTC offset", field=name)
+        return schedule.history(
+            job_id,
+            tenant=tenant_of(app, tenant_source),
+            start=from_,
+            end=to,
+            status=status or None,
+            cursor=cursor or None,
+            limit=limit,
+        )
 
     @app.get("/api/dead-letter")
     def dead_letters(

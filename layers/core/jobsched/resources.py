@@ -65,7 +65,15 @@ DUE_INDEX = IndexSpec(
     partition_key="due_key",
     sort_key="next_run_at",
     non_key_attributes=(
-        "job_id", "tenant", "type", "cron_expr", "timezone", "run_at", "status", "policy", "dispatched",
+        "job_id",
+        "tenant",
+        "type",
+        "cron_expr",
+        "timezone",
+        "run_at",
+        "status",
+        "policy",
+        "dispatched",
     ),  # fmt: skip
 )
 

@@ -17,6 +17,7 @@ from jobsched.services.dispatch import Dispatcher
 from jobsched.services.failures import FailureService
 from jobsched.services.jobs import JobService
 from jobsched.services.run import Worker
+from jobsched.services.schedule import ScheduleService
 from jobsched.settings import Settings
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class Services:
     registry: HandlerRegistry
     clock: Clock
     failures: FailureService
+    schedule: ScheduleService
 
 
 def build(
@@ -90,4 +92,7 @@ def build(
         crash=crash,
     )
     service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock)
-    return Services(settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock, failures)
+    schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
+    return Services(
+        settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock, failures, schedule
+    )

@@ -133,7 +133,9 @@ def job_to_item(job: Job, *, shard_count: int) -> dict[str, Any]:
         item["cron_expr"] = _enc(job.cron_expr)
     if job.next_run_at:
         item["next_run_at"] = _enc(times.stored(job.next_run_at))
-        item["due_key"] = _enc(due_key_for(job.job_id, job.next_run_at, written=job.updated_at, shards=shard_count))
+        item["due_key"] = _enc(
+            due_key_for(job.job_id, job.next_run_at, written=job.updated_at, shards=shard_count)
+        )
     if job.paused_at:
         item["paused_at"] = _enc(times.stored(job.paused_at))
     if job.resume_from:
@@ -327,7 +329,13 @@ class JobStore:
         return job_from_item(raw) if raw else None
 
     def stamp_next_tick(
-        self, job_id: str, *, expected: datetime, next_run_at: datetime | None, now: datetime, dispatched: int = 0
+        self,
+        job_id: str,
+        *,
+        expected: datetime,
+        next_run_at: datetime | None,
+        now: datetime,
+        dispatched: int = 0,
     ) -> bool:
         """Move the job's pending tick from `expected` to `next_run_at` (None: leave the index).
 
@@ -398,6 +406,32 @@ class JobStore:
             raise
         return True, job_from_item(out["Attributes"])
 
+    def save_definition(self, job: Job, *, expected_version: int) -> bool:
+        """Write a job's definition (schedule, policies, status, pending tick) if its version is unchanged.
+
+        One conditional UpdateItem: the edit and the recomputed next tick land together or not at
+        all, and the run-time attributes (overlap guard, dispatched count) are left as they are.
+        """
+        item = job_to_item(job, shard_count=self.shard_count)
+        definition = {
+            k: v for k, v in item.items() if k not in ("PK", "SK", "version", "dispatched", "created_at")
+        }
+        optional = ("name", "run_at", "cron_expr", "next_run_at", "due_key", "paused_at", "resume_from")
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":v": _enc(expected_version), ":one": _enc(1)}
+        sets = []
+        for i, (key, value) in enumerate(sorted(definition.items())):
+            names[f"#a{i}"] = key
+            values[f":a{i}"] = value
+            sets.append(f"#a{i} = :a{i}")
+        removes = [k for k in optional if k not in definition]
+        for i, key in enumerate(removes):
+            names[f"#r{i}"] = key
+        update = "SET " + ", ".join(sets) + " ADD version :one"
+        if removes:
+            update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
+        return self._guarded_update(job.job_id, update, "version = :v", values, names)
+
     # -- the overlap guard ------------------------------------------------------------------------
     #
     #   worker A (tick 10:00)                    worker B (tick 10:10, A still running)
@@ -409,9 +443,7 @@ class JobStore:
     #                                            hold (retry): active_run absent -> 10:10 ok
     #
     # A holder that dies stops renewing active_until, so its claim expires with its lease.
-    def hold_job(
-        self, job_id: str, *, run: str, until: datetime, now: datetime, was_buffered: bool
-    ) -> bool:
+    def hold_job(self, job_id: str, *, run: str, until: datetime, now: datetime, was_buffered: bool) -> bool:
         """Make `run` the job's active run: if none is, it already is, or the holder's lease expired."""
         update = "SET active_run = :run, active_until = :until"
         condition = "attribute_not_exists(active_run) OR active_run = :run OR active_until < :now"
@@ -442,10 +474,21 @@ class JobStore:
     def extend_hold(self, job_id: str, *, run: str, until: datetime) -> bool:
         """Push the active run's claim on the job to `until` (the heartbeat)."""
         return self._guarded_update(
-            job_id, "SET active_until = :until", "active_run = :run", {":run": _enc(run), ":until": _enc(times.stored(until))}
+            job_id,
+            "SET active_until = :until",
+            "active_run = :run",
+            {":run": _enc(run), ":until": _enc(times.stored(until))},
         )
 
-    def _guarded_update(self, job_id: str, update: str, condition: str, values: dict[str, Any]) -> bool:
+    def _guarded_update(
+        self,
+        job_id: str,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+    ) -> bool:
+        kwargs: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
         try:
             self.client.update_item(
                 TableName=self.table,
@@ -453,6 +496,7 @@ class JobStore:
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
+                **kwargs,
             )
         except ClientError as exc:
             if _error_code(exc) == "ConditionalCheckFailedException":
@@ -838,6 +882,51 @@ class RunStore:
             _raise_transient(exc)
             raise
         return [execution_from_item(i) for i in out.get("Items", [])]
+
+    def history(
+        self,
+        job_id: str,
+        *,
+        start: datetime | None,
+        end: datetime | None,
+        status: str | None,
+        limit: int,
+        cursor: dict[str, Any] | None,
+    ) -> tuple[list[Execution], dict[str, Any] | None]:
+        """Runs of a job with start <= scheduled_for < end, newest first, optionally of one status."""
+        low = run_sk(times.stored(start)) if start else "RUN#"
+        high = run_sk(times.stored(end)) if end else "RUN$"  # "$" sorts after every "#..." key
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "PK = :pk AND SK BETWEEN :low AND :high",
+            "ExpressionAttributeValues": {
+                ":pk": _enc(job_pk(job_id)),
+                ":low": _enc(low),
+                ":high": _enc(high),
+            },
+            "ScanIndexForward": False,
+        }
+        if status:
+            kwargs["FilterExpression"] = "#s = :status"
+            kwargs["ExpressionAttributeNames"] = {"#s": "status"}
+            kwargs["ExpressionAttributeValues"][":status"] = _enc(status)
+        if cursor:
+            kwargs["ExclusiveStartKey"] = cursor
+        rows: list[Execution] = []
+        while True:
+            kwargs["Limit"] = limit - len(rows)
+            try:
+                out = self.client.query(**kwargs)
+            except ClientError as exc:
+                _raise_transient(exc)
+                raise
+            rows.extend(
+                execution_from_item(i) for i in out.get("Items", []) if not (end and i["SK"]["S"] >= high)
+            )
+            last = out.get("LastEvaluatedKey")
+            if not last or len(rows) >= limit:
+                return rows, dict(last) if last else None
+            kwargs["ExclusiveStartKey"] = last
 
     def since(self, job_id: str, *, after: datetime) -> list[Execution]:
         """Every run of a job scheduled after `after`, oldest first (all pages)."""

@@ -274,6 +274,7 @@ class RunMessage(BaseModel):
     v: Literal[1] = 1
     job_id: str
     scheduled_for: str  # stored form, see jobsched.domain.times.stored
+    kind: Literal["scheduled", "manual", "backfill"] = "scheduled"
 
 
 class JobCreated(BaseModel):
@@ -327,6 +328,15 @@ class JobView(BaseModel):
     timeout_seconds: int | None
     non_retryable_errors: list[str]
     idempotent: bool
+    overlap_policy: str
+    catchup: str
+    max_catchup: int
+    starting_deadline_seconds: int | None
+    jitter_seconds: int
+    start_at: str | None
+    end_at: str | None
+    max_runs: int | None
+    paused_at: str | None = None
     next_run_at: str | None
     created_at: str
     updated_at: str
@@ -364,3 +374,103 @@ class ReplayAccepted(BaseModel):
     run_id: str
     job_id: str
     status: str
+
+
+class PatchJobRequest(BaseModel):
+    """Body of PATCH /api/jobs/{id}: the fields to change (absent fields keep their value)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    name: str | None = Field(default=None, max_length=200)
+    handler: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$"
+    )
+    payload: dict[str, Any] | None = None
+    cron_expr: str | None = Field(default=None, min_length=1, max_length=200)
+    timezone: str | None = Field(default=None, min_length=1, max_length=64)
+    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS_LIMIT)
+    backoff: Backoff | None = None
+    timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
+    non_retryable_errors: list[str] | None = Field(default=None, max_length=20)
+    overlap_policy: OverlapPolicy | None = None
+    catchup: CatchupPolicy | None = None
+    max_catchup: int | None = Field(default=None, ge=1, le=MAX_CATCHUP_LIMIT)
+    starting_deadline_seconds: int | None = Field(default=None, ge=1, le=86_400)
+    jitter_seconds: int | None = Field(default=None, ge=0, le=MAX_JITTER_SECONDS)
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            size = len(json.dumps(value, separators=(",", ":")).encode())
+            if size > MAX_PAYLOAD_BYTES:
+                raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @model_validator(mode="after")
+    def _something_to_change(self) -> PatchJobRequest:
+        if not self.model_fields_set:
+            raise ValueError("nothing to change: name at least one field")
+        return self
+
+
+class BackfillRequest(BaseModel):
+    """Body of POST /api/jobs/{id}/backfill: create the runs of every tick in [from, to) that has none."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_: AwareDatetime = Field(alias="from")
+    to: AwareDatetime
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BackfillRequest:
+        if self.from_ >= self.to:
+            raise ValueError("from must be before to")
+        return self
+
+
+class BackfillResult(BaseModel):
+    """What a backfill did: runs created now, ticks that already had a run, and their spread."""
+
+    job_id: str
+    ticks: int
+    created: int
+    existing: int
+    first: str | None
+    last: str | None
+    spread_seconds: int
+
+
+class RunView(BaseModel):
+    """One run in GET /api/jobs/{id}/runs."""
+
+    run_id: str
+    scheduled_for: str
+    kind: str
+    status: str
+    reason: str | None = None
+    attempts: int
+    started_at: str | None
+    finished_at: str | None
+    lateness_ms: int | None
+    duration_ms: int | None
+    error: RunError | None = None
+
+
+class RunPage(BaseModel):
+    """A page of run history, newest first; next_cursor is null on the last page."""
+
+    items: list[RunView]
+    next_cursor: str | None
+
+
+class JobControl(BaseModel):
+    """The answer to pause, resume and run-now."""
+
+    job_id: str
+    status: str
+    next_run_at: str | None = None
+    run_id: str | None = None

@@ -77,7 +77,9 @@ class DueEntry:
             next_run_at=times.parse_stored(item["next_run_at"]),
             cron_expr=item.get("cron_expr"),
             timezone=item.get("timezone", "UTC"),
-            policy=SchedulePolicy.model_validate_json(item["policy"]) if "policy" in item else SchedulePolicy(),
+            policy=SchedulePolicy.model_validate_json(item["policy"])
+            if "policy" in item
+            else SchedulePolicy(),
             dispatched=int(item.get("dispatched", 0)),
         )
 
@@ -271,7 +273,9 @@ class Dispatcher:
                 )
             offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
             for tick in plan.run:
-                row = self.runs.put_pending(job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now)
+                row = self.runs.put_pending(
+                    job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now
+                )
                 status = row.execution.status if row.execution else RunStatus.PENDING
                 # A row already past PENDING was sent and received before; sending it again would
                 # only make a duplicate for the worker to drop.

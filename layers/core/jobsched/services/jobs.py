@@ -22,6 +22,7 @@ from jobsched.domain.models import (
     Job,
     JobCreated,
     JobView,
+    SchedulePolicy,
 )
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
@@ -90,6 +91,7 @@ class JobService:
             cron_expr=" ".join(request.cron_expr.split()) if request.cron_expr else None,
             timezone=request.timezone,
             retry=request.retry_policy(),
+            policy=request.schedule_policy(),
             idempotent=request.idempotent,
             next_run_at=next_run_at,
             created_at=now,
@@ -113,18 +115,18 @@ class JobService:
             if stored is None:
                 raise NotFound(f"job {response.job_id} no longer exists")
             job = stored
-        self._hand_over_if_due_soon(job)
+        self.hand_over_if_due_soon(job)
         return response
 
     def get(self, job_id: str, *, tenant: str) -> JobView:
         """The job and its newest runs; another tenant's job is not found."""
-        job = self._owned(job_id, tenant)
+        job = self.owned(job_id, tenant)
         runs = self.runs.recent(job.job_id, limit=RECENT_EXECUTIONS)
         return _view(job, runs)
 
     def cancel(self, job_id: str, *, tenant: str) -> CancelResult:
         """Compare-and-set SCHEDULED -> CANCELLED; 409 while a run is RUNNING; a repeat is 200."""
-        job = self._owned(job_id, tenant)
+        job = self.owned(job_id, tenant)
         now = self.clock.now()
         if job.status == JobStatus.COMPLETED:
             raise Conflict(f"job {job_id} has already completed")
@@ -156,7 +158,7 @@ class JobService:
         return CancelResult(job_id=job.job_id, status=JobStatus.CANCELLED.value)
 
     # -- helpers ----------------------------------------------------------------------------------------
-    def _owned(self, job_id: str, tenant: str) -> Job:
+    def owned(self, job_id: str, tenant: str) -> Job:
         job = self.jobs.get_job(job_id) if job_id.startswith("job_") and len(job_id) <= 64 else None
         if job is None or job.tenant != tenant:
             raise NotFound(f"job '{job_id}' not found", field="job_id")
@@ -186,19 +188,39 @@ class JobService:
             if run_at > now + RUN_AT_FUTURE_LIMIT:
                 raise ValidationFailed("run_at: more than 10 years ahead", field="run_at")
             return run_at
+        assert request.cron_expr is not None
+        policy = request.schedule_policy()
+        schedule = self.validate_schedule(request.cron_expr, request.timezone, policy)
+        after = max(now, policy.start_at - timedelta(milliseconds=1)) if policy.start_at else now
+        tick = schedule.next_after(after)
+        if policy.end_at and tick > policy.end_at:
+            raise ValidationFailed("end_at: the schedule has no tick before end_at", field="end_at")
+        return tick
+
+    @staticmethod
+    def validate_schedule(cron_expr: str, timezone: str, policy: SchedulePolicy) -> cron.CronSchedule:
+        """The parsed schedule; a 400 naming the field if it or the policy cannot be used."""
         try:
-            ZoneInfo(request.timezone)
+            ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError):
             raise ValidationFailed(
-                f"timezone: '{request.timezone}' is not an IANA timezone", field="timezone"
+                f"timezone: '{timezone}' is not an IANA timezone", field="timezone"
             ) from None
-        assert request.cron_expr is not None
         try:
-            return cron.parse(request.cron_expr, request.timezone).next_after(now)
+            schedule = cron.parse(cron_expr, timezone)
         except cron.CronError as exc:
             raise ValidationFailed(f"cron_expr: {exc}", field="cron_expr") from exc
+        if policy.jitter_seconds and policy.jitter_seconds >= schedule.min_interval_seconds():
+            raise ValidationFailed(
+                f"jitter_seconds: {policy.jitter_seconds} s is not shorter than the schedule's interval "
+                f"({schedule.min_interval_seconds()} s)",
+                field="jitter_seconds",
+            )
+        if policy.start_at and policy.end_at and policy.end_at <= policy.start_at:
+            raise ValidationFailed("end_at: must be after start_at", field="end_at")
+        return schedule
 
-    def _hand_over_if_due_soon(self, job: Job) -> None:
+    def hand_over_if_due_soon(self, job: Job) -> None:
         """Hand a tick the next dispatcher pass may not reach in time to the queue now."""
         if job.next_run_at is None or job.status != JobStatus.SCHEDULED:
             return
@@ -206,15 +228,7 @@ class JobService:
         until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
         if job.next_run_at > until:
             return
-        entry = DueEntry(
-            job_id=job.job_id,
-            tenant=job.tenant,
-            type=job.type,
-            next_run_at=job.next_run_at,
-            cron_expr=job.cron_expr,
-            timezone=job.timezone,
-        )
-        self.dispatcher.hand_over([entry], now=now, until=until)
+        self.dispatcher.hand_over([DueEntry.of(job)], now=now, until=until)
 
 
 def _view(job: Job, runs: list[Execution]) -> JobView:
@@ -233,6 +247,15 @@ def _view(job: Job, runs: list[Execution]) -> JobView:
         timeout_seconds=job.retry.timeout_seconds,
         non_retryable_errors=list(job.retry.non_retryable),
         idempotent=job.idempotent,
+        overlap_policy=job.policy.overlap_policy,
+        catchup=job.policy.catchup,
+        max_catchup=job.policy.max_catchup,
+        starting_deadline_seconds=job.policy.starting_deadline_seconds,
+        jitter_seconds=job.policy.jitter_seconds,
+        start_at=times.iso(job.policy.start_at) if job.policy.start_at else None,
+        end_at=times.iso(job.policy.end_at) if job.policy.end_at else None,
+        max_runs=job.policy.max_runs,
+        paused_at=times.iso(job.paused_at) if job.paused_at else None,
         next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),

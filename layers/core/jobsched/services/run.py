@@ -111,10 +111,16 @@ class Worker:
                 job_id=message.job_id, scheduled_for=sf, target=RunStatus.CANCELLED, now=self.clock.now()
             )
             return Outcome.CANCELLED
-        gate = self._gate(job, sf, delivery)
+        # Backfills are an operator's explicit, rate-limited request for past ticks: no gate. A manual
+        # run honours the overlap policy only.
+        gate = (
+            None
+            if message.kind == "backfill"
+            else self._gate(job, sf, delivery, manual=message.kind == "manual")
+        )
         if gate is not None:
             return gate
-        holds = self._guards_overlap(job)
+        holds = self._guards_overlap(job) and message.kind != "backfill"
         try:
             return self._run(job, sf, delivery)
         finally:
@@ -124,19 +130,23 @@ class Worker:
     def _guards_overlap(self, job: Job) -> bool:
         return job.type == "recurring" and job.policy.overlap_policy != "allow"
 
-    def _gate(self, job: Job, sf: str, delivery: Delivery) -> Outcome | None:
+    def _gate(self, job: Job, sf: str, delivery: Delivery, *, manual: bool) -> Outcome | None:
         """Whether the tick may start now: paused job, starting deadline, overlap policy.
 
         The overlap check is a compare-and-set on the job at the moment the run is about to be
         leased (ticks are handed over ahead of time, so this is the only moment that knows).
         """
         now = self.clock.now()
-        if job.status == JobStatus.PAUSED:
+        if job.status == JobStatus.PAUSED and not manual:
             return self._skip(job, sf, "paused", first_attempt_only=False)
         policy = job.policy
         late = (now - times.parse_stored(sf)).total_seconds()
         deadline = policy.starting_deadline_seconds
-        if deadline is not None and late > deadline + jitter_offset(job.job_id, policy.jitter_seconds):
+        if (
+            not manual
+            and deadline is not None
+            and late > deadline + jitter_offset(job.job_id, policy.jitter_seconds)
+        ):
             skipped = self._skip(job, sf, "deadline", first_attempt_only=True)
             if skipped is not None:
                 return skipped
@@ -250,7 +260,12 @@ class Worker:
             )
         else:
             heartbeat = _Heartbeat(
-                self, delivery, owner=owner, job_id=job.job_id, scheduled_for=sf, holds_job=self._guards_overlap(job)
+                self,
+                delivery,
+                owner=owner,
+                job_id=job.job_id,
+                scheduled_for=sf,
+                holds_job=self._guards_overlap(job),
             )
             heartbeat.start()
             try:
@@ -372,7 +387,14 @@ class _Heartbeat:
     """Extends the message's visibility and the row's lease while a handler runs long."""
 
     def __init__(
-        self, worker: Worker, delivery: Delivery, *, owner: str, job_id: str, scheduled_for: str, holds_job: bool
+        self,
+        worker: Worker,
+        delivery: Delivery,
+        *,
+        owner: str,
+        job_id: str,
+        scheduled_for: str,
+        holds_job: bool,
     ) -> None:
         self._worker, self._delivery = worker, delivery
         self._owner, self._job_id, self._sf = owner, job_id, scheduled_for
@@ -399,4 +421,6 @@ class _Heartbeat:
                 until=now + timedelta(seconds=lease),
             )
             if self._holds_job:
-                self._worker.jobs.extend_hold(self._job_id, run=self._sf, until=now + timedelta(seconds=lease))
+                self._worker.jobs.extend_hold(
+                    self._job_id, run=self._sf, until=now + timedelta(seconds=lease)
+                )

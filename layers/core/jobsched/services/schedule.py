@@ -1,0 +1,330 @@
+"""Recurring-job controls: pause, resume, run now, edit, backfill, and run history.
+
+Every change to a job's definition is one compare-and-set on its version (JobStore.save_definition),
+with the next tick recomputed in the same write, so an edit racing a dispatcher pass or another edit
+either lands whole or answers 409.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobsched import cron
+from jobsched.adapters.dynamodb import JobStore, RunStore, run_id_for
+from jobsched.adapters.sqs import Outgoing, RunQueue
+from jobsched.domain import times
+from jobsched.domain.models import (
+    BackfillRequest,
+    BackfillResult,
+    Job,
+    JobControl,
+    PatchJobRequest,
+    RetryPolicy,
+    RunMessage,
+    RunPage,
+    RunView,
+    SchedulePolicy,
+)
+from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.errors import Conflict, ValidationFailed
+from jobsched.ports import Clock
+from jobsched.services.dispatch import DueEntry
+from jobsched.services.jobs import JobService
+
+MAX_BACKFILL_TICKS = 1000
+MAX_BACKFILL_RANGE = timedelta(days=366)
+BACKFILL_RATE_PER_SECOND = 10
+MAX_HISTORY_PAGE = 100
+
+_SCHEDULE_FIELDS = {"cron_expr", "timezone", "jitter_seconds", "start_at", "end_at", "max_runs"}
+_RETRY_FIELDS = {"max_attempts", "backoff", "timeout_seconds", "non_retryable_errors"}
+_POLICY_FIELDS = {
+    "overlap_policy",
+    "catchup",
+    "max_catchup",
+    "starting_deadline_seconds",
+    *_SCHEDULE_FIELDS,
+} - {
+    "cron_expr",
+    "timezone",
+}
+
+
+@dataclass
+class ScheduleService:
+    """Controls on a tenant's jobs."""
+
+    jobs: JobStore
+    runs: RunStore
+    queue: RunQueue
+    job_service: JobService
+    clock: Clock
+
+    # -- pause / resume ---------------------------------------------------------------------------
+    def pause(self, job_id: str, *, tenant: str) -> JobControl:
+        """Stop handing ticks over; ticks already handed over are SKIPPED ("paused") when they come due."""
+        job = self.job_service.owned(job_id, tenant)
+        if job.status == JobStatus.PAUSED:
+            return JobControl(job_id=job.job_id, status=job.status.value)
+        if job.status != JobStatus.SCHEDULED or job.next_run_at is None:
+            raise Conflict(
+                f"job {job_id} is {job.status.value} with no pending tick: there is nothing to pause"
+            )
+        now = times.truncate_ms(self.clock.now())
+        paused = job.model_copy(
+            update={
+                "status": JobStatus.PAUSED,
+                "paused_at": now,
+                "resume_from": job.next_run_at,
+                "next_run_at": None,
+                "updated_at": now,
+            }
+        )
+        self._save(job, paused)
+        return JobControl(job_id=job.job_id, status=JobStatus.PAUSED.value)
+
+    def resume(self, job_id: str, *, tenant: str) -> JobControl:
+        """Hand ticks over again; ticks missed while paused follow the job's catch-up policy."""
+        job = self.job_service.owned(job_id, tenant)
+        if job.status == JobStatus.SCHEDULED:
+            return self._control(job)
+        if job.status != JobStatus.PAUSED:
+            raise Conflict(f"job {job_id} is {job.status.value}, not PAUSED")
+        now = times.truncate_ms(self.clock.now())
+        resumed = job.model_copy(
+            update={
+                "status": JobStatus.SCHEDULED,
+                "next_run_at": job.resume_from,
+                "paused_at": None,
+                "resume_from": None,
+                "updated_at": now,
+            }
+        )
+        self._save(job, resumed)
+        self.job_service.hand_over_if_due_soon(resumed)
+        return self._control(self.job_service.owned(job_id, tenant))
+
+    # -- run now ----------------------------------------------------------------------------------
+    def run_now(self, job_id: str, *, tenant: str) -> JobControl:
+        """A manual run with its own key (job_id, now), honouring the job's overlap policy."""
+        job = self.job_service.owned(job_id, tenant)
+        if job.status not in (JobStatus.SCHEDULED, JobStatus.PAUSED):
+            raise Conflict(f"job {job_id} is {job.status.value}: it no longer runs")
+        now = times.truncate_ms(self.clock.now())
+        row = self.runs.put_pending(
+            job_id=job.job_id, tenant=job.tenant, scheduled_for=now, now=now, kind="manual"
+        )
+        if not row.applied:
+            raise Conflict("a run with this instant exists already; retry")
+        message = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now), kind="manual")
+        self.queue.send([Outgoing(message, 0)])
+        return JobControl(job_id=job.job_id, status=job.status.value, run_id=run_id_for(job.job_id, now))
+
+    # -- edit -------------------------------------------------------------------------------------------
+    def edit(self, job_id: str, request: PatchJobRequest, *, tenant: str) -> Job:
+        """Change a job's definition; the next tick is recomputed in the same conditional write."""
+        job = self.job_service.owned(job_id, tenant)
+        if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+            raise Conflict(f"job {job_id} is {job.status.value}: it cannot be edited")
+        changed = request.model_fields_set
+        if job.type == "one_off" and changed & (_SCHEDULE_FIELDS | _POLICY_FIELDS):
+            bad = sorted(changed & (_SCHEDULE_FIELDS | _POLICY_FIELDS))[0]
+            raise ValidationFailed(f"{bad}: only recurring jobs have a schedule", field=bad)
+        if "handler" in changed and request.handler not in self.job_service.registry:
+            raise ValidationFailed(
+                f"handler: '{request.handler}' is not a registered handler", field="handler"
+            )
+        fields = {k: getattr(request, k) for k in changed}
+        retry = job.retry.model_dump()
+        for key in changed & _RETRY_FIELDS:
+            retry["non_retryable" if key == "non_retryable_errors" else key] = fields[key]
+        policy = job.policy.model_dump()
+        policy.update({k: fields[k] for k in changed & _POLICY_FIELDS})
+        try:
+            new_retry = RetryPolicy.model_validate(retry)
+            new_policy = SchedulePolicy.model_validate(policy)
+        except ValueError as exc:
+            raise ValidationFailed(f"invalid policy: {exc}") from exc
+        now = times.truncate_ms(self.clock.now())
+        updated = job.model_copy(
+            update={
+                "name": fields.get("name", job.name),
+                "handler": fields.get("handler") or job.handler,
+                "payload": fields["payload"] if fields.get("payload") is not None else job.payload,
+                "cron_expr": " ".join(fields["cron_expr"].split())
+                if fields.get("cron_expr")
+                else job.cron_expr,
+                "timezone": fields.get("timezone") or job.timezone,
+                "retry": new_retry,
+                "policy": new_policy,
+                "updated_at": now,
+            }
+        )
+        if changed & _SCHEDULE_FIELDS and job.type == "recurring":
+            self.job_service.validate_schedule(updated.cron_expr or "", updated.timezone, new_policy)
+            tick = self._next_tick_after_edit(updated, now)
+            if job.status == JobStatus.PAUSED:
+                updated = updated.model_copy(update={"resume_from": tick})
+            else:
+                updated = updated.model_copy(update={"next_run_at": tick})
+        self._save(job, updated)
+        self.job_service.hand_over_if_due_soon(updated)
+        return self.job_service.owned(job_id, tenant)
+
+    def _next_tick_after_edit(self, job: Job, now: datetime) -> datetime | None:
+        # Ticks handed over already have run rows; the newest of them bounds the new schedule from
+        # below, so no tick is handed over twice and none before now is invented.
+        newest = self.runs.recent(job.job_id, limit=1)
+        floor = max([now, *(r.scheduled_for for r in newest if r.kind == "scheduled")])
+        schedule = cron.parse(job.cron_expr or "", job.timezone)
+        policy = job.policy
+        tick = schedule.next_after(
+            max(floor, policy.start_at - timedelta(milliseconds=1)) if policy.start_at else floor
+        )
+        if policy.end_at and tick > policy.end_at:
+            return None
+        return tick
+
+    # -- backfill ---------------------------------------------------------------------------------------
+    def backfill(self, job_id: str, request: BackfillRequest, *, tenant: str) -> BackfillResult:
+        """Create the runs of every tick in [from, to) that has none, oldest first, rate-limited.
+
+        Idempotent: a tick that has a run already is left alone, so a repeat creates nothing new
+        (it re-sends the backfill runs still PENDING, in case an earlier request died before sending).
+        """
+        job = self.job_service.owned(job_id, tenant)
+        if job.type != "recurring" or not job.cron_expr:
+            raise ValidationFailed("backfill: only a recurring job has ticks to backfill", field="job_id")
+        if job.status == JobStatus.CANCELLED:
+            raise Conflict(f"job {job_id} is CANCELLED")
+        now = self.clock.now()
+        start, end = times.truncate_ms(request.from_), times.truncate_ms(request.to)
+        if end > now:
+            raise ValidationFailed("to: a backfill covers the past; `to` is in the future", field="to")
+        if end - start > MAX_BACKFILL_RANGE:
+            raise ValidationFailed(f"to: the range is longer than {MAX_BACKFILL_RANGE.days} days", field="to")
+        schedule = cron.parse(job.cron_expr, job.timezone)
+        ticks = schedule.ticks(start - timedelta(milliseconds=1), end, limit=MAX_BACKFILL_TICKS + 1)
+        ticks = [t for t in ticks if t < end]
+        if len(ticks) > MAX_BACKFILL_TICKS:
+            raise ValidationFailed(f"to: the range holds more than {MAX_BACKFILL_TICKS} ticks", field="to")
+        created = existing = 0
+        outgoing: list[Outgoing] = []
+        for tick in ticks:
+            row = self.runs.put_pending(
+                job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, kind="backfill"
+            )
+            execution = row.execution
+            if row.applied:
+                created += 1
+            else:
+                existing += 1
+            if row.applied or (
+                execution and execution.status == RunStatus.PENDING and execution.kind == "backfill"
+            ):
+                # Rate limit: at most BACKFILL_RATE_PER_SECOND runs start in any second.
+                delay = len(outgoing) // BACKFILL_RATE_PER_SECOND
+                outgoing.append(
+                    Outgoing(
+                        RunMessage(job_id=job.job_id, scheduled_for=times.stored(tick), kind="backfill"),
+                        delay,
+                    )
+                )
+        self.queue.send(outgoing)
+        return BackfillResult(
+            job_id=job.job_id,
+            ticks=len(ticks),
+            created=created,
+            existing=existing,
+            first=times.iso(ticks[0]) if ticks else None,
+            last=times.iso(ticks[-1]) if ticks else None,
+            spread_seconds=math.ceil(len(outgoing) / BACKFILL_RATE_PER_SECOND),
+        )
+
+    # -- history --------------------------------------------------------------------------------------------
+    def history(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        start: datetime | None,
+        end: datetime | None,
+        status: str | None,
+        cursor: str | None,
+        limit: int,
+    ) -> RunPage:
+        """Runs newest first, with lateness (start - scheduled_for) and duration."""
+        job = self.job_service.owned(job_id, tenant)
+        if not 1 <= limit <= MAX_HISTORY_PAGE:
+            raise ValidationFailed(f"limit: must be between 1 and {MAX_HISTORY_PAGE}", field="limit")
+        if status is not None and status not in RunStatus.__members__:
+            raise ValidationFailed(
+                f"status: must be one of {', '.join(RunStatus.__members__)}", field="status"
+            )
+        if start and end and start >= end:
+            raise ValidationFailed("from: must be before to", field="from")
+        rows, last = self.runs.history(
+            job.job_id, start=start, end=end, status=status, limit=limit, cursor=_decode(cursor, job.job_id)
+        )
+        items = [
+            RunView(
+                run_id=r.run_id,
+                scheduled_for=times.iso(r.scheduled_for),
+                kind=r.kind,
+                status=r.status.value,
+                reason=r.reason,
+                attempts=r.attempt,
+                started_at=times.iso(r.started_at) if r.started_at else None,
+                finished_at=times.iso(r.finished_at) if r.finished_at else None,
+                lateness_ms=int((r.started_at - r.scheduled_for).total_seconds() * 1000)
+                if r.started_at
+                else None,
+                duration_ms=r.duration_ms,
+                error=r.error,
+            )
+            for r in rows
+        ]
+        return RunPage(items=items, next_cursor=_encode(last) if last else None)
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+    def _save(self, old: Job, new: Job) -> None:
+        if not self.jobs.save_definition(new, expected_version=old.version):
+            raise Conflict(f"job {old.job_id} changed meanwhile; read it again and retry")
+
+    def _control(self, job: Job) -> JobControl:
+        return JobControl(
+            job_id=job.job_id,
+            status=job.status.value,
+            next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
+        )
+
+
+def _encode(key: dict[str, Any]) -> str:
+    flat = {k: v["S"] for k, v in key.items()}
+    return base64.urlsafe_b64encode(json.dumps(flat, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str | None, job_id: str) -> dict[str, Any] | None:
+    if not cursor:
+        return None
+    try:
+        flat = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise ValidationFailed("cursor: not a cursor this API issued", field="cursor") from None
+    if (
+        not isinstance(flat, dict)
+        or set(flat) != {"PK", "SK"}
+        or flat.get("PK") != f"JOB#{job_id}"
+        or not str(flat.get("SK", "")).startswith("RUN#")
+    ):
+        raise ValidationFailed("cursor: not a cursor this API issued", field="cursor")
+    return {k: {"S": v} for k, v in flat.items()}
+
+
+__all__ = ["DueEntry", "ScheduleService"]
