@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -38,7 +39,16 @@ class ClockedQueue(RunQueue):
 def use_clocked_queue(svc: Services) -> ClockedQueue:
     """Swap every service's queue for a ClockedQueue on the same SQS queue."""
     queue = ClockedQueue(svc.queue)
-    svc.queue = svc.dispatcher.queue = svc.worker.queue = queue
+    svc.queue = svc.dispatcher.queue = svc.worker.queue = svc.schedule.queue = queue
+    # The pump re-receives messages to play time and concurrency; every receive counts toward the
+    # redrive limit, which would move them to the DLQ here although no worker failed. (Redrive is
+    # exercised for real in test_failures.py.)
+    attrs = queue.client.get_queue_attributes(QueueUrl=queue.queue_url, AttributeNames=["RedrivePolicy"])
+    policy = json.loads(attrs["Attributes"]["RedrivePolicy"])
+    policy["maxReceiveCount"] = 100_000
+    queue.client.set_queue_attributes(
+        QueueUrl=queue.queue_url, Attributes={"RedrivePolicy": json.dumps(policy)}
+    )
     return queue
 
 
@@ -74,6 +84,9 @@ class Pump:
     outcomes: Counter[str] = field(default_factory=Counter)
     # Its own client: the mapping's receives and deletes are not the services' calls.
     sqs: Any = field(default_factory=lambda: boto3.client("sqs"))
+    _held: list[dict[str, Any]] = field(default_factory=list)
+    _depth: int = 0
+    _released: set[int] = field(default_factory=set)
 
     def receive_all(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -86,33 +99,64 @@ class Pump:
             out.extend(got)
 
     def run_due(self, until: datetime | None = None) -> Counter[str]:
-        """Deliver every message due by `until` (default: now), oldest first; returns outcomes."""
+        """Deliver every message due by `until` (default: now), oldest first; returns outcomes.
+
+        Re-entrant: a handler that pumps from inside its run (playing other workers while it is
+        busy) first gets the messages this call still holds put back, and this call re-receives
+        after it.
+        """
         until = until or self.clock.now()
-        messages = self.receive_all()
-        keyed = sorted(messages, key=lambda m: RunMessage.model_validate_json(m["Body"]).scheduled_for)
+        depth = self._depth = self._depth + 1
+        if depth > 1 and self._held:  # nested: give the outer call's pending messages to "other workers"
+            for held in self._held:
+                self._release(held)
+            self._held = []
+            self._released.add(depth - 1)
         done: Counter[str] = Counter()
-        for m in keyed:
-            sf = times.parse_stored(RunMessage.model_validate_json(m["Body"]).scheduled_for)
-            if sf > until:
-                self.sqs.change_message_visibility(
-                    QueueUrl=self.svc.queue.queue_url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
-                )
-                continue
-            if sf > self.clock.now():
-                self.clock.set(sf)
-            try:
-                outcome = self.svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
-            except Crash:
-                self.in_flight.append(m["ReceiptHandle"])
-                done["crashed"] += 1
-                continue
-            except InFlightElsewhere:
-                done["left"] += 1
-                continue
-            self.sqs.delete_message(QueueUrl=self.svc.queue.queue_url, ReceiptHandle=m["ReceiptHandle"])
-            done[outcome.value if isinstance(outcome, Outcome) else str(outcome)] += 1
+        tried: set[str] = set()
+        try:
+            while True:
+                messages = sorted(self.receive_all(), key=_scheduled_for)
+                due = [m for m in messages if m["MessageId"] not in tried and _scheduled_for(m) <= until]
+                for other in messages:
+                    if other not in due:
+                        self._release(other)
+                if not due:
+                    break
+                self._held = list(due)
+                for m in due:
+                    if depth in self._released:
+                        break
+                    self._held.remove(m)
+                    tried.add(m["MessageId"])
+                    done[self._deliver(m)] += 1
+                self._released.discard(depth)
+        finally:
+            self._held = []
+            self._depth -= 1
         self.outcomes.update(done)
         return done
+
+    def _deliver(self, m: dict[str, Any]) -> str:
+        sf = _scheduled_for(m)
+        if sf > self.clock.now():
+            self.clock.set(sf)
+        try:
+            outcome = self.svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+        except Crash:
+            self.in_flight.append(m["ReceiptHandle"])
+            return "crashed"
+        except InFlightElsewhere:
+            # Left in the queue: it comes back on the next pump (played visibility timeout).
+            self._release(m)
+            return "left"
+        self.sqs.delete_message(QueueUrl=self.svc.queue.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return outcome.value if isinstance(outcome, Outcome) else str(outcome)
+
+    def _release(self, message: dict[str, Any]) -> None:
+        self.sqs.change_message_visibility(
+            QueueUrl=self.svc.queue.queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
 
     def expire_leases(self, lease_seconds: float) -> None:
         """Time passes beyond every lease: in-flight messages surface again."""
@@ -122,6 +166,10 @@ class Pump:
                 QueueUrl=self.svc.queue.queue_url, ReceiptHandle=handle, VisibilityTimeout=0
             )
         self.in_flight.clear()
+
+
+def _scheduled_for(message: dict[str, Any]) -> datetime:
+    return times.parse_stored(RunMessage.model_validate_json(message["Body"]).scheduled_for)
 
 
 def run_rows(settings_table: str, job_id: str) -> list[dict[str, Any]]:

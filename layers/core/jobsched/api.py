@@ -27,11 +27,11 @@ from jobsched import __version__
 from jobsched import constants as c
 from jobsched.adapters.idempotency import once_per_key
 from jobsched.domain.models import (
+    BackfillRequest,
+    BackfillResult,
     CancelResult,
     CreateJobRequest,
     DeadLetterPage,
-    BackfillRequest,
-    BackfillResult,
     JobControl,
     JobCreated,
     JobView,

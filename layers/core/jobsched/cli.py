@@ -124,6 +124,47 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return call(args, "POST", f"/api/dead-letter/{args.run_id}/replay", headers={c.IDEMPOTENCY_HEADER: key})
 
 
+def cmd_control(args: argparse.Namespace) -> int:
+    """POST /api/jobs/{id}/pause | resume | run."""
+    return call(args, "POST", f"/api/jobs/{args.job_id}/{args.action}")
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    """PATCH /api/jobs/{id}."""
+    body: dict[str, Any] = json.loads(args.json) if args.json else {}
+    for flag, field in (
+        ("cron", "cron_expr"),
+        ("timezone", "timezone"),
+        ("overlap", "overlap_policy"),
+        ("catchup", "catchup"),
+    ):
+        if getattr(args, flag):
+            body[field] = getattr(args, flag)
+    if args.payload:
+        body["payload"] = json.loads(args.payload)
+    if args.jitter is not None:
+        body["jitter_seconds"] = args.jitter
+    return call(args, "PATCH", f"/api/jobs/{args.job_id}", body)
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """POST /api/jobs/{id}/backfill."""
+    return call(args, "POST", f"/api/jobs/{args.job_id}/backfill", {"from": args.start, "to": args.end})
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """GET /api/jobs/{id}/runs."""
+    query = {"limit": str(args.limit)}
+    for key in ("cursor", "status"):
+        if getattr(args, key):
+            query[key] = getattr(args, key)
+    if args.start:
+        query["from"] = args.start
+    if args.end:
+        query["to"] = args.end
+    return call(args, "GET", f"/api/jobs/{args.job_id}/runs?" + urllib.parse.urlencode(query))
+
+
 def cmd_cron_next(args: argparse.Namespace) -> int:
     """Print the next N fire times exactly as the dispatcher computes them."""
     from jobsched import cron
@@ -175,6 +216,41 @@ def parser() -> argparse.ArgumentParser:
     p = client("cancel", "cancel a job")
     p.add_argument("job_id")
     p.set_defaults(func=cmd_cancel)
+
+    for action, help_ in (
+        ("pause", "stop handing a job's ticks over"),
+        ("resume", "resume a paused job (missed ticks follow its catch-up policy)"),
+        ("run", "run a job now (a manual run, honouring its overlap policy)"),
+    ):
+        p = client(action, help_)
+        p.add_argument("job_id")
+        p.set_defaults(func=cmd_control, action=action)
+
+    p = client("edit", "change a job (PATCH)")
+    p.add_argument("job_id")
+    p.add_argument("--cron")
+    p.add_argument("--timezone")
+    p.add_argument("--payload", help="JSON object")
+    p.add_argument("--overlap", choices=["skip", "buffer_one", "allow"])
+    p.add_argument("--catchup", choices=["one", "none", "all"])
+    p.add_argument("--jitter", type=int, help="jitter_seconds")
+    p.add_argument("--json", help="the PATCH body as JSON (flags override its fields)")
+    p.set_defaults(func=cmd_edit)
+
+    p = client("backfill", "create the runs of every past tick in [from, to) that has none")
+    p.add_argument("job_id")
+    p.add_argument("--from", dest="start", required=True, help="ISO-8601 with offset")
+    p.add_argument("--to", dest="end", required=True, help="ISO-8601 with offset")
+    p.set_defaults(func=cmd_backfill)
+
+    p = client("runs", "a job's run history, newest first")
+    p.add_argument("job_id")
+    p.add_argument("--from", dest="start")
+    p.add_argument("--to", dest="end")
+    p.add_argument("--status")
+    p.add_argument("--cursor")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(func=cmd_runs)
 
     p = client("dead-letter", "list dead-lettered runs, newest first")
     p.add_argument("--limit", type=int, default=20)

@@ -74,7 +74,7 @@ DUE_INDEX = IndexSpec(
         "status",
         "policy",
         "dispatched",
-    ),  # fmt: skip
+    ),
 )
 
 # Jobs, idempotency records and shard leases. Runs live in their own table (below), an

@@ -52,6 +52,7 @@ MAX_TICKS_PER_PASS = 120  # per job; a per-second cron has 90 ticks in the defau
 MAX_MISSED_PER_PASS = 1000  # per job; catch-up policies are exact up to this many missed ticks
 MAX_BUCKETS_PER_PASS = 24 * 60  # a day of minute buckets: the catch-up a pass does after an outage
 PAGE_SIZE = 100
+FIRST_PASS_LOOKBACK_MINUTES = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ class DueEntry:
     next_run_at: datetime
     cron_expr: str | None
     timezone: str
-    policy: SchedulePolicy = SchedulePolicy()
+    policy: SchedulePolicy = field(default_factory=SchedulePolicy)
     dispatched: int = 0
 
     @classmethod
@@ -238,7 +239,13 @@ class Dispatcher:
         recent = times.bucket(
             now - timedelta(seconds=self.settings.lookahead_seconds + self.settings.tick_seconds)
         )
-        first = min(lease.watermark, recent) if lease.watermark else recent
+        # A shard's first pass ever has no watermark: it looks back FIRST_PASS_LOOKBACK, so jobs
+        # written before the dispatcher first ran (or while its rule was off) are not left behind.
+        first = (
+            min(lease.watermark, recent)
+            if lease.watermark
+            else times.bucket(now - timedelta(minutes=FIRST_PASS_LOOKBACK_MINUTES))
+        )
         buckets = times.buckets_between(first, times.bucket(until), limit=MAX_BUCKETS_PER_PASS)
         for name in buckets:
             cursor: dict[str, Any] | None = None
@@ -259,9 +266,23 @@ class Dispatcher:
         return report
 
     # -- shared with the API (a job due before the next pass can reach it) --------------------------
-    def hand_over(self, entries: list[DueEntry], *, now: datetime, until: datetime) -> int:
-        """Hand every tick <= until of these jobs to the queue (steps 1-3 above); returns runs sent."""
-        missed_before = now - timedelta(seconds=self.settings.lookahead_seconds + self.settings.tick_seconds)
+    def hand_over(
+        self,
+        entries: list[DueEntry],
+        *,
+        now: datetime,
+        until: datetime,
+        missed_before: datetime | None = None,
+    ) -> int:
+        """Hand every tick <= until of these jobs to the queue (steps 1-3 above); returns runs sent.
+
+        A tick before `missed_before` was missed (default: later than a healthy pass could leave
+        it; a resume passes "now": every tick of the pause was missed).
+        """
+        if missed_before is None:
+            missed_before = now - timedelta(
+                seconds=self.settings.lookahead_seconds + self.settings.tick_seconds
+            )
         plans = [plan_ticks(e, until=until, missed_before=missed_before) for e in entries]
         plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
         outgoing: list[Outgoing] = []

@@ -220,7 +220,7 @@ class JobService:
             raise ValidationFailed("end_at: must be after start_at", field="end_at")
         return schedule
 
-    def hand_over_if_due_soon(self, job: Job) -> None:
+    def hand_over_if_due_soon(self, job: Job, *, missed_before: datetime | None = None) -> None:
         """Hand a tick the next dispatcher pass may not reach in time to the queue now."""
         if job.next_run_at is None or job.status != JobStatus.SCHEDULED:
             return
@@ -228,7 +228,7 @@ class JobService:
         until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
         if job.next_run_at > until:
             return
-        self.dispatcher.hand_over([DueEntry.of(job)], now=now, until=until)
+        self.dispatcher.hand_over([DueEntry.of(job)], now=now, until=until, missed_before=missed_before)
 
 
 def _view(job: Job, runs: list[Execution]) -> JobView:

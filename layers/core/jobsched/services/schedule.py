@@ -107,7 +107,8 @@ class ScheduleService:
             }
         )
         self._save(job, resumed)
-        self.job_service.hand_over_if_due_soon(resumed)
+        # Every tick that came due during the pause was missed: the catch-up policy decides.
+        self.job_service.hand_over_if_due_soon(resumed, missed_before=now)
         return self._control(self.job_service.owned(job_id, tenant))
 
     # -- run now ----------------------------------------------------------------------------------
@@ -292,7 +293,7 @@ class ScheduleService:
         ]
         return RunPage(items=items, next_cursor=_encode(last) if last else None)
 
-    # -- helpers ----------------------------------------------------------------------------------------------
+    # -- helpers ------------------------------------------------------------------------------------------
     def _save(self, old: Job, new: Job) -> None:
         if not self.jobs.save_definition(new, expected_version=old.version):
             raise Conflict(f"job {old.job_id} changed meanwhile; read it again and retry")
