@@ -175,3 +175,91 @@ def test_bad_input_is_a_clear_4xx_and_writes_nothing(
 def test_unknown_ids_and_routes_are_4xx(call: Call, method: str, path: str, status: int) -> None:
     got, answer = call(method, path)
     assert got == status and set(answer["error"]) == {"code", "message"}
+
+
+def test_recurring_controls_over_http(call: Call) -> None:
+    _, job = call(
+        "POST", "/api/jobs", {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"}
+    )
+    job_id = job["job_id"]
+    assert call("POST", f"/api/jobs/{job_id}/pause")[1]["status"] == "PAUSED"
+    assert call("GET", f"/api/jobs/{job_id}")[1]["paused_at"] is not None
+    assert call("POST", f"/api/jobs/{job_id}/resume")[1]["status"] == "SCHEDULED"
+    status, edited = call(
+        "PATCH", f"/api/jobs/{job_id}", {"cron_expr": "30 * * * *", "overlap_policy": "allow"}
+    )
+    assert status == 200 and edited["cron_expr"] == "30 * * * *" and edited["overlap_policy"] == "allow"
+    status, run = call("POST", f"/api/jobs/{job_id}/run")
+    assert status == 202 and run["run_id"].startswith(job_id)
+    start = (datetime.now(UTC) - timedelta(hours=5)).replace(minute=0, second=0, microsecond=0)
+    status, result = call(
+        "POST",
+        f"/api/jobs/{job_id}/backfill",
+        {"from": start.isoformat(), "to": (start + timedelta(hours=3)).isoformat()},
+    )
+    assert status == 202 and result["ticks"] == 3 and result["created"] == 3
+    status, page = call("GET", f"/api/jobs/{job_id}/runs?limit=2")
+    assert status == 200 and len(page["items"]) == 2 and page["next_cursor"]
+    status, rest = call("GET", f"/api/jobs/{job_id}/runs?limit=10&cursor={page['next_cursor']}")
+    assert status == 200 and len(rest["items"]) == 2 and rest["next_cursor"] is None
+
+
+BAD_CONTROLS: list[tuple[str, str, str, Any, int, str]] = [
+    # (name, method, path template, body, status, word)
+    ("unknown overlap policy", "POST", "/api/jobs", {"overlap_policy": "sometimes"}, 400, "overlap_policy"),
+    ("unknown catchup policy", "POST", "/api/jobs", {"catchup": "most"}, 400, "catchup"),
+    ("jitter over the interval", "POST", "/api/jobs",
+     {"cron_expr": "*/10 * * * * *", "jitter_seconds": 20}, 400, "jitter"),
+    ("end_at before start_at", "POST", "/api/jobs",
+     {"start_at": "2027-01-02T00:00:00+00:00", "end_at": "2027-01-01T00:00:00+00:00"}, 400, "end_at"),
+    ("backfill from after to", "POST", "/api/jobs/{id}/backfill",
+     {"from": "2026-11-02T00:00:00+00:00", "to": "2026-11-01T00:00:00+00:00"}, 400, "before"),
+    ("backfill over the cap", "POST", "/api/jobs/{id}/backfill",
+     {"from": "2026-01-01T00:00:00+00:00", "to": "2026-11-01T00:00:00+00:00"}, 400, "1000 ticks"),
+    ("backfill naive time", "POST", "/api/jobs/{id}/backfill",
+     {"from": "2026-11-01T00:00:00", "to": "2026-11-02T00:00:00+00:00"}, 400, "from"),
+    ("empty PATCH", "PATCH", "/api/jobs/{id}", {}, 400, "nothing to change"),
+    ("PATCH with a bad cron", "PATCH", "/api/jobs/{id}", {"cron_expr": "61 * * * *"}, 400, "cron_expr"),
+    ("runs with an unknown status", "GET", "/api/jobs/{id}/runs?status=HAPPY", None, 400, "status"),
+    ("runs with a bad cursor", "GET", "/api/jobs/{id}/runs?cursor=xyz", None, 400, "cursor"),
+    ("runs with limit 0", "GET", "/api/jobs/{id}/runs?limit=0", None, 400, "limit"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "path", "body", "status", "word"), BAD_CONTROLS, ids=[b[0] for b in BAD_CONTROLS]
+)
+def test_bad_recurring_controls_are_clear_4xx(
+    call: Call, aws: Settings, name: str, method: str, path: str, body: Any, status: int, word: str
+) -> None:
+    _, job = call(
+        "POST", "/api/jobs", {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"}
+    )
+    if path == "/api/jobs":
+        body = {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo", **body}
+    before = job_items(aws)
+    got, answer = call(method, path.replace("{id}", job["job_id"]), body)
+    assert got == status, answer
+    assert word.lower() in answer["error"]["message"].lower(), answer
+    assert job_items(aws) == before
+
+
+def test_patch_of_a_cancelled_job_and_pause_of_a_finished_one_off_are_conflicts(
+    call: Call, aws: Settings
+) -> None:
+    _, job = call(
+        "POST", "/api/jobs", {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"}
+    )
+    call("DELETE", f"/api/jobs/{job['job_id']}")
+    status, err = call("PATCH", f"/api/jobs/{job['job_id']}", {"payload": {"a": 1}})
+    assert status == 409 and "CANCELLED" in err["error"]["message"]
+    _, one = call("POST", "/api/jobs", {"type": "one_off", "run_at": soon(), "handler": "demo.echo"})
+    boto3.client("dynamodb").update_item(  # the one-off ran: its job completed
+        TableName=aws.jobs_table,
+        Key={"PK": {"S": f"JOB#{one['job_id']}"}, "SK": {"S": "META"}},
+        UpdateExpression="SET #s = :c REMOVE next_run_at, due_key",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":c": {"S": "COMPLETED"}},
+    )
+    status, err = call("POST", f"/api/jobs/{one['job_id']}/pause")
+    assert status == 409 and "nothing to pause" in err["error"]["message"]

@@ -321,3 +321,42 @@ def test_run_message_is_what_the_workflow_re_enqueues(svc: Services) -> None:
     # The workflow sends the same body the dispatcher does, so workers need no second format.
     body = RunMessage(job_id="job_x", scheduled_for="2026-01-01T00:00:00.000Z").model_dump_json()
     assert RunMessage.model_validate_json(body).scheduled_for == "2026-01-01T00:00:00.000Z"
+
+
+def test_two_workers_racing_for_overlapping_ticks_run_one_and_skip_the_other(svc: Services) -> None:
+    """Real threads, real moto server: the overlap guard is a compare-and-set, not a read-then-write."""
+    started = threading.Barrier(2)
+    calls: list[str] = []
+
+    def slow(payload: dict[str, Any], ctx: RunContext) -> None:
+        calls.append(ctx.scheduled_for.isoformat())
+        time.sleep(0.5)
+
+    svc.worker.registry.register("test.slow", slow)
+    svc.job_service.registry = svc.worker.registry
+    request = CreateJobRequest(
+        type="recurring", handler="test.slow", cron_expr="*/10 * * * * *", overlap_policy="skip"
+    )
+    job_id = svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    # two ticks' runs, both due, delivered to two workers at the same moment
+    now = datetime.now(UTC).replace(microsecond=0)
+    ticks = [now - timedelta(seconds=20), now - timedelta(seconds=10)]
+    bodies = []
+    for tick in ticks:
+        svc.runs.put_pending(job_id=job_id, tenant="t", scheduled_for=tick, now=now)
+        bodies.append(RunMessage(job_id=job_id, scheduled_for=times.stored(tick)).model_dump_json())
+    outcomes: list[str] = []
+
+    def work(i: int) -> None:
+        started.wait()
+        outcomes.append(svc.worker.process(Delivery(f"m{i}", f"r{i}", bodies[i])).value)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(outcomes) == ["skipped", "succeeded"] and len(calls) == 1
+    statuses = sorted(svc.runs.get(job_id, t).status.value for t in ticks)  # type: ignore[union-attr]
+    assert statuses == ["SKIPPED", "SUCCEEDED"]
+    assert svc.jobs.get_job(job_id).active_run is None  # type: ignore[union-attr]
