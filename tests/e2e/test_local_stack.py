@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -111,3 +112,38 @@ def test_a_failing_job_is_dead_lettered_and_replayed_over_http(stack: Stack) -> 
         timeout=30,
         **{"X-Tenant": "fail"},
     )
+
+
+def test_overlapping_ticks_are_skipped_visibly_and_a_job_pauses_and_resumes(stack: Stack) -> None:
+    headers = {"X-Tenant": "recurring"}
+    body = {
+        "type": "recurring",
+        "cron_expr": "*/5 * * * * *",
+        "handler": "demo.sleep",
+        "payload": {"seconds": 8},
+        "overlap_policy": "skip",
+    }
+    job_id = stack.post("/api/jobs", body, **headers).json()["job_id"]
+
+    def history() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = stack.get(f"/api/jobs/{job_id}/runs?limit=50", **headers).json()[
+            "items"
+        ]
+        return items
+
+    import time
+
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        runs = history()
+        if any(r["status"] == "SUCCEEDED" for r in runs) and any(r.get("reason") == "overlap" for r in runs):
+            break
+        time.sleep(0.5)
+    runs = history()
+    done = [r for r in runs if r["status"] == "SUCCEEDED"]
+    skipped = [r for r in runs if r["status"] == "SKIPPED"]
+    assert done and skipped and {r["reason"] for r in skipped} == {"overlap"}
+    assert all(r["lateness_ms"] is not None and r["lateness_ms"] >= 0 for r in done)
+    assert stack.post(f"/api/jobs/{job_id}/pause", None, **headers).json()["status"] == "PAUSED"
+    assert stack.post(f"/api/jobs/{job_id}/resume", None, **headers).json()["status"] == "SCHEDULED"
+    assert stack.get(f"/api/jobs/{job_id}", **headers).json()["status"] == "SCHEDULED"
