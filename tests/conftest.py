@@ -43,6 +43,7 @@ def aws() -> Iterator[Settings]:
             execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
             execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
             failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
+            dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
             alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
             shard_count=4,
             lookahead_seconds=90,

@@ -69,6 +69,7 @@ def svc(endpoint: str, request: pytest.FixtureRequest) -> Services:
         execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
         execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
         failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
+        dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
         alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
         shard_count=2,
         lease_seconds=30,

@@ -148,6 +148,7 @@ class StateMachineSpec:
 
 ALERT_TOPIC = TopicSpec(logical_id="AlertTopic", suffix="alerts")
 FAILURE_WORKFLOW = StateMachineSpec(logical_id="FailureWorkflow", suffix="failure")
+DAG_WORKFLOW = StateMachineSpec(logical_id="DagWorkflow", suffix="dag")
 
 
 def physical_name(prefix: str, spec: TableSpec | QueueSpec | TopicSpec | StateMachineSpec) -> str:
@@ -228,18 +229,20 @@ def create_local_resources(
     if sns is not None:
         out[ALERT_TOPIC.logical_id] = sns.create_topic(Name=physical_name(prefix, ALERT_TOPIC))["TopicArn"]
     if stepfunctions is not None:
-        from jobsched.workflows import failure_definition
+        from jobsched.workflows import dag_definition, failure_definition
 
-        name = physical_name(prefix, FAILURE_WORKFLOW)
-        found = [m for m in stepfunctions.list_state_machines()["stateMachines"] if m["name"] == name]
-        out[FAILURE_WORKFLOW.logical_id] = (
-            found[0]["stateMachineArn"]
-            if found
-            else stepfunctions.create_state_machine(
-                name=name,
-                definition=json.dumps(failure_definition()),
-                roleArn="arn:aws:iam::000000000000:role/jobsched-local-workflows",
-                type="STANDARD",
-            )["stateMachineArn"]
-        )
+        existing_machines = {
+            m["name"]: m["stateMachineArn"] for m in stepfunctions.list_state_machines()["stateMachines"]
+        }
+        for spec, definition in ((FAILURE_WORKFLOW, failure_definition()), (DAG_WORKFLOW, dag_definition())):
+            name = physical_name(prefix, spec)
+            out[spec.logical_id] = (
+                existing_machines.get(name)
+                or stepfunctions.create_state_machine(
+                    name=name,
+                    definition=json.dumps(definition),
+                    roleArn="arn:aws:iam::000000000000:role/jobsched-local-workflows",
+                    type="STANDARD",
+                )["stateMachineArn"]
+            )
     return out

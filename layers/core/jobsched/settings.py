@@ -20,6 +20,7 @@ class Settings(BaseModel):
     execution_queue_url: str
     # The bad path: the failure workflow, its alert topic, and the execution queue's redrive DLQ.
     failure_workflow_arn: str = ""
+    dag_workflow_arn: str = ""
     alert_topic_arn: str = ""
     execution_dlq_url: str = ""
     shard_count: int = Field(default=8, ge=1, le=1024)
@@ -43,6 +44,7 @@ class Settings(BaseModel):
         }
         optional = {
             "failure_workflow_arn": c.FAILURE_WORKFLOW_ARN_ENV,
+            "dag_workflow_arn": c.DAG_WORKFLOW_ARN_ENV,
             "alert_topic_arn": c.ALERT_TOPIC_ARN_ENV,
             "execution_dlq_url": c.EXECUTION_DLQ_URL_ENV,
             "shard_count": c.SHARD_COUNT_ENV,
@@ -66,6 +68,7 @@ class Settings(BaseModel):
             c.RUNS_TABLE_ENV: self.runs_table,
             c.EXECUTION_QUEUE_URL_ENV: self.execution_queue_url,
             c.FAILURE_WORKFLOW_ARN_ENV: self.failure_workflow_arn,
+            c.DAG_WORKFLOW_ARN_ENV: self.dag_workflow_arn,
             c.ALERT_TOPIC_ARN_ENV: self.alert_topic_arn,
             c.EXECUTION_DLQ_URL_ENV: self.execution_dlq_url,
             c.SHARD_COUNT_ENV: str(self.shard_count),

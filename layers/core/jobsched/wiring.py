@@ -13,6 +13,7 @@ from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import Workflows
 from jobsched.handlers import HandlerRegistry, registry
 from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
+from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.failures import FailureService
 from jobsched.services.jobs import JobService
@@ -55,6 +56,7 @@ class Services:
     clock: Clock
     failures: FailureService
     schedule: ScheduleService
+    dag: DagService
 
 
 def build(
@@ -80,7 +82,10 @@ def build(
     queue = RunQueue(client=sqs, queue_url=settings.execution_queue_url)
     dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
     workflows = Workflows(client=stepfunctions, failure_workflow_arn=settings.failure_workflow_arn)
-    failures = FailureService(jobs=jobs, runs=runs, workflows=workflows, settings=settings, clock=clock)
+    dag = DagService(jobs=jobs, runs=runs, workflows=workflows, settings=settings, clock=clock)
+    failures = FailureService(
+        jobs=jobs, runs=runs, workflows=workflows, settings=settings, clock=clock, dag=dag
+    )
     worker = Worker(
         jobs=jobs,
         runs=runs,
@@ -89,10 +94,11 @@ def build(
         settings=settings,
         clock=clock,
         failures=failures,
+        dag=dag,
         crash=crash,
     )
-    service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock)
+    service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock, dag=dag)
     schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
     return Services(
-        settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock, failures, schedule
+        settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock, failures, schedule, dag
     )

@@ -135,9 +135,209 @@ def failure_definition() -> dict[str, Any]:
                 },
                 "ResultPath": None,
                 "Retry": _RETRY,
+                "Next": "Propagate",
+            },
+            "Propagate": {
+                "Type": "Map",
+                "Comment": "every transitive dependant's run of this period becomes UPSTREAM_FAILED, visibly",
+                "ItemsPath": "$.propagate",
+                "MaxConcurrency": 10,
+                "Parameters": {
+                    "item.$": "$$.Map.Item.Value",
+                    "runs_table.$": "$.runs_table",
+                    "dead_at.$": "$.dead_at",
+                },
+                "Iterator": {
+                    "StartAt": "MarkUpstreamFailed",
+                    "States": {
+                        "MarkUpstreamFailed": {
+                            "Type": "Task",
+                            "Resource": "arn:aws:states:::dynamodb:updateItem",
+                            "Parameters": {
+                                "TableName.$": "$.runs_table",
+                                "Key": {"PK": {"S.$": "$.item.pk"}, "SK": {"S.$": "$.item.run_sk"}},
+                                "UpdateExpression": (
+                                    "SET #s = :upstream_failed, run_id = :rid, job_id = :jid,"
+                                    " tenant = :tenant, scheduled_for = :sf, kind = :kind,"
+                                    " reason = :why, attempt = :zero,"
+                                    " updated_at = :now, created_at = :now"
+                                ),
+                                "ConditionExpression": "attribute_not_exists(PK)",
+                                "ExpressionAttributeNames": {"#s": "status"},
+                                "ExpressionAttributeValues": {
+                                    ":upstream_failed": {"S": "UPSTREAM_FAILED"},
+                                    ":rid": {"S.$": "$.item.run_id"},
+                                    ":jid": {"S.$": "$.item.job_id"},
+                                    ":tenant": {"S.$": "$.item.tenant"},
+                                    ":sf": {"S.$": "$.item.run_sf"},
+                                    ":kind": {"S": "dependant"},
+                                    ":why": {"S.$": "$.item.reason"},
+                                    ":zero": {"N": "0"},
+                                    ":now": {"S.$": "$.dead_at"},
+                                },
+                            },
+                            "ResultPath": None,
+                            "Retry": _RETRY,
+                            # A run that exists already (released earlier, or marked) is left as it is.
+                            "Catch": [
+                                {"ErrorEquals": [_CONDITION_FAILED], "ResultPath": None, "Next": "Marked"}
+                            ],
+                            "Next": "Marked",
+                        },
+                        "Marked": {"Type": "Succeed"},
+                    },
+                },
+                "ResultPath": None,
                 "Next": "Done",
             },
             "Stale": {"Type": "Succeed", "Comment": "another actor moved the run first"},
             "Done": {"Type": "Succeed"},
+        },
+    }
+
+
+def dag_definition() -> dict[str, Any]:
+    """The ASL of the DAG completion workflow: count an upstream run's success into each dependant.
+
+    Input: {"upstream_run", "runs_table", "queue_url", "items": [one per dependant: pk, wait_sk,
+    run_sk, run_sf, run_id, job_id, tenant, fan_in, message, now]}. Per dependant (Map):
+
+        Count: outstanding = fan_in - 1 the first time, - 1 after; the upstream run is added to
+               `counted` in the same conditional write, so a second signal of the same upstream
+               run is refused (idempotent per upstream run) ──refused──> Recheck
+        Ready: outstanding == 0 ? ──> Release : Done
+        Release: the dependant's run row for the period, PENDING (born, or re-armed from
+               UPSTREAM_FAILED) ──exists already──> Existing: still PENDING ? Enqueue : Done
+        Enqueue: SQS SendMessage (a duplicate message is dropped by the worker's lease)
+
+    A dependant fires when its count reaches zero, exactly once per period: the run row's
+    conditional creation is the only way in, whatever the number of deliveries or re-runs.
+    """
+    key = {"PK": {"S.$": "$.item.pk"}}
+    get_wait = {
+        "TableName.$": "$.runs_table",
+        "Key": {**key, "SK": {"S.$": "$.item.wait_sk"}},
+        "ConsistentRead": True,
+    }
+    get_run = {
+        "TableName.$": "$.runs_table",
+        "Key": {**key, "SK": {"S.$": "$.item.run_sk"}},
+        "ConsistentRead": True,
+    }
+    count: dict[str, Any] = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::dynamodb:updateItem",
+        "Parameters": {
+            "TableName.$": "$.runs_table",
+            "Key": {**key, "SK": {"S.$": "$.item.wait_sk"}},
+            "UpdateExpression": (
+                "SET outstanding = if_not_exists(outstanding, :fan_in) - :one ADD counted :run"
+            ),
+            "ConditionExpression": "attribute_not_exists(counted) OR NOT contains(counted, :run_id)",
+            "ExpressionAttributeValues": {
+                ":fan_in": {"N.$": "States.Format('{}', $.item.fan_in)"},
+                ":one": {"N": "1"},
+                ":run": {"SS.$": "States.Array($.upstream_run)"},
+                ":run_id": {"S.$": "$.upstream_run"},
+            },
+            "ReturnValues": "UPDATED_NEW",
+        },
+        "ResultSelector": {"outstanding.$": "$.Attributes.outstanding.N"},
+        "ResultPath": "$.count",
+        "Retry": _RETRY,
+        "Catch": [{"ErrorEquals": [_CONDITION_FAILED], "ResultPath": "$.refused", "Next": "Recheck"}],
+        "Next": "Ready",
+    }
+    release: dict[str, Any] = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::dynamodb:updateItem",
+        "Parameters": {
+            "TableName.$": "$.runs_table",
+            "Key": {**key, "SK": {"S.$": "$.item.run_sk"}},
+            "UpdateExpression": "SET #s = :pending, run_id = :rid, job_id = :jid, tenant = :tenant, "
+            "scheduled_for = :sf, attempt = :zero, kind = :kind, updated_at = :now, "
+            "created_at = if_not_exists(created_at, :now) REMOVE reason",
+            "ConditionExpression": "attribute_not_exists(PK) OR #s = :upstream_failed",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {
+                ":pending": {"S": "PENDING"},
+                ":upstream_failed": {"S": "UPSTREAM_FAILED"},
+                ":rid": {"S.$": "$.item.run_id"},
+                ":jid": {"S.$": "$.item.job_id"},
+                ":tenant": {"S.$": "$.item.tenant"},
+                ":sf": {"S.$": "$.item.run_sf"},
+                ":zero": {"N": "0"},
+                ":kind": {"S": "dependant"},
+                ":now": {"S.$": "$.item.now"},
+            },
+        },
+        "ResultPath": None,
+        "Retry": _RETRY,
+        "Catch": [{"ErrorEquals": [_CONDITION_FAILED], "ResultPath": "$.refused", "Next": "Existing"}],
+        "Next": "Enqueue",
+    }
+    iterator = {
+        "StartAt": "Count",
+        "States": {
+            "Count": count,
+            "Recheck": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::dynamodb:getItem",
+                "Parameters": get_wait,
+                "ResultSelector": {"outstanding.$": "$.Item.outstanding.N"},
+                "ResultPath": "$.count",
+                "Retry": _RETRY,
+                "Next": "Ready",
+            },
+            "Ready": {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$.count.outstanding", "StringEquals": "0", "Next": "Release"}],
+                "Default": "Waiting",
+            },
+            "Release": release,
+            "Existing": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::dynamodb:getItem",
+                "Parameters": get_run,
+                "ResultSelector": {"status.$": "$.Item.status.S"},
+                "ResultPath": "$.run",
+                "Retry": _RETRY,
+                "Next": "StillPending",
+            },
+            "StillPending": {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$.run.status", "StringEquals": "PENDING", "Next": "Enqueue"}],
+                "Default": "Released",
+            },
+            "Enqueue": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::sqs:sendMessage",
+                "Parameters": {"QueueUrl.$": "$.queue_url", "MessageBody.$": "$.item.message"},
+                "ResultPath": None,
+                "Retry": _RETRY,
+                "Next": "Released",
+            },
+            "Waiting": {"Type": "Succeed", "Comment": "other upstreams of this period are still outstanding"},
+            "Released": {"Type": "Succeed"},
+        },
+    }
+    return {
+        "Comment": "jobsched: count an upstream run's success into its dependants; release the completed",
+        "StartAt": "Dependants",
+        "States": {
+            "Dependants": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "MaxConcurrency": 10,
+                "Parameters": {
+                    "item.$": "$$.Map.Item.Value",
+                    "upstream_run.$": "$.upstream_run",
+                    "runs_table.$": "$.runs_table",
+                    "queue_url.$": "$.queue_url",
+                },
+                "Iterator": iterator,
+                "ResultPath": None,
+                "End": True,
+            }
         },
     }

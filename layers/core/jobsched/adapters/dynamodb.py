@@ -64,6 +64,8 @@ def _dec_value(typed: Mapping[str, Any]) -> Any:
         return [_dec_value(v) for v in typed["L"]]
     if "M" in typed:
         return _dec(typed["M"])
+    if "SS" in typed:
+        return sorted(typed["SS"])
     return None
 
 
@@ -136,6 +138,12 @@ def job_to_item(job: Job, *, shard_count: int) -> dict[str, Any]:
         item["due_key"] = _enc(
             due_key_for(job.job_id, job.next_run_at, written=job.updated_at, shards=shard_count)
         )
+    if job.depends_on:
+        item["depends_on"] = _enc(json.dumps(list(job.depends_on)))
+    if job.dependants:
+        item["dependants"] = {"SS": sorted(job.dependants)}
+    if job.root_schedule:
+        item["root_schedule"] = _enc(job.root_schedule)
     if job.paused_at:
         item["paused_at"] = _enc(times.stored(job.paused_at))
     if job.resume_from:
@@ -172,6 +180,9 @@ def job_from_item(raw: Mapping[str, Any]) -> Job:
         dispatched=item.get("dispatched", 0),
         paused_at=_opt_time(item.get("paused_at")),
         resume_from=_opt_time(item.get("resume_from")),
+        depends_on=tuple(json.loads(item["depends_on"])) if "depends_on" in item else (),
+        dependants=tuple(item.get("dependants", ())),
+        root_schedule=item.get("root_schedule"),
         active_run=item.get("active_run"),
         active_until=_opt_time(item.get("active_until")),
         buffered_run=item.get("buffered_run"),
@@ -268,7 +279,13 @@ class JobStore:
 
     # -- jobs ---------------------------------------------------------------------------------
     def create_with_idempotency(
-        self, job: Job, *, idempotency_key: str, request_hash: str, response: Mapping[str, Any], now: datetime
+        self,
+        job: Job,
+        *,
+        idempotency_key: str,
+        request_hash: str,
+        response: Mapping[str, Any],
+        now: datetime,
     ) -> dict[str, Any] | None:
         """Write the job (with its due-index entry) and its idempotency record in one transaction.
 
@@ -284,6 +301,7 @@ class JobStore:
             "created_at": _enc(times.stored(now)),
             "expires_at": _enc(int((now + timedelta(hours=IDEMPOTENCY_HOURS)).timestamp())),
         }
+        edges: list[Any] = [self._edge(upstream, job, add=True) for upstream in job.depends_on]
         try:
             self.client.transact_write_items(
                 TransactItems=[
@@ -302,6 +320,7 @@ class JobStore:
                             "ConditionExpression": "attribute_not_exists(PK)",
                         }
                     },
+                    *edges,
                 ]
             )
         except ClientError as exc:
@@ -310,6 +329,17 @@ class JobStore:
                 raise
             reasons = exc.response.get("CancellationReasons", [])
             first = reasons[0] if reasons else {}
+            edge_refused = [
+                upstream
+                for upstream, reason in zip(job.depends_on, reasons[2:], strict=False)
+                if reason.get("Code") == "ConditionalCheckFailed"
+            ]
+            if edge_refused and first.get("Code") != "ConditionalCheckFailed":
+                raise Conflict(
+                    f"depends_on: upstream job '{edge_refused[0]}' changed (cancelled?) "
+                    "while this job was created",
+                    field="depends_on",
+                ) from exc
             if first.get("Code") == "ConditionalCheckFailed":
                 old = first.get("Item") or self._get(f"IDEM#{job.tenant}#{idempotency_key}", "IDEM")
                 if old:
@@ -322,6 +352,69 @@ class JobStore:
                 "job creation was cancelled; retry with the same Idempotency-Key"
             ) from exc
         return None
+
+    def _edge(self, upstream: str, job: Job, *, add: bool) -> dict[str, Any]:
+        """A transaction item that records (or removes) the edge upstream -> job on the upstream."""
+        if add:
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"PK": _enc(job_pk(upstream)), "SK": _enc("META")},
+                    "UpdateExpression": "ADD dependants :me",
+                    "ConditionExpression": "attribute_exists(PK) AND tenant = :tenant AND #s <> :cancelled",
+                    "ExpressionAttributeNames": {"#s": "status"},
+                    "ExpressionAttributeValues": {
+                        ":me": {"SS": [job.job_id]},
+                        ":tenant": _enc(job.tenant),
+                        ":cancelled": _enc(JobStatus.CANCELLED.value),
+                    },
+                }
+            }
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"PK": _enc(job_pk(upstream)), "SK": _enc("META")},
+                "UpdateExpression": "DELETE dependants :me",
+                "ConditionExpression": "attribute_exists(PK)",
+                "ExpressionAttributeValues": {":me": {"SS": [job.job_id]}},
+            }
+        }
+
+    def rewire(self, job: Job, *, expected_version: int, added: list[str], removed: list[str]) -> bool:
+        """Save a dependent job's new definition and move its edges, in one transaction."""
+        item = job_to_item(job, shard_count=self.shard_count)
+        moves: list[Any] = [self._edge(u, job, add=True) for u in added]
+        moves += [self._edge(u, job, add=False) for u in removed]
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": {"PK": item["PK"], "SK": item["SK"]},
+                            "UpdateExpression": (
+                                "SET depends_on = :deps, root_schedule = :root, updated_at = :now"
+                                " ADD version :one"
+                            ),
+                            "ConditionExpression": "version = :v",
+                            "ExpressionAttributeValues": {
+                                ":deps": item["depends_on"],
+                                ":root": item.get("root_schedule", _enc("once")),
+                                ":now": item["updated_at"],
+                                ":one": _enc(1),
+                                ":v": _enc(expected_version),
+                            },
+                        }
+                    },
+                    *moves,
+                ]
+            )
+        except ClientError as exc:
+            if _error_code(exc) == "TransactionCanceledException":
+                return False
+            _raise_transient(exc)
+            raise
+        return True
 
     def get_job(self, job_id: str) -> Job | None:
         """The job, read consistently, or None."""
@@ -414,7 +507,9 @@ class JobStore:
         """
         item = job_to_item(job, shard_count=self.shard_count)
         definition = {
-            k: v for k, v in item.items() if k not in ("PK", "SK", "version", "dispatched", "created_at")
+            k: v
+            for k, v in item.items()
+            if k not in ("PK", "SK", "version", "dispatched", "created_at", "dependants")
         }
         optional = ("name", "run_at", "cron_expr", "next_run_at", "due_key", "paused_at", "resume_from")
         names: dict[str, str] = {}

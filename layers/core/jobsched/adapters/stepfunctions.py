@@ -38,6 +38,10 @@ class Workflows:
     failure_workflow_arn: str
 
     def start_failure(self, name: str, payload: Mapping[str, Any]) -> bool:
+        """Start the failure workflow (see start)."""
+        return self.start(self.failure_workflow_arn, name, payload)
+
+    def start(self, state_machine_arn: str, name: str, payload: Mapping[str, Any]) -> bool:
         """Start the failure workflow as `name`; False if an execution of that name already exists.
 
         The name is the idempotency key: a worker that crashed after starting it and a redelivery
@@ -45,7 +49,7 @@ class Workflows:
         """
         try:
             self.client.start_execution(
-                stateMachineArn=self.failure_workflow_arn, name=name, input=json.dumps(payload)
+                stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload)
             )
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")

@@ -18,11 +18,14 @@ from pydantic import (
 
 from jobsched.domain.status import JobStatus, RunStatus
 
-JobType = Literal["one_off", "recurring"]
+JobType = Literal["one_off", "recurring", "dependent"]
 OverlapPolicy = Literal["skip", "buffer_one", "allow"]
 CatchupPolicy = Literal["one", "none", "all"]
 MAX_JITTER_SECONDS = 3600
 MAX_CATCHUP_LIMIT = 1000
+# DAG bounds: upstreams of one job, and jobs in the graph around it (both ways).
+MAX_FAN_IN = 20
+MAX_GRAPH_NODES = 200
 
 # A payload rides in every SQS message and is stored on the job: 32 KiB keeps a message well
 # under SQS's 256 KiB and a job item well under DynamoDB's 400 KB while leaving room for runs.
@@ -143,14 +146,23 @@ class CreateJobRequest(BaseModel):
 
     @field_validator("depends_on")
     @classmethod
-    def _no_dependencies_yet(cls, value: list[str]) -> list[str]:
-        # Accepting edges we would not honour would lose the ordering a caller asked for.
-        if value:
-            raise ValueError("depends_on is not supported by this version (DAG jobs are not enabled)")
+    def _upstreams(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_FAN_IN:
+            raise ValueError(f"at most {MAX_FAN_IN} upstream jobs")
+        if len(set(value)) != len(value):
+            raise ValueError("an upstream job is listed twice")
         return value
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> CreateJobRequest:
+        if self.type == "dependent":
+            if not self.depends_on:
+                raise ValueError("depends_on is required for a dependent job")
+            if self.run_at is not None or self.cron_expr is not None:
+                raise ValueError("a dependent job has no time of its own: no run_at, no cron_expr")
+            return self
+        if self.depends_on:
+            raise ValueError("depends_on is only for dependent jobs (type: dependent)")
         if self.type == "one_off":
             if self.run_at is None:
                 raise ValueError("run_at is required for a one_off job")
@@ -214,6 +226,11 @@ class Job(BaseModel):
     active_run: str | None = None
     active_until: datetime | None = None
     buffered_run: str | None = None
+    # The DAG: this job's upstreams, the jobs that wait for it, and the schedule its periods come from
+    # ("once" for chains rooted in one-off jobs, "<cron>@<timezone>" for recurring roots).
+    depends_on: tuple[str, ...] = ()
+    dependants: tuple[str, ...] = ()
+    root_schedule: str | None = None
     created_at: datetime
     updated_at: datetime
     version: int = 1
@@ -274,7 +291,7 @@ class RunMessage(BaseModel):
     v: Literal[1] = 1
     job_id: str
     scheduled_for: str  # stored form, see jobsched.domain.times.stored
-    kind: Literal["scheduled", "manual", "backfill"] = "scheduled"
+    kind: Literal["scheduled", "manual", "backfill", "dependant"] = "scheduled"
 
 
 class JobCreated(BaseModel):
@@ -337,6 +354,8 @@ class JobView(BaseModel):
     end_at: str | None
     max_runs: int | None
     paused_at: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    dependants: list[str] = Field(default_factory=list)
     next_run_at: str | None
     created_at: str
     updated_at: str
@@ -474,3 +493,35 @@ class JobControl(BaseModel):
     status: str
     next_run_at: str | None = None
     run_id: str | None = None
+
+
+class GraphNode(BaseModel):
+    """A job in GET /api/jobs/{id}/graph."""
+
+    job_id: str
+    name: str | None
+    type: str
+    status: str
+
+
+class GraphEdge(BaseModel):
+    """upstream -> dependant."""
+
+    upstream: str
+    dependant: str
+
+
+class GraphPeriod(BaseModel):
+    """One period of the DAG and each node's run status in it (absent: no run yet)."""
+
+    period: str
+    status: dict[str, str]
+
+
+class GraphView(BaseModel):
+    """The DAG around a job: nodes, edges, and the status of its most recent periods."""
+
+    job_id: str
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    periods: list[GraphPeriod]

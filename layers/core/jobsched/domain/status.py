@@ -31,6 +31,7 @@ class RunStatus(StrEnum):
     CANCELLED = "CANCELLED"
     LOST = "LOST"
     SKIPPED = "SKIPPED"
+    UPSTREAM_FAILED = "UPSTREAM_FAILED"
 
 
 class JobStatus(StrEnum):
@@ -63,6 +64,9 @@ LEGAL_EDGES: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
         # "skip"), its starting deadline passed, or its job is paused. Missed ticks are written
         # SKIPPED directly, with their reason.
         (RunStatus.PENDING, RunStatus.SKIPPED),
+        # A dependant's run whose upstream was dead-lettered is born UPSTREAM_FAILED; when the
+        # upstream is replayed to success, the release re-arms it.
+        (RunStatus.UPSTREAM_FAILED, RunStatus.PENDING),
     }
 )
 

@@ -171,6 +171,7 @@ class LocalStack:
                 c.EXECUTION_QUEUE_URL_ENV: self.queue_url,
                 c.EXECUTION_DLQ_URL_ENV: self.dlq_url,
                 c.FAILURE_WORKFLOW_ARN_ENV: made[resources.FAILURE_WORKFLOW.logical_id],
+                c.DAG_WORKFLOW_ARN_ENV: made[resources.DAG_WORKFLOW.logical_id],
                 c.ALERT_TOPIC_ARN_ENV: made[resources.ALERT_TOPIC.logical_id],
                 c.SHARD_COUNT_ENV: str(self.config.shard_count),
                 c.LOOKAHEAD_SECONDS_ENV: str(self.config.lookahead_seconds),

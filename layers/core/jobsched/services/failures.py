@@ -24,6 +24,7 @@ from jobsched.domain.models import (
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock
+from jobsched.services.dag import DagService
 from jobsched.settings import Settings
 
 MAX_PAGE = 100
@@ -40,6 +41,7 @@ class FailureService:
     workflows: Workflows
     settings: Settings
     clock: Clock
+    dag: DagService
     rng: random.Random = random.Random()  # noqa: RUF009 - one generator per process is the point
 
     # -- a failed attempt -> the workflow ----------------------------------------------------------
@@ -69,6 +71,8 @@ class FailureService:
             "dl_key": dead_letter_key(job.tenant),
             "dl_sk": f"{times.stored(now)}#{run.run_id}",
             "dead_at": times.stored(now),
+            # Every transitive dependant's run of this period, marked UPSTREAM_FAILED if it dead-letters.
+            "propagate": self.dag.failed_dependants(job, run),
             "alert": {
                 "job_id": job.job_id,
                 "run_id": run.run_id,

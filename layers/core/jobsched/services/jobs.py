@@ -28,6 +28,7 @@ from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
 from jobsched.handlers import HandlerRegistry
 from jobsched.ports import Clock
+from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher, DueEntry
 
 # A one-off may be a little in the past (client clock skew, a slow retry): it then fires at once.
@@ -69,6 +70,7 @@ class JobService:
     dispatcher: Dispatcher
     registry: HandlerRegistry
     clock: Clock
+    dag: DagService
 
     def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> JobCreated:
         """Validate; store job, due entry and idempotency record in one transaction; hand over if due soon."""
@@ -78,7 +80,12 @@ class JobService:
             )
         key = self._idempotency_key(idempotency_key)
         now = times.truncate_ms(self.clock.now())
-        next_run_at = self._first_tick(request, now)
+        root_schedule = None
+        if request.type == "dependent":
+            root_schedule = self.dag.check_upstreams(request.depends_on, tenant=tenant)
+            next_run_at = None
+        else:
+            next_run_at = self._first_tick(request, now)
         job = Job(
             job_id=new_job_id(),
             tenant=tenant,
@@ -93,11 +100,17 @@ class JobService:
             retry=request.retry_policy(),
             policy=request.schedule_policy(),
             idempotent=request.idempotent,
+            depends_on=tuple(request.depends_on),
+            root_schedule=root_schedule,
             next_run_at=next_run_at,
             created_at=now,
             updated_at=now,
         )
-        response = JobCreated(job_id=job.job_id, status=job.status.value, next_run_at=times.iso(next_run_at))
+        response = JobCreated(
+            job_id=job.job_id,
+            status=job.status.value,
+            next_run_at=times.iso(next_run_at) if next_run_at else None,
+        )
         used = self.jobs.create_with_idempotency(
             job,
             idempotency_key=key or f"auto-{job.job_id}",
@@ -145,6 +158,8 @@ class JobService:
                 raise Conflict(
                     f"job {job_id} changed while cancelling; it is {current.status if current else 'gone'}"
                 )
+        # Dependants of a cancelled job could never fire: they are cancelled with it.
+        self.dag.cancel_dependants(job)
         # Runs already handed to the queue must not fire. A worker that meets one of them checks
         # the job too, so a crash here (or a repeat cancel, which sweeps again) loses nothing.
         for run in recent:
@@ -256,6 +271,8 @@ def _view(job: Job, runs: list[Execution]) -> JobView:
         end_at=times.iso(job.policy.end_at) if job.policy.end_at else None,
         max_runs=job.policy.max_runs,
         paused_at=times.iso(job.paused_at) if job.paused_at else None,
+        depends_on=list(job.depends_on),
+        dependants=list(job.dependants),
         next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),

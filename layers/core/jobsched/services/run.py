@@ -42,6 +42,7 @@ from jobsched.domain.models import Execution, Job, RunError, RunMessage
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import Clock, CrashPoints, no_crash
+from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
 from jobsched.settings import Settings
@@ -97,6 +98,7 @@ class Worker:
     settings: Settings
     clock: Clock
     failures: FailureService
+    dag: DagService
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
     crash: CrashPoints = no_crash
     sleep: object = time.sleep
@@ -321,7 +323,18 @@ class Worker:
             retryable = None if error[0] != LEASE_EXPIRED else False
             self.failures.hand_over(job, failed, retryable=retryable)
             return Outcome.FAILED
-        if job.type == "one_off":
+        self.crash("run.before_signal")
+        succeeded = Execution(
+            run_id=context.run_id,
+            job_id=job.job_id,
+            tenant=job.tenant,
+            scheduled_for=scheduled_for,
+            status=RunStatus.SUCCEEDED,
+            attempt=attempt,
+            replays=int(previous.get("replays", {}).get("N", "0")),
+        )
+        self.dag.signal_success(job, succeeded)
+        if root_schedule_of(job) == ONCE:  # a one-off, or a dependant in a one-off chain: done
             self.jobs.set_job_status(
                 job.job_id,
                 target=JobStatus.COMPLETED,
@@ -333,6 +346,15 @@ class Worker:
 
     def _refused(self, job: Job, row: dict[str, Any] | None, delivery: Delivery) -> Outcome:
         status = (row or {}).get("status", {})
+        if (
+            row
+            and isinstance(status, dict)
+            and status.get("S") == RunStatus.SUCCEEDED.value
+            and job.dependants
+        ):
+            # A worker died between recording the success and signalling the dependants (or this is
+            # a duplicate): signal; the execution name makes a second signal of one run a no-op.
+            self.dag.signal_success(job, execution_from_item(row))
         if row and isinstance(status, dict) and status.get("S") == RunStatus.FAILED.value:
             # A worker died between recording the failure and handing it to the workflow (or this is
             # a duplicate of a message whose failure was handed over): start it; the execution name

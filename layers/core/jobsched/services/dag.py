@@ -1,0 +1,229 @@
+"""DAG dependencies: validate upstreams, signal completions, propagate failures, show the graph.
+
+A dependant fires once per *period*. A period is the scheduled_for of the root tick that started the
+chain, carried along it: every run of a dependant is keyed (dependant, period), so a dependant of
+hourly jobs fires once an hour, after all its upstreams' runs of that hour succeeded. Chains rooted
+in one-off jobs have a single period, "once" (the dependant's run is keyed by its creation time).
+All upstreams of a dependant must share one period source: the same cron and timezone, or all
+one-off; anything else is refused at creation (400), since such a dependant could never complete.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobsched.adapters.dynamodb import JobStore, RunStore, job_pk, run_id_for, run_sk
+from jobsched.adapters.stepfunctions import Workflows, execution_name
+from jobsched.domain import times
+from jobsched.domain.models import (
+    MAX_GRAPH_NODES,
+    Execution,
+    GraphEdge,
+    GraphNode,
+    GraphPeriod,
+    GraphView,
+    Job,
+    RunMessage,
+)
+from jobsched.domain.status import JobStatus
+from jobsched.errors import Conflict, ValidationFailed
+from jobsched.ports import Clock
+from jobsched.settings import Settings
+
+ONCE = "once"
+GRAPH_PERIODS = 5
+
+
+def root_schedule_of(job: Job) -> str:
+    """Where a job's periods come from: "once", or "<cron>@<timezone>" of its recurring root."""
+    if job.type == "recurring":
+        return f"{job.cron_expr}@{job.timezone}"
+    if job.type == "one_off":
+        return ONCE
+    return job.root_schedule or ONCE
+
+
+@dataclass
+class DagService:
+    """The DAG's reads and its completion/failure signals."""
+
+    jobs: JobStore
+    runs: RunStore
+    workflows: Workflows
+    settings: Settings
+    clock: Clock
+
+    # -- creation ---------------------------------------------------------------------------------------
+    def check_upstreams(self, depends_on: list[str], *, tenant: str, job_id: str | None = None) -> str:
+        """Validate a dependant's upstreams; returns their common root schedule. 400/409 otherwise."""
+        roots: dict[str, str] = {}
+        for upstream_id in depends_on:
+            if upstream_id == job_id:
+                raise ValidationFailed(
+                    f"depends_on: a job cannot depend on itself ({job_id})", field="depends_on"
+                )
+            upstream = self.jobs.get_job(upstream_id) if upstream_id.startswith("job_") else None
+            if upstream is None or upstream.tenant != tenant:
+                raise ValidationFailed(f"depends_on: unknown job '{upstream_id}'", field="depends_on")
+            if upstream.status == JobStatus.CANCELLED:
+                raise Conflict(f"depends_on: job '{upstream_id}' is CANCELLED", field="depends_on")
+            roots[upstream_id] = root_schedule_of(upstream)
+        if len(set(roots.values())) > 1:
+            detail = ", ".join(f"{k}: {v}" for k, v in roots.items())
+            raise ValidationFailed(
+                "depends_on: upstreams must share one schedule (the same cron and timezone, or all one-off) "
+                f"so their periods line up; got {detail}",
+                field="depends_on",
+            )
+        if job_id is not None:
+            cycle = self._path_to(job_id, start=depends_on)
+            if cycle:
+                raise ValidationFailed(
+                    "depends_on: a cycle: " + " -> ".join([job_id, *cycle]), field="depends_on"
+                )
+        size = len(self._reach(depends_on, upward=True))
+        if size + 1 > MAX_GRAPH_NODES:
+            raise ValidationFailed(
+                f"depends_on: the graph would exceed {MAX_GRAPH_NODES} jobs", field="depends_on"
+            )
+        return next(iter(roots.values()))
+
+    def _path_to(self, target: str, *, start: list[str]) -> list[str]:
+        """An upstream path from one of `start` up to `target`, if there is one (a would-be cycle)."""
+        parents: dict[str, str | None] = {s: None for s in start}
+        queue = deque(start)
+        while queue:
+            current = queue.popleft()
+            if current == target:
+                path = [current]
+                while parents[path[-1]] is not None:
+                    path.append(parents[path[-1]])  # type: ignore[arg-type]
+                return list(reversed(path))
+            job = self.jobs.get_job(current)
+            for up in job.depends_on if job else ():
+                if up not in parents:
+                    parents[up] = current
+                    queue.append(up)
+        return []
+
+    def _reach(self, start: list[str] | tuple[str, ...], *, upward: bool) -> dict[str, Job]:
+        found: dict[str, Job] = {}
+        queue = deque(start)
+        while queue and len(found) <= MAX_GRAPH_NODES:
+            job_id = queue.popleft()
+            if job_id in found:
+                continue
+            job = self.jobs.get_job(job_id)
+            if job is None:
+                continue
+            found[job_id] = job
+            queue.extend(job.depends_on if upward else job.dependants)
+        return found
+
+    # -- signals ----------------------------------------------------------------------------------------
+    def period_of(self, job: Job, run: Execution) -> str:
+        """The period a run of `job` belongs to."""
+        return ONCE if root_schedule_of(job) == ONCE else times.stored(run.scheduled_for)
+
+    def run_sf_for(self, dependant: Job, period: str) -> datetime:
+        """The scheduled_for of a dependant's run in a period."""
+        return dependant.created_at if period == ONCE else times.parse_stored(period)
+
+    def signal_success(self, job: Job, run: Execution) -> bool:
+        """Count a succeeded run into its dependants (the DAG workflow); once per run and replay series."""
+        if not job.dependants:
+            return False
+        period = self.period_of(job, run)
+        now = times.stored(self.clock.now())
+        items = []
+        for dependant_id in job.dependants:
+            dependant = self.jobs.get_job(dependant_id)
+            if dependant is None or dependant.status == JobStatus.CANCELLED:
+                continue
+            run_sf = self.run_sf_for(dependant, period)
+            items.append(
+                {
+                    "pk": job_pk(dependant.job_id),
+                    "wait_sk": f"WAIT#{period}",
+                    "run_sk": run_sk(times.stored(run_sf)),
+                    "run_sf": times.stored(run_sf),
+                    "run_id": run_id_for(dependant.job_id, run_sf),
+                    "job_id": dependant.job_id,
+                    "tenant": dependant.tenant,
+                    "fan_in": len(dependant.depends_on),
+                    "message": RunMessage(
+                        job_id=dependant.job_id, scheduled_for=times.stored(run_sf), kind="dependant"
+                    ).model_dump_json(),
+                    "now": now,
+                }
+            )
+        payload = {
+            "upstream_run": run.run_id,
+            "runs_table": self.settings.runs_table,
+            "queue_url": self.settings.execution_queue_url,
+            "items": items,
+        }
+        name = execution_name("dag", run.run_id, f"r{run.replays}")
+        return self.workflows.start(self.settings.dag_workflow_arn, name, payload)
+
+    def failed_dependants(self, job: Job, run: Execution) -> list[dict[str, Any]]:
+        """Every transitive dependant's run of this period, to mark UPSTREAM_FAILED (failure workflow)."""
+        if not job.dependants:
+            return []
+        period = self.period_of(job, run)
+        out = []
+        for dependant in self._reach(job.dependants, upward=False).values():
+            run_sf = self.run_sf_for(dependant, period)
+            out.append(
+                {
+                    "pk": job_pk(dependant.job_id),
+                    "run_sk": run_sk(times.stored(run_sf)),
+                    "run_sf": times.stored(run_sf),
+                    "run_id": run_id_for(dependant.job_id, run_sf),
+                    "job_id": dependant.job_id,
+                    "tenant": dependant.tenant,
+                    "reason": f"upstream {run.run_id} was dead-lettered",
+                }
+            )
+        return out
+
+    def cancel_dependants(self, job: Job) -> list[str]:
+        """Cancel every transitive dependant of a cancelled job: they could never fire again."""
+        cancelled = []
+        now = self.clock.now()
+        for dependant in self._reach(job.dependants, upward=False).values():
+            applied, _ = self.jobs.set_job_status(
+                dependant.job_id,
+                target=JobStatus.CANCELLED,
+                sources=[JobStatus.SCHEDULED, JobStatus.PAUSED],
+                now=now,
+                leave_index=True,
+            )
+            if applied:
+                cancelled.append(dependant.job_id)
+        return cancelled
+
+    # -- the graph ---------------------------------------------------------------------------------------
+    def graph(self, job: Job) -> GraphView:
+        """The DAG around a job (its ancestors and descendants) and the status of recent periods."""
+        nodes = {**self._reach(job.depends_on, upward=True), **self._reach(job.dependants, upward=False)}
+        nodes[job.job_id] = job
+        edges = sorted({(u, n.job_id) for n in nodes.values() for u in n.depends_on if u in nodes})
+        by_period: dict[str, dict[str, str]] = {}
+        for node in nodes.values():
+            for r in self.runs.recent(node.job_id, limit=GRAPH_PERIODS):
+                period = ONCE if root_schedule_of(node) == ONCE else times.iso(r.scheduled_for)
+                by_period.setdefault(period, {})[node.job_id] = r.status.value
+        periods = sorted(by_period.items(), reverse=True)[:GRAPH_PERIODS]
+        return GraphView(
+            job_id=job.job_id,
+            nodes=[
+                GraphNode(job_id=n.job_id, name=n.name, type=n.type, status=n.status.value)
+                for n in sorted(nodes.values(), key=lambda n: n.job_id)
+            ],
+            edges=[GraphEdge(upstream=u, dependant=d) for u, d in edges],
+            periods=[GraphPeriod(period=p, status=s) for p, s in periods],
+        )
