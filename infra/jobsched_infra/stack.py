@@ -44,7 +44,7 @@ POWERTOOLS_METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 
 
 class JobschedStack(Stack):
-    """Tables, queues, alert topic, failure workflow (from jobsched.resources); four functions; API; tick."""
+    """Tables, queues, alert topic, failure and DAG workflows (jobsched.resources); 4 functions; API; tick."""
 
     def __init__(
         self,
@@ -69,7 +69,8 @@ class JobschedStack(Stack):
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
         workflows = Workflows(self, "Workflows")
-        topic, failure_workflow = workflows.topic, workflows.state_machine
+        topic = workflows.topic
+        failure_workflow, dag_workflow = workflows.failure_workflow, workflows.dag_workflow
         layer = CoreLayer(self, "CoreLayer", asset_dir=layer_dir)
 
         shared_env = {
@@ -78,6 +79,7 @@ class JobschedStack(Stack):
             c.EXECUTION_QUEUE_URL_ENV: execution_queue.queue_url,
             c.EXECUTION_DLQ_URL_ENV: dead_letter_queue.queue_url,
             c.FAILURE_WORKFLOW_ARN_ENV: failure_workflow.state_machine_arn,
+            c.DAG_WORKFLOW_ARN_ENV: dag_workflow.state_machine_arn,
             c.ALERT_TOPIC_ARN_ENV: topic.topic_arn,
             c.SHARD_COUNT_ENV: str(shard_count),
             c.LEASE_SECONDS_ENV: str(lease_seconds),
@@ -151,8 +153,13 @@ class JobschedStack(Stack):
         dead_letter_queue.grant_consume_messages(reconciler_fn)
         for fn in (api_fn, worker_fn, reconciler_fn):
             failure_workflow.grant_start_execution(fn)
+        # The good path of a DAG: the DAG workflow counts a run's success into its dependants. The
+        # worker starts it when a run succeeds; the api and the reconciler build the same services
+        # (jobsched.wiring), whose completion path starts it too. The dispatcher never completes a run.
+        for fn in (api_fn, worker_fn, reconciler_fn):
+            dag_workflow.grant_start_execution(fn)
 
-        # The workflow's role: exactly the three calls its ASL makes, on the concrete resources
+        # The failure workflow's role: exactly the three calls its ASL makes, on the concrete resources
         # (the ASL takes their names from the execution input, so no grant can be derived from it).
         # A conditional UpdateItem on a run; never on an index, never any other write.
         failure_workflow.add_to_role_policy(
@@ -160,6 +167,16 @@ class JobschedStack(Stack):
         )
         execution_queue.grant(failure_workflow, "sqs:SendMessage")
         topic.grant_publish(failure_workflow)  # the AWS-managed key needs no kms grant
+
+        # The DAG workflow's role, likewise exactly its ASL's calls: a conditional UpdateItem (count,
+        # release) and a consistent GetItem (recheck, existing run) on the runs table itself, never
+        # an index, and SendMessage for the released run. It creates no job and publishes nothing.
+        dag_workflow.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem", "dynamodb:GetItem"], resources=[runs.table_arn]
+            )
+        )
+        execution_queue.grant(dag_workflow, "sqs:SendMessage")
 
 
 def _acknowledge_index_wildcard(fn: lambda_.Function, table: resources.TableSpec) -> None:

@@ -93,3 +93,15 @@ def state_machine_definition(resource: dict[str, Any]) -> dict[str, Any]:
         assert not tokens, f"the definition holds deploy-time values: {tokens}"
         raw = separator.join(parts)
     return cast(dict[str, Any], json.loads(raw))
+
+
+def task_resources(definition: dict[str, Any]) -> set[str]:
+    """The Resource of every Task state of an ASL definition, in Map iterators and Parallel branches too."""
+    found: set[str] = set()
+    for state in definition["States"].values():
+        if state["Type"] == "Task":
+            found.add(state["Resource"])
+        nested = [state.get("Iterator"), state.get("ItemProcessor"), *state.get("Branches", [])]
+        for machine in filter(None, nested):
+            found |= task_resources(machine)
+    return found

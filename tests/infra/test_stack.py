@@ -10,10 +10,10 @@ from aws_cdk.assertions import Annotations, Match
 
 from jobsched import constants as c
 from jobsched import resources
-from jobsched.workflows import failure_definition
+from jobsched.workflows import dag_definition, failure_definition
 from jobsched_infra.layer import build_layer, layer_requirements
 from jobsched_infra.stack import DEFAULT_SHARD_COUNT, JobschedStack, new_app, template_json
-from tests.infra.synth import Synth, listed_actions, state_machine_definition, synthesize
+from tests.infra.synth import Synth, listed_actions, state_machine_definition, synthesize, task_resources
 
 pytestmark = pytest.mark.infra
 
@@ -170,6 +170,7 @@ def test_it_tells_each_function_where_its_resources_are(synth: Synth, name: str)
     assert env[c.EXECUTION_QUEUE_URL_ENV] == {"Ref": resources.EXECUTION_QUEUE.logical_id}
     assert env[c.EXECUTION_DLQ_URL_ENV] == {"Ref": resources.EXECUTION_DLQ.logical_id}
     assert env[c.FAILURE_WORKFLOW_ARN_ENV] == {"Ref": resources.FAILURE_WORKFLOW.logical_id}
+    assert env[c.DAG_WORKFLOW_ARN_ENV] == {"Ref": resources.DAG_WORKFLOW.logical_id}
     assert env[c.ALERT_TOPIC_ARN_ENV] == {"Ref": resources.ALERT_TOPIC.logical_id}
     assert env[c.SHARD_COUNT_ENV] == str(DEFAULT_SHARD_COUNT) == "16"
     assert env[c.LEASE_SECONDS_ENV] == str(resources.EXECUTION_QUEUE.visibility_timeout_seconds)
@@ -254,27 +255,46 @@ def test_it_feeds_the_reconciler_from_the_dead_letter_queue_with_partial_batch_f
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 
-# --- the failure workflow ---------------------------------------------------------------------
+# --- the workflows ----------------------------------------------------------------------------
+
+WORKFLOWS = {
+    resources.FAILURE_WORKFLOW: failure_definition,
+    resources.DAG_WORKFLOW: dag_definition,
+}
 
 
-def test_it_runs_the_failure_workflow_from_the_one_definition(synth: Synth) -> None:
-    workflow = synth.resource(resources.FAILURE_WORKFLOW.logical_id)
+def test_it_deploys_exactly_the_failure_and_the_dag_workflows(synth: Synth) -> None:
+    machines = synth.template.find_resources("AWS::StepFunctions::StateMachine")
+
+    assert set(machines) == {spec.logical_id for spec in WORKFLOWS} == {"FailureWorkflow", "DagWorkflow"}
+
+
+@pytest.mark.parametrize("spec", WORKFLOWS, ids=lambda s: s.logical_id)
+def test_it_runs_each_workflow_from_its_one_definition(
+    synth: Synth, spec: resources.StateMachineSpec
+) -> None:
+    workflow = synth.resource(spec.logical_id)
 
     assert workflow["Type"] == "AWS::StepFunctions::StateMachine"
-    assert state_machine_definition(workflow) == failure_definition()
+    assert state_machine_definition(workflow) == WORKFLOWS[spec]()
     assert workflow["Properties"]["StateMachineType"] == "STANDARD"
 
 
-def test_it_traces_the_failure_workflow_and_logs_every_transition(synth: Synth) -> None:
-    props = synth.resource(resources.FAILURE_WORKFLOW.logical_id)["Properties"]
+@pytest.mark.parametrize("spec", WORKFLOWS, ids=lambda s: s.logical_id)
+def test_it_traces_each_workflow_and_logs_every_transition_to_its_own_group(
+    synth: Synth, spec: resources.StateMachineSpec
+) -> None:
+    props = synth.resource(spec.logical_id)["Properties"]
     logging = props["LoggingConfiguration"]
     (destination,) = logging["Destinations"]
     group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    others = [synth.resource(o.logical_id)["Properties"] for o in WORKFLOWS if o != spec]
 
     assert props["TracingConfiguration"] == {"Enabled": True}
     assert logging["Level"] == "ALL"
     assert logging["IncludeExecutionData"] is False  # handler error messages stay out of the logs
     assert synth.resource(group_id)["Properties"]["RetentionInDays"] == 30
+    assert all(group_id not in json.dumps(o["LoggingConfiguration"]) for o in others)
 
 
 def test_it_makes_the_alert_topic_encrypted_and_tls_only(synth: Synth) -> None:
@@ -303,12 +323,16 @@ def test_it_makes_the_alert_topic_encrypted_and_tls_only(synth: Synth) -> None:
     )
 
 
-def test_it_lets_the_failure_workflow_make_exactly_the_three_calls_of_its_definition(synth: Synth) -> None:
-    role = synth.stack.workflows.state_machine.role
-    statements = synth.role_statements(role)
-
+def _workflow_grants(synth: Synth, spec: resources.StateMachineSpec) -> dict[str, set[str]]:
+    """The actions a workflow's role allows by resource (as JSON), log delivery and X-Ray checked apart."""
+    workflows = synth.stack.workflows
+    machine = {
+        resources.FAILURE_WORKFLOW: workflows.failure_workflow,
+        resources.DAG_WORKFLOW: workflows.dag_workflow,
+    }
+    role = machine[spec].role
     allowed: dict[str, set[str]] = {}
-    for statement in statements:
+    for statement in synth.role_statements(role):
         assert statement["Effect"] == "Allow"
         if statement["Resource"] == "*":  # log delivery and X-Ray take no resource-level permissions
             assert all(a.startswith(("logs:", "xray:")) for a in listed_actions(statement)), statement
@@ -316,25 +340,66 @@ def test_it_lets_the_failure_workflow_make_exactly_the_three_calls_of_its_defini
         allowed.setdefault(json.dumps(statement["Resource"], sort_keys=True), set()).update(
             listed_actions(statement)
         )
-    assert allowed == {
-        json.dumps({"Fn::GetAtt": [resources.RUNS_TABLE.logical_id, "Arn"]}): {"dynamodb:UpdateItem"},
-        json.dumps({"Fn::GetAtt": [resources.EXECUTION_QUEUE.logical_id, "Arn"]}): {"sqs:SendMessage"},
+    return allowed
+
+
+RUNS_ARN = json.dumps({"Fn::GetAtt": [resources.RUNS_TABLE.logical_id, "Arn"]})
+QUEUE_ARN = json.dumps({"Fn::GetAtt": [resources.EXECUTION_QUEUE.logical_id, "Arn"]})
+
+
+def test_it_lets_the_failure_workflow_make_exactly_the_three_calls_of_its_definition(synth: Synth) -> None:
+    assert _workflow_grants(synth, resources.FAILURE_WORKFLOW) == {
+        RUNS_ARN: {"dynamodb:UpdateItem"},
+        QUEUE_ARN: {"sqs:SendMessage"},
         json.dumps({"Ref": resources.ALERT_TOPIC.logical_id}): {"sns:Publish"},
     }
 
 
-def test_it_grants_the_workflow_for_exactly_the_task_integrations_of_its_definition() -> None:
-    # The grants above are written by hand: this pins them to the definition's task resources,
-    # so a new integration in the ASL fails here until the stack grants it.
-    tasks = {
-        state["Resource"] for state in failure_definition()["States"].values() if state["Type"] == "Task"
+def test_it_lets_the_dag_workflow_read_and_update_runs_and_send_released_runs_only(synth: Synth) -> None:
+    assert _workflow_grants(synth, resources.DAG_WORKFLOW) == {
+        RUNS_ARN: {"dynamodb:UpdateItem", "dynamodb:GetItem"},  # the table, never its index
+        QUEUE_ARN: {"sqs:SendMessage"},
     }
 
-    assert tasks == {
-        "arn:aws:states:::dynamodb:updateItem",
-        "arn:aws:states:::sqs:sendMessage",
-        "arn:aws:states:::sns:publish",
-    }
+
+@pytest.mark.parametrize(
+    ("spec", "tasks"),
+    [
+        pytest.param(
+            resources.FAILURE_WORKFLOW,
+            {
+                "arn:aws:states:::dynamodb:updateItem",  # in the Propagate Map's iterator too
+                "arn:aws:states:::sqs:sendMessage",
+                "arn:aws:states:::sns:publish",
+            },
+            id=resources.FAILURE_WORKFLOW.logical_id,
+        ),
+        pytest.param(
+            resources.DAG_WORKFLOW,
+            {
+                "arn:aws:states:::dynamodb:updateItem",  # all inside the Dependants Map's iterator
+                "arn:aws:states:::dynamodb:getItem",
+                "arn:aws:states:::sqs:sendMessage",
+            },
+            id=resources.DAG_WORKFLOW.logical_id,
+        ),
+    ],
+)
+def test_it_grants_each_workflow_exactly_the_task_integrations_of_its_definition(
+    synth: Synth, spec: resources.StateMachineSpec, tasks: set[str]
+) -> None:
+    # The grants are written by hand: this pins them to the definition's task resources, nested
+    # ones included, so a new integration in the ASL fails here until the stack grants it.
+    definition_tasks = task_resources(WORKFLOWS[spec]())
+    # Request-response integrations only (no .sync or .waitForTaskToken): each calls one API,
+    # "arn:aws:states:::dynamodb:updateItem" calls dynamodb:UpdateItem.
+    integrations = [arn.removeprefix("arn:aws:states:::").split(":") for arn in definition_tasks]
+    called = {f"{service}:{api[0].upper()}{api[1:]}" for service, api in integrations}
+    granted = set().union(*_workflow_grants(synth, spec).values())
+
+    assert definition_tasks == tasks
+    assert all("." not in api for _, api in integrations)
+    assert granted == called
 
 
 # --- API --------------------------------------------------------------------------------------
@@ -429,13 +494,14 @@ def test_it_lets_the_reconciler_read_jobs_write_runs_and_take_dead_letters_only(
     assert not synth.actions_on("reconciler", QUEUE_ID)
 
 
+@pytest.mark.parametrize("spec", WORKFLOWS, ids=lambda s: s.logical_id)
 @pytest.mark.parametrize(
     ("name", "starts"), [("api", True), ("dispatcher", False), ("worker", True), ("reconciler", True)]
 )
-def test_it_lets_only_the_api_the_worker_and_the_reconciler_start_the_failure_workflow(
-    synth: Synth, name: str, starts: bool
+def test_it_lets_only_the_api_the_worker_and_the_reconciler_start_each_workflow(
+    synth: Synth, spec: resources.StateMachineSpec, name: str, starts: bool
 ) -> None:
-    actions = synth.actions_on(name, resources.FAILURE_WORKFLOW.logical_id)
+    actions = synth.actions_on(name, spec.logical_id)
 
     assert actions == ({"states:StartExecution"} if starts else set())
 

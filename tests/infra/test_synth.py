@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.infra.synth import state_machine_definition
+from tests.infra.synth import state_machine_definition, task_resources
 
 ASL = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
 
@@ -31,3 +31,41 @@ def test_it_refuses_a_definition_holding_deploy_time_values() -> None:
 
     with pytest.raises(AssertionError, match="deploy-time values"):
         state_machine_definition(_machine(joined))
+
+
+def _task(resource: str, *, then: str | None = None) -> dict[str, object]:
+    return {"Type": "Task", "Resource": resource, **({"Next": then} if then else {"End": True})}
+
+
+def test_it_finds_task_resources_at_the_top_and_inside_maps_and_parallel_branches() -> None:
+    definition = {
+        "StartAt": "Top",
+        "States": {
+            "Top": _task("arn:aws:states:::sns:publish", then="Each"),
+            "Each": {
+                "Type": "Map",
+                "Iterator": {"StartAt": "A", "States": {"A": _task("arn:aws:states:::dynamodb:getItem")}},
+                "Next": "Processor",
+            },
+            "Processor": {
+                "Type": "Map",
+                "ItemProcessor": {"StartAt": "B", "States": {"B": _task("arn:aws:states:::sqs:sendMessage")}},
+                "Next": "Both",
+            },
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [
+                    {"StartAt": "C", "States": {"C": _task("arn:aws:states:::dynamodb:updateItem")}},
+                    {"StartAt": "D", "States": {"D": {"Type": "Succeed"}}},
+                ],
+                "End": True,
+            },
+        },
+    }
+
+    assert task_resources(definition) == {
+        "arn:aws:states:::sns:publish",
+        "arn:aws:states:::dynamodb:getItem",
+        "arn:aws:states:::sqs:sendMessage",
+        "arn:aws:states:::dynamodb:updateItem",
+    }

@@ -9,33 +9,21 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
 
-from jobsched import resources
 from jobsched.domain import times
 from jobsched.domain.models import Backoff, CreateJobRequest, Execution, RunMessage
 from jobsched.domain.status import RunStatus
-from jobsched.handlers import HandlerRegistry, RunContext, registry
-from jobsched.local.aws import EmbeddedAws
-from jobsched.local.stack import free_port
+from jobsched.handlers import RunContext
 from jobsched.services.run import Delivery, InFlightElsewhere
-from jobsched.settings import Settings
-from jobsched.wiring import Services, build
+from jobsched.wiring import Services
 from tests.support import CallCounter, CrashAt
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    aws = EmbeddedAws("127.0.0.1", free_port()).start()
-    yield aws.endpoint_url
-    aws.stop()
 
 
 class Switch:
@@ -53,39 +41,8 @@ class Switch:
 
 
 @pytest.fixture
-def svc(endpoint: str, request: pytest.FixtureRequest) -> Services:
-    prefix = f"f{abs(hash(request.node.name)) % 10**8}"
-    kw = {"endpoint_url": endpoint}
-    made = resources.create_local_resources(
-        prefix=prefix,
-        dynamodb=boto3.client("dynamodb", **kw),
-        sqs=boto3.client("sqs", **kw),
-        sns=boto3.client("sns", **kw),
-        stepfunctions=boto3.client("stepfunctions", **kw),
-    )
-    settings = Settings(
-        jobs_table=made[resources.JOBS_TABLE.logical_id],
-        runs_table=made[resources.RUNS_TABLE.logical_id],
-        execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
-        execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
-        failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
-        dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
-        alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
-        shard_count=2,
-        lease_seconds=30,
-    )
-    handlers = HandlerRegistry()
-    for name in registry.names():
-        handlers.register(name, registry.get(name))
-    services = build(
-        settings,
-        dynamodb=boto3.client("dynamodb", **kw),
-        sqs=boto3.client("sqs", **kw),
-        stepfunctions=boto3.client("stepfunctions", **kw),
-        handlers=handlers,
-    )
-    services.sns = boto3.client("sns", **kw)  # type: ignore[attr-defined]
-    return services
+def svc(served: Services) -> Services:
+    return served
 
 
 def pump_until(svc: Services, done: Callable[[], bool], timeout: float = 30) -> None:

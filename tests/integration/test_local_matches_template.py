@@ -156,19 +156,30 @@ def test_it_makes_each_local_queue_with_the_deployed_timeouts_and_redrive(
     assert emulated_redrive["deadLetterTargetArn"] == _queue_arn(local, target_id)
 
 
-# --- the failure workflow ---------------------------------------------------------------------
+# --- the workflows ----------------------------------------------------------------------------
+
+WORKFLOWS = (resources.FAILURE_WORKFLOW, resources.DAG_WORKFLOW)
 
 
-def test_it_runs_the_deployed_failure_workflow_definition_locally(
+def test_it_makes_a_state_machine_locally_for_every_workflow_the_template_deploys(
     template: dict[str, Any], local: Local
 ) -> None:
-    deployed = template[resources.FAILURE_WORKFLOW.logical_id]
-    emulated = local.stepfunctions.describe_state_machine(
-        stateMachineArn=local.made[resources.FAILURE_WORKFLOW.logical_id]
-    )
+    deployed = {k for k, v in template.items() if v["Type"] == "AWS::StepFunctions::StateMachine"}
+
+    assert deployed == {spec.logical_id for spec in WORKFLOWS}
+    assert deployed <= set(local.made)
+
+
+@pytest.mark.parametrize("spec", WORKFLOWS, ids=lambda s: s.logical_id)
+def test_it_runs_each_deployed_workflow_definition_and_type_locally(
+    template: dict[str, Any], local: Local, spec: resources.StateMachineSpec
+) -> None:
+    deployed = template[spec.logical_id]
+    emulated = local.stepfunctions.describe_state_machine(stateMachineArn=local.made[spec.logical_id])
 
     assert json.loads(emulated["definition"]) == state_machine_definition(deployed)
     assert emulated["type"] == deployed["Properties"]["StateMachineType"]
+    assert emulated["name"] == resources.physical_name("shape", spec)
 
 
 def test_it_makes_the_alert_topic_locally_that_the_template_deploys(

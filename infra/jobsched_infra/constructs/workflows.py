@@ -1,9 +1,9 @@
-"""The bad path: the failure workflow (Step Functions, ASL from jobsched.workflows) and its alert topic."""
+"""The failure and DAG workflows (Step Functions, ASL from jobsched.workflows) and the alert topic."""
 
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import Any, cast
 
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -12,7 +12,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from jobsched import resources
-from jobsched.workflows import failure_definition
+from jobsched.workflows import dag_definition, failure_definition
 from jobsched_infra.nag import acknowledge
 
 # SNS's AWS-managed key: its key policy already lets any principal of the account use it through
@@ -21,11 +21,12 @@ SNS_MANAGED_KEY_ALIAS = "alias/aws/sns"
 
 
 class Workflows(Construct):
-    """The alert topic and the Standard failure-workflow state machine; the stack grants their roles.
+    """The alert topic and the Standard failure and DAG workflows; the stack grants their roles.
 
-    The definition is `failure_definition()` verbatim, the one the local stack runs. It reads the
-    table, queue and topic from each execution's input, so CDK cannot derive the workflow's grants
-    from it: the stack grants the role exactly what the ASL's tasks call, on the concrete resources.
+    Each definition is its jobsched.workflows function's ASL verbatim, the one the local stack runs.
+    It reads the table, queue and topic from each execution's input, so CDK cannot derive the
+    workflows' grants from it: the stack grants each role exactly what its ASL's tasks call, on the
+    concrete resources.
     """
 
     def __init__(
@@ -34,7 +35,8 @@ class Workflows(Construct):
         construct_id: str,
         *,
         topic_spec: resources.TopicSpec = resources.ALERT_TOPIC,
-        workflow_spec: resources.StateMachineSpec = resources.FAILURE_WORKFLOW,
+        failure_spec: resources.StateMachineSpec = resources.FAILURE_WORKFLOW,
+        dag_spec: resources.StateMachineSpec = resources.DAG_WORKFLOW,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -48,28 +50,40 @@ class Workflows(Construct):
         # As for tables and queues: the spec's logical id is the CloudFormation logical id.
         cast(sns.CfnTopic, self.topic.node.default_child).override_logical_id(topic_spec.logical_id)
 
-        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention)
-        self.state_machine = sfn.StateMachine(
-            self,
-            workflow_spec.logical_id,
-            definition_body=sfn.DefinitionBody.from_string(json.dumps(failure_definition())),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            tracing_enabled=True,
-            # Every state transition: it runs on the bad path only, so the volume is the failure
-            # rate, and an operator chasing a dead letter wants each step. The input (error
-            # messages from job handlers) stays in the execution history, out of the logs.
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
-            ),
+        # Every state transition of both, no execution data. The failure workflow runs on the bad
+        # path only, so its volume is the failure rate, and an operator chasing a dead letter wants
+        # each step; its input (error messages from job handlers) stays in the execution history.
+        # The DAG workflow runs once per upstream success with dependants: a log event costs a small
+        # fraction of the Standard state transition it records, and a dependant that never fired is
+        # traced step by step (Count, Recheck, Release, Enqueue).
+        self.failure_workflow = self._state_machine(
+            failure_spec,
+            failure_definition(),
+            logs.LogGroup(self, "Logs", retention=log_retention),
         )
-        cast(sfn.CfnStateMachine, self.state_machine.node.default_child).override_logical_id(
-            workflow_spec.logical_id
+        self.dag_workflow = self._state_machine(
+            dag_spec,
+            dag_definition(),
+            logs.LogGroup(self, "DagLogs", retention=log_retention),
         )
 
+    def _state_machine(
+        self, spec: resources.StateMachineSpec, definition: dict[str, Any], log_group: logs.LogGroup
+    ) -> sfn.StateMachine:
+        state_machine = sfn.StateMachine(
+            self,
+            spec.logical_id,
+            definition_body=sfn.DefinitionBody.from_string(json.dumps(definition)),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        )
+        cast(sfn.CfnStateMachine, state_machine.node.default_child).override_logical_id(spec.logical_id)
         acknowledge(
-            self.state_machine.role,
+            state_machine.role,
             "IAM5",
             "Step Functions' log delivery (logs:CreateLogDelivery, PutResourcePolicy, ...) and X-Ray "
             "tracing take no resource-level permissions.",
             finding="Resource::*",
         )
+        return state_machine

@@ -32,6 +32,7 @@ from jobsched.domain.models import (
     CancelResult,
     CreateJobRequest,
     DeadLetterPage,
+    GraphView,
     JobControl,
     JobCreated,
     JobView,
@@ -162,6 +163,10 @@ def build_app(
     @app.delete("/api/jobs/<job_id>")
     def cancel_job(job_id: Annotated[str, Path(max_length=64)]) -> CancelResult:
         return service.cancel(job_id, tenant=tenant_of(app, tenant_source))
+
+    @app.get("/api/jobs/<job_id>/graph")
+    def job_graph(job_id: Annotated[str, Path(max_length=64)]) -> GraphView:
+        return service.graph(job_id, tenant=tenant_of(app, tenant_source))
 
     @app.post("/api/jobs/<job_id>/pause")
     def pause_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:

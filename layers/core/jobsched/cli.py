@@ -86,6 +86,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         body["handler"] = args.handler
     if args.payload:
         body["payload"] = json.loads(args.payload)
+    if args.depends_on:
+        body.update(type="dependent", depends_on=args.depends_on.split(","))
+    if args.name:
+        body["name"] = args.name
     if args.cron:
         body.update(type="recurring", cron_expr=args.cron)
     if args.run_at:
@@ -165,6 +169,30 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return call(args, "GET", f"/api/jobs/{args.job_id}/runs?" + urllib.parse.urlencode(query))
 
 
+def cmd_graph(args: argparse.Namespace) -> int:
+    """GET /api/jobs/{id}/graph, printed as a tree of edges and a status table per period."""
+    if args.json:
+        return call(args, "GET", f"/api/jobs/{args.job_id}/graph")
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = call(args, "GET", f"/api/jobs/{args.job_id}/graph")
+    if code != 0:
+        print(buffer.getvalue(), end="")
+        return code
+    graph = json.loads(buffer.getvalue())
+    names = {n["job_id"]: n["name"] or n["job_id"] for n in graph["nodes"]}
+    for edge in graph["edges"]:
+        print(f"{names[edge['upstream']]} -> {names[edge['dependant']]}")
+    for period in graph["periods"]:
+        print(f"\nperiod {period['period']}")
+        for job_id, status in sorted(period["status"].items(), key=lambda kv: names[kv[0]]):
+            print(f"  {names[job_id]:<30} {status}")
+    return 0
+
+
 def cmd_cron_next(args: argparse.Namespace) -> int:
     """Print the next N fire times exactly as the dispatcher computes them."""
     from jobsched import cron
@@ -206,6 +234,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timezone")
     p.add_argument("--max-attempts", type=int)
     p.add_argument("--idempotency-key")
+    p.add_argument("--depends-on", help="comma-separated upstream job ids (a dependent job)")
+    p.add_argument("--name")
     p.add_argument("--json", help="the whole request body as JSON (flags override its fields)")
     p.set_defaults(func=cmd_submit)
 
@@ -251,6 +281,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cursor")
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(func=cmd_runs)
+
+    p = client("graph", "show the DAG around a job and its recent periods")
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true", help="print the raw JSON")
+    p.set_defaults(func=cmd_graph)
 
     p = client("dead-letter", "list dead-lettered runs, newest first")
     p.add_argument("--limit", type=int, default=20)

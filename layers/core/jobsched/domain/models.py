@@ -419,6 +419,7 @@ class PatchJobRequest(BaseModel):
     start_at: AwareDatetime | None = None
     end_at: AwareDatetime | None = None
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
+    depends_on: list[str] | None = Field(default=None, min_length=1, max_length=MAX_FAN_IN)
 
     @field_validator("payload")
     @classmethod

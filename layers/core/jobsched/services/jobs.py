@@ -19,6 +19,7 @@ from jobsched.domain.models import (
     CreateJobRequest,
     Execution,
     ExecutionView,
+    GraphView,
     Job,
     JobCreated,
     JobView,
@@ -136,6 +137,10 @@ class JobService:
         job = self.owned(job_id, tenant)
         runs = self.runs.recent(job.job_id, limit=RECENT_EXECUTIONS)
         return _view(job, runs)
+
+    def graph(self, job_id: str, *, tenant: str) -> GraphView:
+        """The DAG around a job."""
+        return self.dag.graph(self.owned(job_id, tenant))
 
     def cancel(self, job_id: str, *, tenant: str) -> CancelResult:
         """Compare-and-set SCHEDULED -> CANCELLED; 409 while a run is RUNNING; a repeat is 200."""

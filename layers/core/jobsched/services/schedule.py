@@ -134,7 +134,9 @@ class ScheduleService:
         if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
             raise Conflict(f"job {job_id} is {job.status.value}: it cannot be edited")
         changed = request.model_fields_set
-        if job.type == "one_off" and changed & (_SCHEDULE_FIELDS | _POLICY_FIELDS):
+        if "depends_on" in changed:
+            return self._rewire(job, request.depends_on or [], tenant=tenant, others=changed - {"depends_on"})
+        if job.type != "recurring" and changed & (_SCHEDULE_FIELDS | _POLICY_FIELDS):
             bad = sorted(changed & (_SCHEDULE_FIELDS | _POLICY_FIELDS))[0]
             raise ValidationFailed(f"{bad}: only recurring jobs have a schedule", field=bad)
         if "handler" in changed and request.handler not in self.job_service.registry:
@@ -177,6 +179,27 @@ class ScheduleService:
         self._save(job, updated)
         self.job_service.hand_over_if_due_soon(updated)
         return self.job_service.owned(job_id, tenant)
+
+    def _rewire(self, job: Job, depends_on: list[str], *, tenant: str, others: set[str]) -> Job:
+        """Move a dependent job's upstream edges (cycle-checked) in one transaction."""
+        if job.type != "dependent":
+            raise ValidationFailed("depends_on: only a dependent job has upstreams", field="depends_on")
+        if others:
+            raise ValidationFailed(
+                "depends_on: change it on its own, not with other fields", field="depends_on"
+            )
+        if len(set(depends_on)) != len(depends_on):
+            raise ValidationFailed("depends_on: an upstream job is listed twice", field="depends_on")
+        root = self.job_service.dag.check_upstreams(depends_on, tenant=tenant, job_id=job.job_id)
+        now = times.truncate_ms(self.clock.now())
+        updated = job.model_copy(
+            update={"depends_on": tuple(depends_on), "root_schedule": root, "updated_at": now}
+        )
+        added = [u for u in depends_on if u not in job.depends_on]
+        removed = [u for u in job.depends_on if u not in depends_on]
+        if not self.jobs.rewire(updated, expected_version=job.version, added=added, removed=removed):
+            raise Conflict(f"job {job.job_id} or one of its upstreams changed meanwhile; retry")
+        return self.job_service.owned(job.job_id, tenant)
 
     def _next_tick_after_edit(self, job: Job, now: datetime) -> datetime | None:
         # Ticks handed over already have run rows; the newest of them bounds the new schedule from

@@ -1,0 +1,221 @@
+"""DAG dependencies against the embedded moto server, with the DAG workflow executing for real."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from jobsched.domain.models import CreateJobRequest, PatchJobRequest
+from jobsched.domain.status import RunStatus
+from jobsched.errors import Conflict, ValidationFailed
+from jobsched.handlers import RunContext
+from jobsched.services.run import Delivery
+from jobsched.wiring import Services
+from tests.integration.test_failures import pump_until
+
+pytestmark = pytest.mark.slow
+
+
+class Ledger:
+    """Every handler invocation: (job name, start, end). `failing` names fail."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float, float]] = []
+        self.failing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, payload: dict[str, Any], ctx: RunContext) -> dict[str, str]:
+        start = time.monotonic()
+        if payload["name"] in self.failing:
+            raise RuntimeError(f"{payload['name']} fails")
+        with self._lock:
+            self.calls.append((payload["name"], start, time.monotonic()))
+        return {"name": payload["name"]}
+
+    def count(self) -> Counter[str]:
+        return Counter(name for name, _, _ in self.calls)
+
+    def span(self, name: str) -> tuple[float, float]:
+        [(start, end)] = [(s, e) for n, s, e in self.calls if n == name]
+        return start, end
+
+
+@pytest.fixture
+def ledger(served: Services) -> Ledger:
+    ledger = Ledger()
+    served.worker.registry.register("test.ledger", ledger)
+    served.job_service.registry = served.worker.registry
+    return ledger
+
+
+def root(svc: Services, name: str, tenant: str = "t") -> str:
+    request = CreateJobRequest(
+        type="one_off", handler="test.ledger", payload={"name": name}, name=name, run_at=datetime.now(UTC),
+        max_attempts=1,
+    )  # fmt: skip
+    return svc.job_service.submit(request, tenant=tenant, idempotency_key=None).job_id
+
+
+def dependant(svc: Services, name: str, *upstreams: str, tenant: str = "t", **extra: Any) -> str:
+    request = CreateJobRequest(
+        type="dependent", handler="test.ledger", payload={"name": name}, name=name,
+        depends_on=list(upstreams),
+        **extra,
+    )  # fmt: skip
+    return svc.job_service.submit(request, tenant=tenant, idempotency_key=None).job_id
+
+
+def status_of(svc: Services, job_id: str) -> str | None:
+    runs = svc.runs.recent(job_id, limit=1)
+    return runs[0].status.value if runs else None
+
+
+def dag_executions(svc: Services) -> list[dict[str, Any]]:
+    sfn = svc.failures.workflows.client
+    return list(sfn.list_executions(stateMachineArn=svc.settings.dag_workflow_arn)["executions"])
+
+
+def settle(svc: Services, done: Callable[[], bool], timeout: float = 60) -> None:
+    """Pump until `done`, then until no workflow runs and the queue is drained."""
+    pump_until(svc, done, timeout=timeout)
+    deadline = time.monotonic() + 10
+    while any(e["status"] == "RUNNING" for e in dag_executions(svc)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pump_until(svc, lambda: True)
+
+
+def seeds_dag(svc: Services) -> dict[str, str]:
+    ids = {"extract": root(svc, "extract"), "load-refs": root(svc, "load-refs")}
+    ids["join"] = dependant(svc, "join", ids["extract"], ids["load-refs"])
+    ids["transform"] = dependant(svc, "transform", ids["join"])
+    ids["validate"] = dependant(svc, "validate", ids["join"])
+    ids["publish"] = dependant(svc, "publish", ids["transform"], ids["validate"])
+    return ids
+
+
+def test_the_seeds_dag_runs_in_topological_order_each_node_once(served: Services, ledger: Ledger) -> None:
+    svc = served
+    ids = seeds_dag(svc)
+    settle(svc, lambda: status_of(svc, ids["publish"]) == "SUCCEEDED")
+    assert ledger.count() == Counter({name: 1 for name in ids})
+    for after, befores in {
+        "join": ["extract", "load-refs"],
+        "transform": ["join"],
+        "validate": ["join"],
+        "publish": ["transform", "validate"],
+    }.items():
+        assert ledger.span(after)[0] >= max(ledger.span(b)[1] for b in befores), after
+    graph = svc.job_service.graph(ids["join"], tenant="t")
+    assert len(graph.nodes) == 6 and len(graph.edges) == 6
+    assert graph.periods[0].status == {job_id: "SUCCEEDED" for job_id in ids.values()}
+    assert svc.jobs.get_job(ids["publish"]).status.value == "COMPLETED"  # type: ignore[union-attr]
+
+
+def test_duplicate_upstream_signals_never_fire_a_dependant_twice(served: Services, ledger: Ledger) -> None:
+    svc = served
+    a, b = root(svc, "a"), root(svc, "b")
+    c = dependant(svc, "c", a, b)
+    settle(svc, lambda: status_of(svc, c) == "SUCCEEDED")
+    # Re-run the completion workflow for both upstream runs (new execution names: a real re-run)
+    for upstream in (a, b):
+        job = svc.jobs.get_job(upstream)
+        run = svc.runs.recent(upstream, limit=1)[0]
+        assert job is not None
+        svc.dag.signal_success(job, run.model_copy(update={"replays": 7}))
+    # and re-deliver the dependant's own message
+    c_run = svc.runs.recent(c, limit=1)[0]
+    from jobsched.domain import times
+    from jobsched.domain.models import RunMessage
+
+    body = RunMessage(
+        job_id=c, scheduled_for=times.stored(c_run.scheduled_for), kind="dependant"
+    ).model_dump_json()
+    assert svc.worker.process(Delivery("dup", "dup", body)).value == "duplicate"
+    settle(svc, lambda: True)
+    assert ledger.count()["c"] == 1 and svc.runs.recent(c, limit=5)[0].status == RunStatus.SUCCEEDED
+    assert len(svc.runs.recent(c, limit=5)) == 1
+
+
+def test_a_dead_lettered_upstream_marks_dependants_upstream_failed_and_a_replay_re_arms_them(
+    served: Services, ledger: Ledger
+) -> None:
+    svc = served
+    ledger.failing.add("validate")
+    ids = seeds_dag(svc)
+    settle(svc, lambda: status_of(svc, ids["publish"]) == "UPSTREAM_FAILED")
+    assert status_of(svc, ids["validate"]) == "DEAD_LETTER"
+    assert status_of(svc, ids["transform"]) == "SUCCEEDED"
+    publish = svc.runs.recent(ids["publish"], limit=1)[0]
+    assert publish.reason and "dead-lettered" in publish.reason
+    time.sleep(0.5)
+    pump_until(svc, lambda: True)
+    assert status_of(svc, ids["publish"]) == "UPSTREAM_FAILED"  # and stays so
+    # When the cause is fixed and validate is replayed
+    ledger.failing.clear()
+    validate_run = svc.runs.recent(ids["validate"], limit=1)[0]
+    svc.failures.replay(validate_run.run_id, tenant="t")
+    settle(svc, lambda: status_of(svc, ids["publish"]) == "SUCCEEDED")
+    assert ledger.count()["publish"] == 1 and ledger.count()["validate"] == 1
+
+
+def test_bad_dependencies_are_clear_4xx(served: Services, ledger: Ledger) -> None:
+    svc = served
+    a = root(svc, "a")
+    b = dependant(svc, "b", a)
+    c = dependant(svc, "c", b)
+    with pytest.raises(ValidationFailed, match=r"a cycle: .* -> "):
+        svc.schedule.edit(b, PatchJobRequest(depends_on=[c]), tenant="t")
+    with pytest.raises(ValidationFailed, match="itself"):
+        svc.schedule.edit(b, PatchJobRequest(depends_on=[b]), tenant="t")
+    with pytest.raises(ValidationFailed, match="unknown job 'job_nope'"):
+        dependant(svc, "d", "job_nope")
+    with pytest.raises(ValidationFailed, match="unknown job"):
+        dependant(svc, "e", a, tenant="someone-else")
+    hourly = svc.job_service.submit(
+        CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="0 * * * *"),
+        tenant="t",
+        idempotency_key=None,
+    ).job_id
+    with pytest.raises(ValidationFailed, match="share one schedule"):
+        dependant(svc, "f", a, hourly)
+    # rewiring is allowed when it stays acyclic
+    svc.schedule.edit(c, PatchJobRequest(depends_on=[a]), tenant="t")
+    assert svc.jobs.get_job(b).dependants == ()  # type: ignore[union-attr]
+    # cancelling an upstream cancels its transitive dependants
+    svc.job_service.cancel(a, tenant="t")
+    assert svc.jobs.get_job(c).status.value == "CANCELLED"  # type: ignore[union-attr]
+    with pytest.raises(Conflict, match="CANCELLED"):
+        dependant(svc, "g", a)
+
+
+def test_a_random_layered_dag_of_200_nodes_runs_every_node_once(served: Services, ledger: Ledger) -> None:
+    svc = served
+    rng = random.Random(20261130)
+    layers: list[list[str]] = [[root(svc, f"n0.{i}") for i in range(10)]]
+    edges = 0
+    for depth in range(1, 11):
+        layer = []
+        for i in range(20 if depth < 10 else 10):
+            ups = rng.sample(layers[-1], k=rng.randint(1, 3))
+            edges += len(ups)
+            layer.append(dependant(svc, f"n{depth}.{i}", *ups))
+        layers.append(layer)
+    nodes = [job_id for layer in layers for job_id in layer]
+    assert len(nodes) == 200
+    settle(svc, lambda: all(status_of(svc, j) == "SUCCEEDED" for j in layers[-1]), timeout=240)
+    pump_until(svc, lambda: all(status_of(svc, j) == "SUCCEEDED" for j in nodes), timeout=60)
+    assert set(ledger.count().values()) == {1} and len(ledger.count()) == 200
+    sfn = svc.failures.workflows.client
+    entered = 0
+    for ex in dag_executions(svc):
+        events = sfn.get_execution_history(executionArn=ex["executionArn"], maxResults=1000)["events"]
+        entered += sum(e["type"].endswith("StateEntered") for e in events)
+    print(f"\nDAG of 200 nodes, {edges} edges: {entered} state transitions, {entered / edges:.2f} per edge")
+    assert entered / edges < 8
