@@ -263,3 +263,35 @@ def test_patch_of_a_cancelled_job_and_pause_of_a_finished_one_off_are_conflicts(
     )
     status, err = call("POST", f"/api/jobs/{one['job_id']}/pause")
     assert status == 409 and "nothing to pause" in err["error"]["message"]
+
+
+def test_a_dag_over_http_and_its_bad_dependencies(call: Call) -> None:
+    run_at = soon()
+    _, a = call(
+        "POST", "/api/jobs", {"type": "one_off", "run_at": run_at, "handler": "demo.echo", "name": "a"}
+    )
+    _, b = call(
+        "POST", "/api/jobs", {"type": "dependent", "depends_on": [a["job_id"]], "handler": "demo.echo"}
+    )
+    assert b["next_run_at"] is None and b["status"] == "SCHEDULED"
+    status, graph = call("GET", f"/api/jobs/{a['job_id']}/graph")
+    assert status == 200 and graph["edges"] == [{"upstream": a["job_id"], "dependant": b["job_id"]}]
+    _, other = call(
+        "POST", "/api/jobs", {"type": "one_off", "run_at": run_at, "handler": "demo.echo"}, {"X-Tenant": "x"}
+    )
+    for body, word in [
+        ({"depends_on": ["job_missing"]}, "unknown job"),
+        ({"depends_on": [other["job_id"]]}, "unknown job"),
+        ({"depends_on": []}, "depends_on"),
+        ({"depends_on": [a["job_id"], a["job_id"]]}, "twice"),
+        ({"depends_on": [a["job_id"]], "run_at": run_at}, "no time of its own"),
+    ]:
+        status, err = call("POST", "/api/jobs", {"type": "dependent", "handler": "demo.echo", **body})
+        assert status == 400 and word in err["error"]["message"], err
+    status, err = call("PATCH", f"/api/jobs/{b['job_id']}", {"depends_on": [b["job_id"]]})
+    assert status == 400 and "itself" in err["error"]["message"]
+    _, c = call(
+        "POST", "/api/jobs", {"type": "dependent", "depends_on": [b["job_id"]], "handler": "demo.echo"}
+    )
+    status, err = call("PATCH", f"/api/jobs/{b['job_id']}", {"depends_on": [c["job_id"]]})
+    assert status == 400 and "cycle" in err["error"]["message"] and c["job_id"] in err["error"]["message"]

@@ -219,3 +219,34 @@ def test_a_random_layered_dag_of_200_nodes_runs_every_node_once(served: Services
         entered += sum(e["type"].endswith("StateEntered") for e in events)
     print(f"\nDAG of 200 nodes, {edges} edges: {entered} state transitions, {entered / edges:.2f} per edge")
     assert entered / edges < 8
+
+
+def test_a_dependant_of_recurring_upstreams_fires_once_per_period(served: Services, ledger: Ledger) -> None:
+    svc = served
+
+    def every_2s(name: str) -> str:
+        request = CreateJobRequest(
+            type="recurring", handler="test.ledger", payload={"name": name}, cron_expr="*/2 * * * * *"
+        )
+        return svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+
+    a, b = every_2s("a"), every_2s("b")
+    c = dependant(svc, "c", a, b)
+    # a dependant of recurring jobs must share their schedule: a one-off upstream is refused
+    with pytest.raises(ValidationFailed, match="share one schedule"):
+        dependant(svc, "x", a, root(svc, "one-off"))
+    pump_until(
+        svc,
+        lambda: sum(r.status == RunStatus.SUCCEEDED for r in svc.runs.recent(c, limit=20)) >= 3,
+        timeout=30,
+    )
+    svc.job_service.cancel(a, tenant="t")  # stops the chain (and cancels c with it)
+    svc.job_service.cancel(b, tenant="t")
+    c_runs = {r.scheduled_for: r.status for r in svc.runs.recent(c, limit=50)}
+    a_runs = {r.scheduled_for: r.status for r in svc.runs.recent(a, limit=50)}
+    b_runs = {r.scheduled_for: r.status for r in svc.runs.recent(b, limit=50)}
+    # every period of c is a period both a and b succeeded in, and c ran once in it
+    for period, status in c_runs.items():
+        if status == RunStatus.SUCCEEDED:
+            assert a_runs[period] == RunStatus.SUCCEEDED and b_runs[period] == RunStatus.SUCCEEDED
+    assert ledger.count()["c"] == sum(s == RunStatus.SUCCEEDED for s in c_runs.values()) >= 3
