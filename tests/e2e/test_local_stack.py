@@ -147,3 +147,46 @@ def test_overlapping_ticks_are_skipped_visibly_and_a_job_pauses_and_resumes(stac
     assert stack.post(f"/api/jobs/{job_id}/pause", None, **headers).json()["status"] == "PAUSED"
     assert stack.post(f"/api/jobs/{job_id}/resume", None, **headers).json()["status"] == "SCHEDULED"
     assert stack.get(f"/api/jobs/{job_id}", **headers).json()["status"] == "SCHEDULED"
+
+
+def test_a_dag_runs_in_order_over_http_and_the_cli_prints_its_graph(stack: Stack) -> None:
+    import subprocess
+    import sys
+
+    headers = {"X-Tenant": "dag"}
+    run_at = datetime.now(UTC).isoformat()
+    a = stack.post(
+        "/api/jobs",
+        {"type": "one_off", "run_at": run_at, "handler": "demo.echo", "name": "extract"},
+        **headers,
+    )
+    b = stack.post(
+        "/api/jobs",
+        {"type": "dependent", "depends_on": [a.json()["job_id"]], "handler": "demo.echo", "name": "load"},
+        **headers,
+    )
+    assert a.status_code == 201 and b.status_code == 201, (a.text, b.text)
+    job = stack.wait_for(
+        b.json()["job_id"],
+        lambda j: j["recent_executions"] and j["recent_executions"][0]["status"] == "SUCCEEDED",
+        timeout=30,
+        **headers,
+    )
+    assert job["status"] == "COMPLETED" and job["depends_on"] == [a.json()["job_id"]]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jobsched.cli",
+            "graph",
+            a.json()["job_id"],
+            "--api-url",
+            stack.url,
+            "--tenant",
+            "dag",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0 and "extract -> load" in out.stdout and "SUCCEEDED" in out.stdout
