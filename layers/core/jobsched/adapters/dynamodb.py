@@ -48,6 +48,23 @@ def _raise_transient(exc: ClientError) -> None:
         raise TransientStoreError(f"DynamoDB is unavailable: {_error_code(exc)}") from exc
 
 
+def _conditional(operation: Any, **kwargs: Any) -> tuple[bool, dict[str, Any]]:
+    """A conditional write: (True, returned attributes), or (False, the item as it stood) if refused.
+
+    The item is there when the call asked for ReturnValuesOnConditionCheckFailure. Throttles and
+    server faults become TransientStoreError.
+    """
+    try:
+        out = operation(**kwargs)
+    except ClientError as exc:
+        if _error_code(exc) == "ConditionalCheckFailedException":
+            old: Any = exc.response.get("Item")
+            return False, dict(old or {})
+        _raise_transient(exc)
+        raise
+    return True, dict(out.get("Attributes") or {})
+
+
 # -- attribute encoding: every stored attribute is a string or an integer ---------------------
 def _enc(value: str | int) -> dict[str, str]:
     return {"N": str(value)} if isinstance(value, int) else {"S": value}
@@ -446,20 +463,14 @@ class JobStore:
             update = "SET next_run_at = :next, due_key = :due, updated_at = :now ADD dispatched :n"
             values[":next"] = _enc(times.stored(next_run_at))
             values[":due"] = _enc(due_key_for(job_id, next_run_at, written=now, shards=self.shard_count))
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
-                UpdateExpression=update,
-                ConditionExpression="next_run_at = :expected",
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            _raise_transient(exc)
-            raise
-        return True
+        return _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+            UpdateExpression=update,
+            ConditionExpression="next_run_at = :expected",
+            ExpressionAttributeValues=values,
+        )[0]
 
     def set_job_status(
         self,
@@ -480,24 +491,20 @@ class JobStore:
         values[":one"] = _enc(1)
         if leave_index:
             update += " REMOVE next_run_at, due_key"
-        try:
-            out = self.client.update_item(
-                TableName=self.table,
-                Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
-                UpdateExpression=update,
-                ConditionExpression=f"attribute_exists(PK) AND #s IN ({', '.join(values_of_src)})",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                old: Any = exc.response.get("Item")
-                return False, job_from_item(old) if old else None
-            _raise_transient(exc)
-            raise
-        return True, job_from_item(out["Attributes"])
+        applied, result = _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+            UpdateExpression=update,
+            ConditionExpression=f"attribute_exists(PK) AND #s IN ({', '.join(values_of_src)})",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if not applied:
+            return False, job_from_item(result) if result else None
+        return True, job_from_item(result)
 
     def save_definition(self, job: Job, *, expected_version: int) -> bool:
         """Write a job's definition (schedule, policies, status, pending tick) if its version is unchanged.
@@ -584,21 +591,15 @@ class JobStore:
         names: dict[str, str] | None = None,
     ) -> bool:
         kwargs: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-                **kwargs,
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            _raise_transient(exc)
-            raise
-        return True
+        return _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            **kwargs,
+        )[0]
 
     # -- the due index --------------------------------------------------------------------------
     def due_page(
@@ -631,46 +632,37 @@ class JobStore:
         self, shard: int, *, owner: str, now: datetime, lease_seconds: int
     ) -> ShardLease | None:
         """Lease a shard if it is unclaimed, expired, or already ours; None if another holds it."""
-        try:
-            out = self.client.update_item(
-                TableName=self.table,
-                Key={"PK": _enc(f"SHARD#{shard}"), "SK": _enc("LEASE")},
-                UpdateExpression="SET lease_owner = :me, lease_until = :until",
-                # Unclaimed, expired, or ours (a pass that re-enters after a crash of its own).
-                ConditionExpression=(
-                    "attribute_not_exists(lease_owner) OR lease_until < :now OR lease_owner = :me"
-                ),
-                ExpressionAttributeValues={
-                    ":me": _enc(owner),
-                    ":now": _enc(times.stored(now)),
-                    ":until": _enc(times.stored(now + timedelta(seconds=lease_seconds))),
-                },
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return None
-            _raise_transient(exc)
-            raise
-        item = _dec(out["Attributes"])
+        applied, result = _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(f"SHARD#{shard}"), "SK": _enc("LEASE")},
+            UpdateExpression="SET lease_owner = :me, lease_until = :until",
+            # Unclaimed, expired, or ours (a pass that re-enters after a crash of its own).
+            ConditionExpression=(
+                "attribute_not_exists(lease_owner) OR lease_until < :now OR lease_owner = :me"
+            ),
+            ExpressionAttributeValues={
+                ":me": _enc(owner),
+                ":now": _enc(times.stored(now)),
+                ":until": _enc(times.stored(now + timedelta(seconds=lease_seconds))),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        if not applied:
+            return None
+        item = _dec(result)
         return ShardLease(shard=shard, owner=owner, watermark=item.get("watermark"))
 
     def release_shard(self, lease: ShardLease, *, watermark: str) -> bool:
         """Record the drained watermark and give the lease up; False if the lease was lost meanwhile."""
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"PK": _enc(f"SHARD#{lease.shard}"), "SK": _enc("LEASE")},
-                UpdateExpression="SET watermark = :wm REMOVE lease_owner, lease_until",
-                ConditionExpression="lease_owner = :me",
-                ExpressionAttributeValues={":wm": _enc(watermark), ":me": _enc(lease.owner)},
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            _raise_transient(exc)
-            raise
-        return True
+        return _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(f"SHARD#{lease.shard}"), "SK": _enc("LEASE")},
+            UpdateExpression="SET watermark = :wm REMOVE lease_owner, lease_until",
+            ConditionExpression="lease_owner = :me",
+            ExpressionAttributeValues={":wm": _enc(watermark), ":me": _enc(lease.owner)},
+        )[0]
 
     # -- helpers ----------------------------------------------------------------------------------
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
@@ -724,19 +716,15 @@ class RunStore:
         }
         if skipped:
             item["reason"] = _enc(skipped)
-        try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(PK)",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                old: Any = exc.response.get("Item")
-                return Transition(applied=False, item=dict(old) if old else self.get_raw(job_id, sf))
-            _raise_transient(exc)
-            raise
+        applied, old = _conditional(
+            self.client.put_item,
+            TableName=self.table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(PK)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if not applied:
+            return Transition(applied=False, item=old or self.get_raw(job_id, sf))
         return Transition(applied=True, item=item)
 
     def get_raw(self, job_id: str, scheduled_for: str) -> dict[str, Any] | None:
@@ -822,24 +810,20 @@ class RunStore:
             for i, key in enumerate(removes):
                 names[f"#r{i}"] = key
             update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
-        try:
-            out = self.client.update_item(
-                TableName=self.table,
-                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
-                UpdateExpression=update,
-                ConditionExpression=" OR ".join(clauses),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_OLD",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                old: Any = exc.response.get("Item")
-                return Transition(applied=False, item=dict(old) if old else None)
-            _raise_transient(exc)
-            raise
-        previous = dict(out.get("Attributes") or {}) or None
+        applied, result = _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
+            UpdateExpression=update,
+            ConditionExpression=" OR ".join(clauses),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_OLD",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if not applied:
+            return Transition(applied=False, item=result or None)
+        previous = result or None
         # ReturnValues can give ALL_OLD or ALL_NEW, not both; the row after the write is the
         # previous row with our SETs applied, which a read-back would only confirm at a cost.
         return Transition(applied=True, item=None, previous=previous)
@@ -862,52 +846,49 @@ class RunStore:
         check_path(RunStatus.PENDING, RunStatus.LEASED, RunStatus.RUNNING, RunStatus.FAILED)
         stamp = times.stored(now)
         job_sf = times.parse_stored(scheduled_for)
-        try:
-            out = self.client.update_item(
-                TableName=self.table,
-                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
-                UpdateExpression=(
-                    "SET #s = :failed, error_type = :et, error_message = :em,"
-                    " finished_at = :now, updated_at = :now,"
-                    " run_id = if_not_exists(run_id, :rid), job_id = if_not_exists(job_id, :jid),"
-                    " tenant = if_not_exists(tenant, :tenant),"
-                    " scheduled_for = if_not_exists(scheduled_for, :sf),"
-                    " attempt = if_not_exists(attempt, :zero),"
-                    " attempts = list_append(if_not_exists(attempts, :none), :rec)"
+        applied, result = _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
+            UpdateExpression=(
+                "SET #s = :failed, error_type = :et, error_message = :em,"
+                " finished_at = :now, updated_at = :now,"
+                " run_id = if_not_exists(run_id, :rid), job_id = if_not_exists(job_id, :jid),"
+                " tenant = if_not_exists(tenant, :tenant),"
+                " scheduled_for = if_not_exists(scheduled_for, :sf),"
+                " attempt = if_not_exists(attempt, :zero),"
+                " attempts = list_append(if_not_exists(attempts, :none), :rec)"
+            ),
+            ConditionExpression="attribute_not_exists(PK) OR #s IN (:p, :l, :r)",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":failed": _enc(RunStatus.FAILED.value),
+                ":p": _enc(RunStatus.PENDING.value),
+                ":l": _enc(RunStatus.LEASED.value),
+                ":r": _enc(RunStatus.RUNNING.value),
+                ":et": _enc(error_type),
+                ":em": _enc(error_message),
+                ":now": _enc(stamp),
+                ":rid": _enc(run_id_for(job_id, job_sf)),
+                ":jid": _enc(job_id),
+                ":tenant": _enc(tenant),
+                ":sf": _enc(scheduled_for),
+                ":zero": _enc(0),
+                ":none": {"L": []},
+                ":rec": _attempt_record(
+                    {
+                        "outcome": error_type,
+                        "finished_at": stamp,
+                        "error_type": error_type,
+                        "error_message": error_message,
+                    }
                 ),
-                ConditionExpression="attribute_not_exists(PK) OR #s IN (:p, :l, :r)",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":failed": _enc(RunStatus.FAILED.value),
-                    ":p": _enc(RunStatus.PENDING.value),
-                    ":l": _enc(RunStatus.LEASED.value),
-                    ":r": _enc(RunStatus.RUNNING.value),
-                    ":et": _enc(error_type),
-                    ":em": _enc(error_message),
-                    ":now": _enc(stamp),
-                    ":rid": _enc(run_id_for(job_id, job_sf)),
-                    ":jid": _enc(job_id),
-                    ":tenant": _enc(tenant),
-                    ":sf": _enc(scheduled_for),
-                    ":zero": _enc(0),
-                    ":none": {"L": []},
-                    ":rec": _attempt_record(
-                        {
-                            "outcome": error_type,
-                            "finished_at": stamp,
-                            "error_type": error_type,
-                            "error_message": error_message,
-                        }
-                    ),
-                },
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return None
-            _raise_transient(exc)
-            raise
-        return execution_from_item(out["Attributes"])
+            },
+            ReturnValues="ALL_NEW",
+        )
+        if not applied:
+            return None
+        return execution_from_item(result)
 
     def dead_letters(
         self, *, dl_key: str, start: dict[str, Any] | None, limit: int, job_id: str | None
@@ -942,26 +923,20 @@ class RunStore:
     def extend_lease(self, *, job_id: str, scheduled_for: str, owner: str, until: datetime) -> bool:
         """Push the lease of a held run to `until`; False if `owner` no longer holds it."""
         held = sorted(s.value for s in HELD)
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
-                UpdateExpression="SET lease_until = :until",
-                ConditionExpression="lease_owner = :me AND #s IN (:h0, :h1)",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":until": _enc(times.stored(until)),
-                    ":me": _enc(owner),
-                    ":h0": _enc(held[0]),
-                    ":h1": _enc(held[1]),
-                },
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            _raise_transient(exc)
-            raise
-        return True
+        return _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
+            UpdateExpression="SET lease_until = :until",
+            ConditionExpression="lease_owner = :me AND #s IN (:h0, :h1)",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":until": _enc(times.stored(until)),
+                ":me": _enc(owner),
+                ":h0": _enc(held[0]),
+                ":h1": _enc(held[1]),
+            },
+        )[0]
 
     def recent(self, job_id: str, *, limit: int) -> list[Execution]:
         """The newest runs of a job, newest first."""

@@ -3,16 +3,13 @@ dead letters. Healthy runs never come here."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from jobsched.adapters.dynamodb import JobStore, RunStore, job_pk, parse_run_id, run_sk
 from jobsched.adapters.stepfunctions import Workflows, execution_name
-from jobsched.domain import times
+from jobsched.domain import cursors, times
 from jobsched.domain.models import (
     DeadLetterItem,
     DeadLetterPage,
@@ -126,7 +123,13 @@ class FailureService:
         """
         if not 1 <= limit <= MAX_PAGE:
             raise ValidationFailed(f"limit: must be between 1 and {MAX_PAGE}", field="limit")
-        start = decode_cursor(cursor, tenant) if cursor else None
+        start = (
+            cursors.decode(
+                cursor, keys={"dl_key", "dl_sk", "PK", "SK"}, pinned={"dl_key": dead_letter_key(tenant)}
+            )
+            if cursor
+            else None
+        )
         rows, last = self.runs.dead_letters(
             dl_key=dead_letter_key(tenant), start=start, limit=limit, job_id=job_id
         )
@@ -141,7 +144,7 @@ class FailureService:
             )
             for r in rows
         ]
-        return DeadLetterPage(items=items, next_cursor=encode_cursor(last) if last else None)
+        return DeadLetterPage(items=items, next_cursor=cursors.encode(last) if last else None)
 
     def replay(self, run_id: str, *, tenant: str) -> ReplayAccepted:
         """Start a fresh attempt series for a dead-lettered run, once (the execution name is the key)."""
@@ -173,28 +176,3 @@ class FailureService:
 def dead_letter_key(tenant: str) -> str:
     """Partition key of a tenant's dead letters in the dead_letter index."""
     return f"DL#{tenant}"
-
-
-_CURSOR_KEYS = {"dl_key", "dl_sk", "PK", "SK"}
-
-
-def encode_cursor(key: dict[str, Any]) -> str:
-    """An opaque cursor from a LastEvaluatedKey."""
-    flat = {k: v["S"] for k, v in key.items()}
-    return base64.urlsafe_b64encode(json.dumps(flat, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
-    """The ExclusiveStartKey of a cursor; a cursor that is not ours, or another tenant's, is a 400."""
-    try:
-        flat = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise ValidationFailed("cursor: not a cursor this API issued", field="cursor") from None
-    if (
-        not isinstance(flat, dict)
-        or set(flat) != _CURSOR_KEYS
-        or not all(isinstance(v, str) for v in flat.values())
-        or flat["dl_key"] != dead_letter_key(tenant)
-    ):
-        raise ValidationFailed("cursor: not a cursor this API issued", field="cursor")
-    return {k: {"S": v} for k, v in flat.items()}

@@ -7,9 +7,6 @@ either lands whole or answers 409.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,7 +15,7 @@ from typing import Any
 from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore, run_id_for
 from jobsched.adapters.sqs import Outgoing, RunQueue
-from jobsched.domain import times
+from jobsched.domain import cursors, times
 from jobsched.domain.models import (
     BackfillRequest,
     BackfillResult,
@@ -294,7 +291,12 @@ class ScheduleService:
         if start and end and start >= end:
             raise ValidationFailed("from: must be before to", field="from")
         rows, last = self.runs.history(
-            job.job_id, start=start, end=end, status=status, limit=limit, cursor=_decode(cursor, job.job_id)
+            job.job_id,
+            start=start,
+            end=end,
+            status=status,
+            limit=limit,
+            cursor=self._start(cursor, job.job_id),
         )
         items = [
             RunView(
@@ -314,9 +316,17 @@ class ScheduleService:
             )
             for r in rows
         ]
-        return RunPage(items=items, next_cursor=_encode(last) if last else None)
+        return RunPage(items=items, next_cursor=cursors.encode(last) if last else None)
 
     # -- helpers ------------------------------------------------------------------------------------------
+    @staticmethod
+    def _start(cursor: str | None, job_id: str) -> dict[str, Any] | None:
+        if not cursor:
+            return None
+        return cursors.decode(
+            cursor, keys={"PK", "SK"}, pinned={"PK": f"JOB#{job_id}"}, prefixes={"SK": "RUN#"}
+        )
+
     def _save(self, old: Job, new: Job) -> None:
         if not self.jobs.save_definition(new, expected_version=old.version):
             raise Conflict(f"job {old.job_id} changed meanwhile; read it again and retry")
@@ -327,28 +337,6 @@ class ScheduleService:
             status=job.status.value,
             next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
         )
-
-
-def _encode(key: dict[str, Any]) -> str:
-    flat = {k: v["S"] for k, v in key.items()}
-    return base64.urlsafe_b64encode(json.dumps(flat, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def _decode(cursor: str | None, job_id: str) -> dict[str, Any] | None:
-    if not cursor:
-        return None
-    try:
-        flat = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise ValidationFailed("cursor: not a cursor this API issued", field="cursor") from None
-    if (
-        not isinstance(flat, dict)
-        or set(flat) != {"PK", "SK"}
-        or flat.get("PK") != f"JOB#{job_id}"
-        or not str(flat.get("SK", "")).startswith("RUN#")
-    ):
-        raise ValidationFailed("cursor: not a cursor this API issued", field="cursor")
-    return {k: {"S": v} for k, v in flat.items()}
 
 
 __all__ = ["DueEntry", "ScheduleService"]
