@@ -250,3 +250,18 @@ def test_a_dependant_of_recurring_upstreams_fires_once_per_period(served: Servic
         if status == RunStatus.SUCCEEDED:
             assert a_runs[period] == RunStatus.SUCCEEDED and b_runs[period] == RunStatus.SUCCEEDED
     assert ledger.count()["c"] == sum(s == RunStatus.SUCCEEDED for s in c_runs.values()) >= 3
+
+
+def test_a_dependant_created_after_its_one_off_upstream_succeeded_still_fires(
+    served: Services, ledger: Ledger
+) -> None:
+    svc = served
+    a = root(svc, "a")
+    pump_until(svc, lambda: status_of(svc, a) == "SUCCEEDED")
+    b = root(svc, "b")
+    c = dependant(svc, "c", a, b)  # a already succeeded; b has not run yet
+    settle(svc, lambda: status_of(svc, c) == "SUCCEEDED")
+    assert ledger.count() == Counter({"a": 1, "b": 1, "c": 1})
+    late = dependant(svc, "late", a, b)  # both already succeeded
+    settle(svc, lambda: status_of(svc, late) == "SUCCEEDED")
+    assert ledger.count()["late"] == 1 and ledger.count()["c"] == 1

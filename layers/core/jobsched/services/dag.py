@@ -28,7 +28,7 @@ from jobsched.domain.models import (
     Job,
     RunMessage,
 )
-from jobsched.domain.status import JobStatus
+from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock
 from jobsched.settings import Settings
@@ -132,14 +132,18 @@ class DagService:
         """The scheduled_for of a dependant's run in a period."""
         return dependant.created_at if period == ONCE else times.parse_stored(period)
 
-    def signal_success(self, job: Job, run: Execution) -> bool:
-        """Count a succeeded run into its dependants (the DAG workflow); once per run and replay series."""
-        if not job.dependants:
+    def signal_success(self, job: Job, run: Execution, *, only: str | None = None) -> bool:
+        """Count a succeeded run into its dependants (the DAG workflow); once per run and replay series.
+
+        `only`: count it into that one dependant (one that joined after the run had succeeded).
+        """
+        targets = [only] if only else list(job.dependants)
+        if not targets:
             return False
         period = self.period_of(job, run)
         now = times.stored(self.clock.now())
         items = []
-        for dependant_id in job.dependants:
+        for dependant_id in targets:
             dependant = self.jobs.get_job(dependant_id)
             if dependant is None or dependant.status == JobStatus.CANCELLED:
                 continue
@@ -166,8 +170,26 @@ class DagService:
             "queue_url": self.settings.execution_queue_url,
             "items": items,
         }
-        name = execution_name("dag", run.run_id, f"r{run.replays}")
+        name = execution_name("dag", run.run_id, f"r{run.replays}", *([f"join-{only}"] if only else []))
         return self.workflows.start(self.settings.dag_workflow_arn, name, payload)
+
+    def join(self, dependant: Job) -> None:
+        """A new dependant of a one-off chain counts the upstream runs that already succeeded.
+
+            creation: add edge (1), then read the upstream's run (2)
+            worker:   record SUCCEEDED (a), then read the upstream's dependants (b)
+
+        If (2) does not see the success, (a) came after (2), so after (1), and (b) sees the edge:
+        one of the two always signals (both may: counting is idempotent per upstream run).
+        Recurring chains need no join: a new dependant starts with the next period.
+        """
+        if root_schedule_of(dependant) != ONCE:
+            return
+        for upstream_id in dependant.depends_on:
+            upstream = self.jobs.get_job(upstream_id)
+            latest = self.runs.recent(upstream_id, limit=1)
+            if upstream and latest and latest[0].status == RunStatus.SUCCEEDED:
+                self.signal_success(upstream, latest[0], only=dependant.job_id)
 
     def failed_dependants(self, job: Job, run: Execution) -> list[dict[str, Any]]:
         """Every transitive dependant's run of this period, to mark UPSTREAM_FAILED (failure workflow)."""

@@ -130,6 +130,8 @@ class JobService:
                 raise NotFound(f"job {response.job_id} no longer exists")
             job = stored
         self.hand_over_if_due_soon(job)
+        if job.type == "dependent":
+            self.dag.join(job)
         return response
 
     def get(self, job_id: str, *, tenant: str) -> JobView:

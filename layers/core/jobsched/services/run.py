@@ -333,6 +333,10 @@ class Worker:
             attempt=attempt,
             replays=int(previous.get("replays", {}).get("N", "0")),
         )
+        if root_schedule_of(job) == ONCE:
+            # Read the dependants again, after the success is recorded: one that joined while this
+            # run ran is either seen here or sees the success itself (DagService.join).
+            job = self.jobs.get_job(job.job_id) or job
         self.dag.signal_success(job, succeeded)
         if root_schedule_of(job) == ONCE:  # a one-off, or a dependant in a one-off chain: done
             self.jobs.set_job_status(
