@@ -1,0 +1,478 @@
+"""A seeded chaos harness: the real dispatcher, worker, API and workflow code against the embedded moto
+server, with processes dying between steps, AWS faults, duplicate deliveries, racing dispatchers and
+workers, and clock skew. Every decision comes from one random.Random(seed): a failing seed replays.
+
+    python -m tests.chaos.harness --seeds 20        (make chaos)
+
+The effects ledger records every handler invocation; check() proves the invariants of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError, ReadTimeoutError
+
+from jobsched import resources
+from jobsched.domain import times
+from jobsched.domain.models import Backoff, CreateJobRequest, RunMessage
+from jobsched.errors import JobschedError
+from jobsched.handlers import HandlerRegistry, RunContext
+from jobsched.local.aws import EmbeddedAws
+from jobsched.local.stack import free_port
+from jobsched.ports import Crash, FakeClock
+from jobsched.services.run import Delivery, InFlightElsewhere
+from jobsched.settings import Settings
+from jobsched.wiring import Services, build
+from tests.support import ClockedQueue
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+WRITES = {"PutItem", "UpdateItem", "TransactWriteItems", "SendMessageBatch", "SendMessage", "StartExecution"}
+
+
+class SkewedClock:
+    """Another process's view of the shared fake time."""
+
+    def __init__(self, base: FakeClock, skew: float) -> None:
+        self.base, self.skew = base, timedelta(seconds=skew)
+
+    def now(self) -> datetime:
+        return self.base.now() + self.skew
+
+
+@dataclass
+class Faults:
+    """Injected AWS faults: throttles and 500s before a call, timeouts after a write took effect."""
+
+    rng: random.Random
+    rate: float
+    active: bool = True
+    injected: Counter[str] = field(default_factory=Counter)
+
+    def install(self, client: Any) -> None:
+        client.meta.events.register("before-call.*.*", self._before)
+        client.meta.events.register("after-call.*.*", self._after)
+
+    def _before(self, model: Any, **_: Any) -> None:
+        if self.active and self.rng.random() < self.rate:
+            code = self.rng.choice(
+                ["ThrottlingException", "ProvisionedThroughputExceededException", "InternalServerError"]
+            )
+            self.injected[code] += 1
+            raise ClientError({"Error": {"Code": code, "Message": "chaos"}}, model.name)
+
+    def _after(self, model: Any, **_: Any) -> None:
+        if self.active and model.name in WRITES and self.rng.random() < self.rate / 2:
+            self.injected["timeout_after_write"] += 1
+            raise ReadTimeoutError(endpoint_url="chaos")
+
+
+@dataclass
+class Crashes:
+    """Process deaths at step boundaries."""
+
+    rng: random.Random
+    rate: float
+    active: bool = True
+    hits: Counter[str] = field(default_factory=Counter)
+
+    def __call__(self, point: str) -> None:
+        if self.active and self.rng.random() < self.rate:
+            self.hits[point] += 1
+            raise Crash(point)
+
+
+@dataclass
+class Ledger:
+    """Append-only record of every handler invocation, and the effects committed by effect key."""
+
+    invocations: list[tuple[str, str, int, float]] = field(default_factory=list)  # job, sf, attempt, when
+    committed: Counter[str] = field(default_factory=Counter)
+    fail: dict[str, int] = field(default_factory=dict)
+
+    def handler(self, payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        self.invocations.append((ctx.job_id, times.stored(ctx.scheduled_for), ctx.attempt, time.monotonic()))
+        if payload.get("fail_times", 0) >= ctx.attempt:
+            raise RuntimeError(f"chaos handler fails attempt {ctx.attempt}")
+        if self.committed[ctx.effect_key] == 0:  # the exactly-once effect: idempotent by effect key
+            self.committed[ctx.effect_key] += 1
+        return {"ok": True}
+
+
+@dataclass
+class Result:
+    seed: int
+    jobs: int
+    runs: int
+    handler_calls: int
+    crashes: Counter[str]
+    faults: Counter[str]
+    violations: list[str]
+    statuses: Counter[str] = field(default_factory=Counter)
+
+
+def run(
+    seed: int, *, endpoint: str, load_seconds: int = 240, fault_rate: float = 0.03, crash_rate: float = 0.03
+) -> Result:
+    rng = random.Random(seed)
+    prefix = f"chaos{seed}-{time.time_ns() % 10**6}"
+    kw = {"endpoint_url": endpoint}
+    made = resources.create_local_resources(
+        prefix=prefix,
+        dynamodb=boto3.client("dynamodb", **kw),
+        sqs=boto3.client("sqs", **kw),
+        sns=boto3.client("sns", **kw),
+        stepfunctions=boto3.client("stepfunctions", **kw),
+    )
+    settings = Settings(
+        jobs_table=made[resources.JOBS_TABLE.logical_id],
+        runs_table=made[resources.RUNS_TABLE.logical_id],
+        execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
+        execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
+        failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
+        dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
+        alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
+        shard_count=2,
+        lease_seconds=30,
+    )
+    # The pump receives not-yet-due messages (it plays SQS delays on the fake clock) and every
+    # receive counts toward the redrive limit; raise it so only real deaths matter here. (The
+    # redrive/reconciler path has its own tests in tests/integration/test_failures.py.)
+    sqs_admin = boto3.client("sqs", **kw)
+    redrive = json.loads(
+        sqs_admin.get_queue_attributes(
+            QueueUrl=settings.execution_queue_url, AttributeNames=["RedrivePolicy"]
+        )["Attributes"]["RedrivePolicy"]
+    )
+    redrive["maxReceiveCount"] = 100_000
+    sqs_admin.set_queue_attributes(
+        QueueUrl=settings.execution_queue_url, Attributes={"RedrivePolicy": json.dumps(redrive)}
+    )
+    clock = FakeClock(T0)
+    faults = Faults(rng, fault_rate)
+    crashes = Crashes(rng, crash_rate)
+    ledger = Ledger()
+    handlers = HandlerRegistry()
+    handlers.register("chaos.effect", ledger.handler)
+
+    def process(skew: float) -> Services:
+        """A fresh process: its own clients (faulty), clock view and crash points."""
+        clients = {name: boto3.client(name, **kw) for name in ("dynamodb", "sqs", "stepfunctions")}
+        for client in clients.values():
+            faults.install(client)
+        svc = build(
+            settings,
+            dynamodb=clients["dynamodb"],
+            sqs=clients["sqs"],
+            stepfunctions=clients["stepfunctions"],
+            clock=SkewedClock(clock, skew),  # type: ignore[arg-type]
+            crash=crashes,
+            handlers=handlers,
+        )
+        svc.worker.sleep = lambda seconds: None
+        svc.dispatcher.max_workers = 1
+        # SQS delays are real time and this clock is not: messages go out undelayed and the pump
+        # below delivers each when the fake clock reaches its second.
+        queue = ClockedQueue(svc.queue)
+        svc.queue = svc.dispatcher.queue = svc.worker.queue = svc.schedule.queue = queue
+        return svc
+
+    api = process(0.0)
+    dispatchers = [process(rng.uniform(-2, 2)) for _ in range(2)]
+    workers = [process(rng.uniform(-2, 2)) for _ in range(2)]
+    inspect_sqs = boto3.client("sqs", **kw)
+    in_flight: list[tuple[datetime, str]] = []
+    accepted: dict[str, CreateJobRequest] = {}
+
+    def attempt(fn: Any) -> Any:
+        """Run one step of a process; a crash or an unhandled fault kills it (a new one carries on)."""
+        try:
+            return fn()
+        except Crash:
+            return None
+        except (JobschedError, ClientError, ReadTimeoutError):
+            return None
+
+    def create(request: CreateJobRequest) -> None:
+        key = f"k{len(accepted)}-{rng.random()}"
+        for _ in range(6):  # a client retries with the same Idempotency-Key until it gets an answer
+            created = attempt(lambda: api.job_service.submit(request, tenant="t", idempotency_key=key))
+            if created is not None:
+                accepted[created.job_id] = request
+                return
+
+    backoff = Backoff(initial_seconds=1, multiplier=1, max_seconds=1, jitter=False)
+    dag_roots: list[str] = []
+    for step in range(load_seconds + 1):
+        clock.set(T0 + timedelta(seconds=step))
+        if step % 40 == 0 and step < load_seconds - 60:
+            create(CreateJobRequest(type="recurring", handler="chaos.effect", cron_expr="*/10 * * * * *"))
+            create(
+                CreateJobRequest(
+                    type="one_off",
+                    handler="chaos.effect",
+                    run_at=clock.now() + timedelta(seconds=rng.randint(1, 120)),
+                )
+            )
+            create(
+                CreateJobRequest(
+                    type="one_off", handler="chaos.effect", payload={"fail_times": rng.choice([1, 5])},
+                    run_at=clock.now() + timedelta(seconds=5), max_attempts=3, backoff=backoff,
+                )
+            )  # fmt: skip
+            before = set(accepted)
+            for _ in range(2):
+                create(
+                    CreateJobRequest(
+                        type="one_off", handler="chaos.effect", run_at=clock.now() + timedelta(seconds=30)
+                    )
+                )
+            roots = [j for j in accepted if j not in before]
+            if len(roots) == 2:
+                create(CreateJobRequest(type="dependent", handler="chaos.effect", depends_on=roots))
+                dag_roots.extend(roots)
+        for i, d in enumerate(dispatchers):
+            if (step + 30 * i) % 60 == 0:
+                attempt(lambda d=d: d.dispatcher.dispatch_all())
+        # the event-source mapping: deliver what is visible, to a random worker, sometimes twice
+        for m in receive_all(inspect_sqs, settings.execution_queue_url):
+            sf = times.parse_stored(RunMessage.model_validate_json(m["Body"]).scheduled_for)
+            if sf > clock.now() + timedelta(seconds=2):
+                inspect_sqs.change_message_visibility(
+                    QueueUrl=settings.execution_queue_url,
+                    ReceiptHandle=m["ReceiptHandle"],
+                    VisibilityTimeout=0,
+                )
+                continue
+            worker = rng.choice(workers)
+            copies = 2 if rng.random() < 0.05 else 1
+            acked = False
+            for _ in range(copies):
+                try:
+                    worker.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+                    acked = True
+                except InFlightElsewhere:
+                    pass
+                except (Crash, JobschedError, ClientError, ReadTimeoutError):
+                    pass
+            if acked:
+                inspect_sqs.delete_message(
+                    QueueUrl=settings.execution_queue_url, ReceiptHandle=m["ReceiptHandle"]
+                )
+            else:  # the process died or left it: it surfaces again after its visibility timeout
+                in_flight.append(
+                    (clock.now() + timedelta(seconds=settings.lease_seconds + 1), m["ReceiptHandle"])
+                )
+        for due, handle in list(in_flight):
+            if clock.now() >= due:
+                in_flight.remove((due, handle))
+                attempt(lambda h=handle: inspect_sqs.change_message_visibility(
+                    QueueUrl=settings.execution_queue_url, ReceiptHandle=h, VisibilityTimeout=0
+                ))  # fmt: skip
+        if step % 20 == 0:
+            time.sleep(0.2)  # let real time pass for the workflows' backoff waits
+
+    # Quiesce: no more faults or crashes; recurring jobs are cancelled; everything left drains.
+    faults.active = crashes.active = False
+    end = clock.now()
+    for job_id, request in accepted.items():
+        if request.type == "recurring":
+            api.job_service.cancel(job_id, tenant="t") if not _running(api, job_id) else None
+    deadline = time.monotonic() + 90
+    sfn = boto3.client("stepfunctions", **kw)
+    while time.monotonic() < deadline:
+        clock.set(clock.now() + timedelta(seconds=5))
+        for d in dispatchers:
+            d.dispatcher.dispatch_all()
+        for handle_due, handle in list(in_flight):
+            in_flight.remove((handle_due, handle))
+            inspect_sqs.change_message_visibility(
+                QueueUrl=settings.execution_queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+            )
+        messages = receive_all(inspect_sqs, settings.execution_queue_url)
+        for m in messages:
+            try:
+                workers[0].worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+            except InFlightElsewhere:
+                # a (skewed) lease not yet expired: it comes back after the next fake seconds
+                in_flight.append((clock.now(), m["ReceiptHandle"]))
+                continue
+            inspect_sqs.delete_message(
+                QueueUrl=settings.execution_queue_url, ReceiptHandle=m["ReceiptHandle"]
+            )
+        for _ in range(2):  # reconcile what the redrive queue holds
+            dlq = inspect_sqs.receive_message(
+                QueueUrl=settings.execution_dlq_url, MaxNumberOfMessages=10
+            ).get("Messages", [])
+            for m in dlq:
+                workers[0].failures.reconcile(RunMessage.model_validate_json(m["Body"]))
+                inspect_sqs.delete_message(
+                    QueueUrl=settings.execution_dlq_url, ReceiptHandle=m["ReceiptHandle"]
+                )
+        running = [
+            e
+            for arn in (settings.failure_workflow_arn, settings.dag_workflow_arn)
+            for e in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]
+        ]
+        if not messages and not running and not in_flight and _settled(api, accepted):
+            break
+        time.sleep(0.1)
+    violations = check(api, accepted, ledger, end=end)
+    statuses = Counter(r.status.value for j in accepted for r in api.runs.recent(j, limit=200))
+    return Result(
+        seed, len(accepted), sum(statuses.values()), len(ledger.invocations), crashes.hits, faults.injected,
+        violations, statuses,
+    )  # fmt: skip
+
+
+def receive_all(sqs: Any, url: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not got:
+            return out
+        out.extend(got)
+
+
+def _running(svc: Services, job_id: str) -> bool:
+    return any(r.status.value in ("LEASED", "RUNNING") for r in svc.runs.recent(job_id, limit=20))
+
+
+def _settled(svc: Services, accepted: dict[str, CreateJobRequest]) -> bool:
+    for job_id, request in accepted.items():
+        for r in svc.runs.recent(job_id, limit=50):
+            if r.status.value in ("PENDING", "LEASED", "RUNNING", "FAILED"):
+                return False
+        if request.type != "recurring" and not svc.runs.recent(job_id, limit=1):
+            job = svc.jobs.get_job(job_id)
+            if job and job.status.value != "CANCELLED":
+                return False
+    return True
+
+
+def check(
+    svc: Services, accepted: dict[str, CreateJobRequest], ledger: Ledger, *, end: datetime
+) -> list[str]:
+    """The invariants, as a list of violations (empty: all hold)."""
+    bad: list[str] = []
+    calls: dict[tuple[str, str], list[int]] = defaultdict(list)
+    order: dict[str, float] = {}
+    for job_id, sf, attempt_no, when in ledger.invocations:
+        calls[(job_id, sf)].append(attempt_no)
+        order.setdefault(job_id, when)
+    for job_id, request in accepted.items():
+        job = svc.jobs.get_job(job_id)
+        if job is None:
+            bad.append(f"{job_id}: accepted, then vanished")
+            continue
+        runs = svc.runs.recent(job_id, limit=200)
+        keys = [r.run_id for r in runs]
+        if len(keys) != len(set(keys)):
+            bad.append(f"{job_id}: two rows for one firing")
+        for r in runs:
+            sf = times.stored(r.scheduled_for)
+            invoked = calls.get((job_id, sf), [])
+            if r.status.value == "SUCCEEDED" and not invoked:
+                bad.append(f"{r.run_id}: SUCCEEDED without running")
+            if r.status.value in ("PENDING", "LEASED", "RUNNING", "FAILED"):
+                bad.append(f"{r.run_id}: stuck {r.status.value}")
+            distinct_attempts = set(invoked)
+            if len(distinct_attempts) > request.max_attempts:
+                bad.append(
+                    f"{r.run_id}: {len(distinct_attempts)} attempts > max_attempts {request.max_attempts}"
+                )
+        if request.type == "recurring":
+            # every tick from the first to the end of the load (less one pass) has a run: no lost tick
+            schedule_ticks = {times.stored(r.scheduled_for) for r in runs}
+            first = min((r.scheduled_for for r in runs), default=None)
+            if first is None:
+                bad.append(f"{job_id}: recurring job never fired")
+                continue
+            fates = {times.stored(r.scheduled_for): r.status.value for r in runs}
+            tick = first
+            while tick < end - timedelta(seconds=120):
+                fate = fates.get(times.stored(tick))
+                if fate not in ("SUCCEEDED", "SKIPPED"):
+                    bad.append(f"{job_id}: tick {times.iso(tick)} was due and is {fate or 'missing'}")
+                tick += timedelta(seconds=10)
+            del schedule_ticks
+            # overlap policy "skip": no two ticks' runs were ever RUNNING at the same time
+            spans = sorted((r.started_at, r.finished_at) for r in runs if r.started_at and r.finished_at)
+            for (_, end_a), (start_b, _) in itertools.pairwise(spans):
+                if start_b < end_a:
+                    bad.append(f"{job_id}: two runs overlapped under overlap policy skip")
+        elif request.type == "one_off":
+            if not runs and job.status.value != "CANCELLED":
+                bad.append(f"{job_id}: one-off never ran")
+            elif runs and runs[0].status.value not in ("SUCCEEDED", "DEAD_LETTER", "CANCELLED"):
+                bad.append(f"{job_id}: one-off ended {runs[0].status.value}")
+        else:
+            ups = [svc.runs.recent(u, limit=1) for u in job.depends_on]
+            all_ok = all(u and u[0].status.value == "SUCCEEDED" for u in ups)
+            status = runs[0].status.value if runs else None
+            if all_ok and status != "SUCCEEDED":
+                bad.append(f"{job_id}: upstreams succeeded, dependant is {status}")
+            if not all_ok and status == "SUCCEEDED":
+                bad.append(f"{job_id}: dependant fired although an upstream did not succeed")
+            if status == "SUCCEEDED":
+                if sum(1 for (j, _), _v in calls.items() if j == job_id) != 1:
+                    bad.append(f"{job_id}: dependant ran for more than one period")
+                if any(order.get(u, 0) > order.get(job_id, 0) for u in job.depends_on):
+                    bad.append(f"{job_id}: dependant ran before an upstream")
+    for key, n in ledger.committed.items():
+        if n != 1:
+            bad.append(f"effect {key} committed {n} times")
+    return bad
+
+
+def main() -> None:
+    import os
+
+    for key, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("POWERTOOLS_TRACE_DISABLED", "1"),
+    ):
+        os.environ.setdefault(key, value)  # fmt: skip
+    parser = argparse.ArgumentParser(prog="make chaos")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--seconds", type=int, default=240, help="simulated seconds of load per schedule")
+    args = parser.parse_args()
+    aws = EmbeddedAws("127.0.0.1", free_port()).start()
+    total: Counter[str] = Counter()
+    failed = []
+    try:
+        print(f"{'seed':>6} {'jobs':>5} {'runs':>5} {'calls':>6} {'crashes':>8} {'faults':>7}  violations")
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            r = run(seed, endpoint=aws.endpoint_url, load_seconds=args.seconds)
+            total.update(r.faults)
+            total.update({f"crash:{k}": v for k, v in r.crashes.items()})
+            print(f"{r.seed:>6} {r.jobs:>5} {r.runs:>5} {r.handler_calls:>6} {sum(r.crashes.values()):>8} "
+                  f"{sum(r.faults.values()):>7}  {len(r.violations)}", flush=True)  # fmt: skip
+            print(f"        run statuses: {dict(r.statuses)}")
+            for v in r.violations:
+                print(f"        seed {seed}: {v}")
+            if r.violations:
+                failed.append(seed)
+    finally:
+        aws.stop()
+    print("\ninjected by kind:")
+    for kind, n in sorted(total.items()):
+        print(f"  {kind:<40} {n}")
+    print(f"\nschedules: {args.seeds}, failing seeds: {failed or 'none'}")
+    raise SystemExit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
