@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore
@@ -43,6 +44,7 @@ from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
 from jobsched.domain.models import Job, RunMessage, SchedulePolicy
 from jobsched.domain.status import RunStatus
+from jobsched.errors import JobschedError
 from jobsched.ports import Clock, CrashPoints, no_crash
 from jobsched.settings import Settings
 
@@ -180,6 +182,7 @@ class ShardReport:
     items_read: int = 0
     jobs: int = 0
     runs_sent: int = 0
+    interrupted: bool = False
 
 
 @dataclass
@@ -247,22 +250,35 @@ class Dispatcher:
             else times.bucket(now - timedelta(minutes=FIRST_PASS_LOOKBACK_MINUTES))
         )
         buckets = times.buckets_between(first, times.bucket(until), limit=MAX_BUCKETS_PER_PASS)
-        for name in buckets:
-            cursor: dict[str, Any] | None = None
-            while True:
-                page = self.jobs.due_page(f"{name}#{shard}", until=until, cursor=cursor, limit=PAGE_SIZE)
-                report.items_read += page.items_read
-                entries = [DueEntry.from_index(e) for e in page.entries]
-                report.jobs += len(entries)
-                report.runs_sent += self.hand_over(entries, now=now, until=until)
-                cursor = page.cursor
-                if not cursor:
-                    break
-            report.buckets += 1
-        # Buckets before the last one read are drained; the last is read again next pass.
+        # Buckets before the last one read are drained; the last is read again next pass. A
+        # transient AWS error stops the pass at the bucket it hit, and the watermark records that
+        # bucket, so the next pass (this dispatcher's or another's) resumes there instead of
+        # starting over, and the lease is given back at once rather than left to expire.
         watermark = buckets[-1] if buckets else times.bucket(until)
+        try:
+            for name in buckets:
+                watermark = name
+                cursor: dict[str, Any] | None = None
+                while True:
+                    page = self.jobs.due_page(f"{name}#{shard}", until=until, cursor=cursor, limit=PAGE_SIZE)
+                    report.items_read += page.items_read
+                    entries = [DueEntry.from_index(e) for e in page.entries]
+                    report.jobs += len(entries)
+                    report.runs_sent += self.hand_over(entries, now=now, until=until)
+                    cursor = page.cursor
+                    if not cursor:
+                        break
+                report.buckets += 1
+        except (JobschedError, ClientError, BotoCoreError) as exc:
+            report.interrupted = True
+            logger.warning(
+                "dispatch pass interrupted", extra={"shard": shard, "bucket": watermark, "error": repr(exc)}
+            )
         self.crash("dispatch.before_release")
-        self.jobs.release_shard(lease, watermark=watermark)
+        try:
+            self.jobs.release_shard(lease, watermark=watermark)
+        except (JobschedError, ClientError, BotoCoreError):
+            report.interrupted = True  # the lease expires before the next tick; the watermark stays older
         return report
 
     # -- shared with the API (a job due before the next pass can reach it) --------------------------
@@ -279,6 +295,8 @@ class Dispatcher:
         A tick before `missed_before` was missed (default: later than a healthy pass could leave
         it; a resume passes "now": every tick of the pause was missed).
         """
+        if not entries:
+            return 0
         if missed_before is None:
             missed_before = now - timedelta(
                 seconds=self.settings.lookahead_seconds + self.settings.tick_seconds

@@ -39,7 +39,7 @@ from jobsched.adapters.dynamodb import JobStore, RunStore, execution_from_item, 
 from jobsched.adapters.sqs import RunQueue
 from jobsched.domain import times
 from jobsched.domain.models import Execution, Job, RunError, RunMessage
-from jobsched.domain.status import HELD, JobStatus, RunStatus
+from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import Clock, CrashPoints, no_crash
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
@@ -123,11 +123,17 @@ class Worker:
         if gate is not None:
             return gate
         holds = self._guards_overlap(job) and message.kind != "backfill"
+        # Released on every way out but a process death (BaseException: Crash, SystemExit), which
+        # releases nothing: the hold then expires with its lease, as it would on AWS.
         try:
-            return self._run(job, sf, delivery)
-        finally:
+            outcome = self._run(job, sf, delivery)
+        except Exception:
             if holds:
                 self.jobs.release_job(job.job_id, run=sf)
+            raise
+        if holds:
+            self.jobs.release_job(job.job_id, run=sf)
+        return outcome
 
     def _guards_overlap(self, job: Job) -> bool:
         return job.type == "recurring" and job.policy.overlap_policy != "allow"
@@ -179,9 +185,15 @@ class Worker:
         if done.applied:
             return Outcome.SKIPPED
         row = done.execution
-        if row is not None and row.status == RunStatus.PENDING:
-            return None  # a retry: not skipped
-        return Outcome.DUPLICATE
+        if row is None or row.status in TERMINAL:
+            return Outcome.DUPLICATE  # finished, cancelled or skipped already: nothing to do
+        if row.status == RunStatus.PENDING:
+            return None  # a retry of a run that started before: it is not skipped
+        # LEASED, RUNNING or FAILED: the run started and its holder died (or it awaits a retry).
+        # Never drop its message: for overlap it waits for the job; otherwise the claim decides.
+        if reason == "overlap":
+            raise WaitBehind(f"run {sf} already started; waiting for the job")
+        return None
 
     def _run(self, job: Job, sf: str, delivery: Delivery) -> Outcome:
         now = self.clock.now()
