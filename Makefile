@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install run test test-fast lint synth bench clean
+.PHONY: install run test test-fast lint synth bench soak clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,22 @@ synth: $(STAMP)
 ## bench: benchmarks, printed as tables and written as JSON under bench/results/
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+## soak: a sustained mixed load on the local stack, then every job accounted for (SOAK_MINUTES=10)
+SOAK_MINUTES ?= 10
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES)
+
+## chaos: the seeded chaos harness over 20 schedules (a 3-seed subset runs in make test)
+chaos: $(STAMP)
+	$(BIN)/python -m tests.chaos.harness --seeds 20 --seconds 240
+
+## fuzz: schemathesis against the local stack's OpenAPI document, 300 random cases per operation
+## (make test runs the same test with 30; JOBSCHED_FUZZ_EXAMPLES=N to change)
+JOBSCHED_FUZZ_EXAMPLES ?= 300
+.PHONY: fuzz
+fuzz: $(STAMP)
+	JOBSCHED_FUZZ_EXAMPLES=$(JOBSCHED_FUZZ_EXAMPLES) $(BIN)/python -m pytest -q --timeout 1800 tests/e2e/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) cdk.out build .pytest_cache .mypy_cache .ruff_cache

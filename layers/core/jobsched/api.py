@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
 )
+from botocore.exceptions import BotoCoreError
 
 from jobsched import __version__
 from jobsched import constants as c
@@ -39,6 +40,7 @@ from jobsched.domain.models import (
     PatchJobRequest,
     ReplayAccepted,
     RunPage,
+    in_time_window,
 )
 from jobsched.errors import JobschedError, PayloadTooLarge, ValidationFailed
 from jobsched.services.failures import MAX_PAGE, FailureService
@@ -139,6 +141,13 @@ def build_app(
     def _no_route(exc: NotFoundError) -> Response[Any]:
         return _error(404, "not_found", f"no route {app.current_event.http_method} {app.current_event.path}")
 
+    @app.exception_handler(BotoCoreError)  # type: ignore[untyped-decorator]
+    def _aws_unreachable(exc: BotoCoreError) -> Response[Any]:
+        # A timeout may come after the write took effect: retrying with the same Idempotency-Key
+        # is safe and answers what the first attempt did.
+        logger.warning("AWS call failed", extra={"error": repr(exc)})
+        return _error(503, "unavailable", "a dependency timed out; retry with the same Idempotency-Key")
+
     @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
     def _unexpected(exc: Exception) -> Response[Any]:
         logger.exception("unhandled error")
@@ -206,8 +215,14 @@ def build_app(
         to: Annotated[datetime | None, Query()] = None,
     ) -> RunPage:
         for name, value in (("from", from_), ("to", to)):
-            if value is not None and value.tzinfo is None:
+            if value is None:
+                continue
+            if value.tzinfo is None:
                 raise ValidationFailed(f"{name}: must carry a UTC offset", field=name)
+            try:
+                in_time_window(value)
+            except ValueError as exc:
+                raise ValidationFailed(f"{name}: {exc}", field=name) from None
         return schedule.history(
             job_id,
             tenant=tenant_of(app, tenant_source),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -31,6 +32,22 @@ MAX_GRAPH_NODES = 200
 # under SQS's 256 KiB and a job item well under DynamoDB's 400 KB while leaving room for runs.
 MAX_PAYLOAD_BYTES = 32 * 1024
 MAX_ATTEMPTS_LIMIT = 25
+# Every instant a caller gives lies in [EARLIEST_TIME, LATEST_TIME): run ids carry scheduled_for as
+# Unix milliseconds, stored times are fixed-width UTC text (a year before 1000 does not parse back),
+# and 0001-01-01T00:00+01:00 or 9999-12-31T23:59-01:00 overflow when converted to UTC.
+EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME = datetime(3000, 1, 1, tzinfo=UTC)
+
+
+def in_time_window(value: datetime) -> datetime:
+    """`value` (timezone-aware) when it lies in the window every stored time fits; else ValueError."""
+    if not EARLIEST_TIME <= value < LATEST_TIME:
+        raise ValueError("must be at or after 1970-01-01T00:00:00Z and before 3000-01-01T00:00:00Z")
+    return value
+
+
+ApiTime = Annotated[AwareDatetime, AfterValidator(in_time_window)]
+"""A timezone-aware instant in the time window, as every request model takes one."""
 
 
 class Backoff(BaseModel):
@@ -116,7 +133,7 @@ class CreateJobRequest(BaseModel):
     type: JobType
     handler: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
     payload: dict[str, Any] = Field(default_factory=dict)
-    run_at: AwareDatetime | None = None
+    run_at: ApiTime | None = None
     cron_expr: str | None = Field(default=None, min_length=1, max_length=200)
     timezone: str = Field(default="UTC", min_length=1, max_length=64)
     max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS_LIMIT)
@@ -132,8 +149,8 @@ class CreateJobRequest(BaseModel):
     max_catchup: int = Field(default=10, ge=1, le=MAX_CATCHUP_LIMIT)
     starting_deadline_seconds: int | None = Field(default=None, ge=1, le=86_400)
     jitter_seconds: int = Field(default=0, ge=0, le=MAX_JITTER_SECONDS)
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: ApiTime | None = None
+    end_at: ApiTime | None = None
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
 
     @field_validator("payload")
@@ -416,8 +433,8 @@ class PatchJobRequest(BaseModel):
     max_catchup: int | None = Field(default=None, ge=1, le=MAX_CATCHUP_LIMIT)
     starting_deadline_seconds: int | None = Field(default=None, ge=1, le=86_400)
     jitter_seconds: int | None = Field(default=None, ge=0, le=MAX_JITTER_SECONDS)
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: ApiTime | None = None
+    end_at: ApiTime | None = None
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
     depends_on: list[str] | None = Field(default=None, min_length=1, max_length=MAX_FAN_IN)
 
@@ -442,8 +459,8 @@ class BackfillRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    from_: AwareDatetime = Field(alias="from")
-    to: AwareDatetime
+    from_: ApiTime = Field(alias="from")
+    to: ApiTime
 
     @model_validator(mode="after")
     def _ordered(self) -> BackfillRequest:

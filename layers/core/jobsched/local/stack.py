@@ -308,7 +308,7 @@ def _handler_for(stack: LocalStack) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _serve
+        do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = do_OPTIONS = do_QUERY = do_TRACE = _serve
 
         def log_message(self, format: str, *args: Any) -> None:
             if os.environ.get("JOBSCHED_LOCAL_ACCESS_LOG"):
