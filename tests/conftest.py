@@ -10,11 +10,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from jobsched import resources
 from jobsched.ports import FakeClock
 from jobsched.settings import Settings
 from jobsched.wiring import Services, build
-from tests.support import Pump, use_clocked_queue
+from tests.support import Pump, provision, use_clocked_queue
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
@@ -30,26 +29,7 @@ T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 def aws() -> Iterator[Settings]:
     """A fresh moto account with every table and queue the stack defines."""
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        made = resources.create_local_resources(
-            prefix="test",
-            dynamodb=boto3.client("dynamodb"),
-            sqs=boto3.client("sqs"),
-            sns=boto3.client("sns"),
-            stepfunctions=boto3.client("stepfunctions"),
-        )
-        yield Settings(
-            jobs_table=made[resources.JOBS_TABLE.logical_id],
-            runs_table=made[resources.RUNS_TABLE.logical_id],
-            execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
-            execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
-            failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
-            dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
-            alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
-            shard_count=4,
-            lookahead_seconds=90,
-            tick_seconds=60,
-            lease_seconds=30,
-        )
+        yield provision("test", shard_count=4, lookahead_seconds=90, tick_seconds=60, lease_seconds=30)
 
 
 @pytest.fixture

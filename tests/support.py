@@ -12,11 +12,13 @@ from typing import Any
 
 import boto3
 
+from jobsched import resources
 from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
 from jobsched.domain.models import RunMessage
 from jobsched.ports import Crash, FakeClock
 from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
+from jobsched.settings import Settings
 from jobsched.wiring import Services
 
 
@@ -202,3 +204,25 @@ class CallCounter:
 
     def reset(self) -> None:
         self.calls.clear()
+
+
+def provision(prefix: str, *, endpoint_url: str | None = None, **settings: Any) -> Settings:
+    """Create every table, queue, topic and state machine for `prefix`; the Settings that find them."""
+    kw = {"endpoint_url": endpoint_url} if endpoint_url else {}
+    made = resources.create_local_resources(
+        prefix=prefix,
+        dynamodb=boto3.client("dynamodb", **kw),
+        sqs=boto3.client("sqs", **kw),
+        sns=boto3.client("sns", **kw),
+        stepfunctions=boto3.client("stepfunctions", **kw),
+    )
+    return Settings(
+        jobs_table=made[resources.JOBS_TABLE.logical_id],
+        runs_table=made[resources.RUNS_TABLE.logical_id],
+        execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
+        execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
+        failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
+        dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
+        alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
+        **settings,
+    )

@@ -23,7 +23,6 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from jobsched import resources
 from jobsched.domain import times
 from jobsched.domain.models import Backoff, CreateJobRequest, RunMessage
 from jobsched.errors import JobschedError
@@ -32,9 +31,8 @@ from jobsched.local.aws import EmbeddedAws
 from jobsched.local.stack import free_port
 from jobsched.ports import Crash, FakeClock
 from jobsched.services.run import Delivery, InFlightElsewhere
-from jobsched.settings import Settings
 from jobsched.wiring import Services, build
-from tests.support import ClockedQueue
+from tests.support import ClockedQueue, provision
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 WRITES = {"PutItem", "UpdateItem", "TransactWriteItems", "SendMessageBatch", "SendMessage", "StartExecution"}
@@ -127,24 +125,7 @@ def run(
     rng = random.Random(seed)
     prefix = f"chaos{seed}-{time.time_ns() % 10**6}"
     kw = {"endpoint_url": endpoint}
-    made = resources.create_local_resources(
-        prefix=prefix,
-        dynamodb=boto3.client("dynamodb", **kw),
-        sqs=boto3.client("sqs", **kw),
-        sns=boto3.client("sns", **kw),
-        stepfunctions=boto3.client("stepfunctions", **kw),
-    )
-    settings = Settings(
-        jobs_table=made[resources.JOBS_TABLE.logical_id],
-        runs_table=made[resources.RUNS_TABLE.logical_id],
-        execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
-        execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
-        failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
-        dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
-        alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
-        shard_count=2,
-        lease_seconds=30,
-    )
+    settings = provision(prefix, endpoint_url=endpoint, shard_count=2, lease_seconds=30)
     # The pump receives not-yet-due messages (it plays SQS delays on the fake clock) and every
     # receive counts toward the redrive limit; raise it so only real deaths matter here. (The
     # redrive/reconciler path has its own tests in tests/integration/test_failures.py.)

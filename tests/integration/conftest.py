@@ -11,13 +11,13 @@ import boto3
 import pytest
 
 from jobsched import constants as c
-from jobsched import resources
 from jobsched.handlers import HandlerRegistry, registry
 from jobsched.local import events, lambdas
 from jobsched.local.aws import EmbeddedAws
 from jobsched.local.stack import free_port
 from jobsched.settings import Settings
 from jobsched.wiring import Services, build
+from tests.support import provision
 
 Call = Callable[..., tuple[int, dict[str, Any]]]
 
@@ -62,24 +62,7 @@ def served(endpoint: str, request: pytest.FixtureRequest) -> Services:
     """Services against the embedded moto server (thread-safe), Step Functions executing, real time."""
     prefix = f"f{abs(hash(request.node.name)) % 10**8}"
     kw = {"endpoint_url": endpoint}
-    made = resources.create_local_resources(
-        prefix=prefix,
-        dynamodb=boto3.client("dynamodb", **kw),
-        sqs=boto3.client("sqs", **kw),
-        sns=boto3.client("sns", **kw),
-        stepfunctions=boto3.client("stepfunctions", **kw),
-    )
-    settings = Settings(
-        jobs_table=made[resources.JOBS_TABLE.logical_id],
-        runs_table=made[resources.RUNS_TABLE.logical_id],
-        execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
-        execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
-        failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
-        dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
-        alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
-        shard_count=2,
-        lease_seconds=30,
-    )
+    settings = provision(prefix, endpoint_url=endpoint, shard_count=2, lease_seconds=30)
     handlers = HandlerRegistry()
     for name in registry.names():
         handlers.register(name, registry.get(name))
