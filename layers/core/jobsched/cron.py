@@ -268,6 +268,11 @@ class CronSchedule:
         """First fire time strictly after `after` (aware), as an aware UTC datetime."""
         return next(self._fires(_aware_utc(after, "after")))
 
+    def fires_at(self, moment: datetime) -> bool:
+        """Whether `moment` (aware, whole milliseconds as stored) is one of the schedule's fire times."""
+        at = _aware_utc(moment, "moment")
+        return self.next_after(at - timedelta(milliseconds=1)) == at
+
     def ticks(self, after: datetime, until: datetime, *, limit: int) -> list[datetime]:
         """Fire times t with after < t <= until, oldest first, at most `limit` (UTC, aware)."""
         start, end = _aware_utc(after, "after"), _aware_utc(until, "until")

@@ -29,6 +29,13 @@ class Settings(BaseModel):
     # SQS caps a message delay at 900 s, which caps the look-ahead.
     lookahead_seconds: int = Field(default=90, ge=1, le=900)
     tick_seconds: int = Field(default=60, ge=1, le=3600)
+    # How far ahead a recurring job's ticks are handed over once it is due (0: the look-ahead).
+    # A job's due entry moves (one job write, two index writes) once per hand-over, so a longer
+    # horizon spreads that cost over more ticks of a frequent job: at 840 s a minute cron moves
+    # once per 14 runs. The price: ticks already handed over are checked against the job when
+    # they run (cancelled, paused, rescheduled: dropped), so they carry no stale definition, but
+    # the queue holds up to a horizon of messages per frequent job. SQS caps it at 900 s.
+    handover_horizon_seconds: int = Field(default=0, ge=0, le=900)
     # The lease is the SQS visibility timeout; the worker heartbeats at a third of it.
     lease_seconds: int = Field(default=60, ge=5, le=43_200)
     handler_modules: tuple[str, ...] = ()
@@ -51,6 +58,7 @@ class Settings(BaseModel):
             "lookahead_seconds": c.LOOKAHEAD_SECONDS_ENV,
             "tick_seconds": c.TICK_SECONDS_ENV,
             "lease_seconds": c.LEASE_SECONDS_ENV,
+            "handover_horizon_seconds": c.HANDOVER_HORIZON_SECONDS_ENV,
         }
         for field, name in optional.items():
             if env.get(name):
@@ -75,6 +83,7 @@ class Settings(BaseModel):
             c.LOOKAHEAD_SECONDS_ENV: str(self.lookahead_seconds),
             c.TICK_SECONDS_ENV: str(self.tick_seconds),
             c.LEASE_SECONDS_ENV: str(self.lease_seconds),
+            c.HANDOVER_HORIZON_SECONDS_ENV: str(self.handover_horizon_seconds),
         }
         if self.handler_modules:
             env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)
