@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import timedelta
 
@@ -62,41 +63,78 @@ def test_finding_due_work_reads_only_due_entries(
     assert report.items_read == 10
 
 
-def test_aws_calls_per_healthy_run(svc: Services, pump: Pump, clock: FakeClock) -> None:
+def an_hour_of(svc: Services, pump: Pump, clock: FakeClock, counter: CallCounter) -> tuple[Counter[str], ...]:
+    """Dispatcher passes once a minute for an hour, workers running what comes due: (dispatch, worker) calls."""
+    dispatch: Counter[str] = Counter()
+    work: Counter[str] = Counter()
+    for minute in range(1, 61):
+        clock.set(T0 + timedelta(minutes=minute))
+        counter.reset()
+        svc.dispatcher.dispatch_all()
+        dispatch += Counter(counter.calls)
+        counter.reset()
+        pump.run_due(clock.now())
+        work += Counter(counter.calls)
+    return dispatch, work
+
+
+@pytest.mark.parametrize(
+    ("cron_expr", "overlap_policy", "horizon", "per_run", "stamps"),
+    [
+        # a minute cron, overlap "skip" (the default): hold the job, record the outcome. The hold
+        # (lease/2 = 15 s here) lapses before the next tick, so it is not released: no third write
+        ("* * * * *", "skip", 0, {"GetItem": 2, "UpdateItem": 2}, 60),
+        # overlap "allow": the outcome is the run's only write
+        ("* * * * *", "allow", 0, {"GetItem": 2, "UpdateItem": 1}, 60),
+        # a 10-second cron under "skip": the next tick comes while the hold is live: released
+        ("*/10 * * * * *", "skip", 0, {"GetItem": 2, "UpdateItem": 3}, 60),
+        # the AWS setting: ticks go out 840 s ahead, so the job's entry moves once per 14 minutes
+        ("* * * * *", "allow", 840, {"GetItem": 2, "UpdateItem": 1}, 4),
+    ],
+)
+def test_aws_calls_per_healthy_recurring_run(
+    svc: Services,
+    pump: Pump,
+    clock: FakeClock,
+    cron_expr: str,
+    overlap_policy: str,
+    horizon: int,
+    per_run: dict[str, int],
+    stamps: int,
+) -> None:
     """Every AWS call a healthy recurring run costs, by operation (printed for the closing note)."""
+    settings = svc.settings.model_copy(update={"handover_horizon_seconds": horizon})
+    svc.dispatcher.settings = svc.worker.settings = svc.job_service.dispatcher.settings = settings
     counter = CallCounter(svc.jobs.client, svc.queue.client)
-    # Given a job every 10 s already in the index
-    svc.job_service.submit(
-        CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *"),
+    # Given a recurring job (the API hands its first ticks over itself)
+    job = svc.job_service.submit(
+        CreateJobRequest(
+            type="recurring", handler="demo.echo", cron_expr=cron_expr, overlap_policy=overlap_policy
+        ),
         tenant="t",
         idempotency_key="r",
     )
-    svc.dispatcher.dispatch_all()  # the shards' first pass ever (it looks back an hour) is behind us
-    pump.run_due(T0 + timedelta(seconds=90))
-    # When one dispatcher pass hands over a minute of ticks and the workers run them
-    clock.set(T0 + timedelta(seconds=60))
-    counter.reset()
-    report = svc.dispatcher.dispatch_all()
-    dispatch_calls = Counter(counter.calls)
-    counter.reset()
-    outcomes = pump.run_due(T0 + timedelta(seconds=150))
-    worker_calls = Counter(counter.calls)
-    runs = report.runs_sent
-    assert runs == 6 and outcomes["succeeded"] == 6
-    # Then, per run: dispatch = 1 PutItem (the run row) and 1/6 of a stamp and of a SendMessageBatch;
-    # the shard leases and range reads are per pass, not per run
+    # When the dispatcher ticks once a minute for an hour and the workers run every due tick
+    dispatch, work = an_hour_of(svc, pump, clock, counter)
+    rows, _ = svc.runs.history(job.job_id, start=None, end=None, status="SUCCEEDED", limit=1000, cursor=None)
+    runs = len(rows)
+    assert runs == (60 if cron_expr == "* * * * *" else 360)
+    # Then each run cost exactly: read the job and the run row, and its writes
+    assert work == Counter({f"DynamoDB.{op}": n * runs for op, n in per_run.items()})
+    # and the dispatcher never writes a run row; it moves the job's due entry once per hand-over,
+    # sends one batch per hand-over, and its per-pass cost (shard leases, bucket reads) is fixed
     shards = svc.settings.shard_count
-    assert dispatch_calls["DynamoDB.PutItem"] == runs
-    assert dispatch_calls["SQS.SendMessageBatch"] == 1
-    assert dispatch_calls["DynamoDB.UpdateItem"] == 2 * shards + 1  # lease+release per shard, one stamp
-    assert dispatch_calls["DynamoDB.Query"] == 5 * shards  # five minute buckets per shard
-    # worker = GetItem (job) + UpdateItem x5 per run: hold the job (overlap policy "skip", the
-    # default), LEASED, RUNNING, SUCCEEDED, release the job
-    assert worker_calls == Counter({"DynamoDB.GetItem": runs, "DynamoDB.UpdateItem": 5 * runs})
-    table = {op: n / runs for op, n in (dispatch_calls + worker_calls).items()}
-    print("\nAWS calls per healthy recurring run (+ ESM ReceiveMessage/DeleteMessageBatch per batch):")
-    for op, per_run in sorted(table.items()):
-        print(f"  {op:<28} {per_run:6.2f}")
+    assert dispatch["DynamoDB.PutItem"] == 0
+    assert dispatch["DynamoDB.UpdateItem"] == 60 * 2 * shards + stamps
+    assert dispatch["SQS.SendMessageBatch"] == stamps * math.ceil(runs / stamps / 10)  # 10 per batch
+    per_pass_queries = dispatch["DynamoDB.Query"] / 60
+    assert per_pass_queries >= 3 * shards  # bucket reads per shard, whatever the load
+    per_job = dispatch + work - Counter({"DynamoDB.UpdateItem": 60 * 2 * shards, "DynamoDB.Query": 10**9})
+    table = {op: n / runs for op, n in per_job.items()}
+    print(f"\nAWS calls per healthy run ({cron_expr!r}, {overlap_policy}, horizon {horizon} s),")
+    print(f"  besides a fixed {2 * shards} UpdateItem + {per_pass_queries:.0f} Query per pass:")
+    for op, n in sorted(table.items()):
+        print(f"  {op:<28} {n:6.2f}")
 
 
 def test_a_healthy_run_reads_no_more_than_its_own_items(svc: Services, pump: Pump, clock: FakeClock) -> None:
@@ -118,5 +156,6 @@ def test_a_healthy_run_reads_no_more_than_its_own_items(svc: Services, pump: Pum
     counter.reset()
     pump.run_due(T0 + timedelta(seconds=5))
     # the job (twice: its dependants are read again once the success is recorded, see DagService.join),
-    # LEASED, RUNNING, SUCCEEDED, and the one-off job marked COMPLETED
-    assert counter.calls == Counter({"DynamoDB.GetItem": 2, "DynamoDB.UpdateItem": 4})
+    # the run row, the outcome in one write (PENDING -> LEASED -> RUNNING -> SUCCEEDED), and the
+    # one-off job marked COMPLETED
+    assert counter.calls == Counter({"DynamoDB.GetItem": 3, "DynamoDB.UpdateItem": 2})

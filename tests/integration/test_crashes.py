@@ -38,7 +38,7 @@ def fresh_dispatcher(svc: Services) -> Dispatcher:
 
 @pytest.mark.parametrize(
     "point",
-    ["dispatch.after_put_runs", "dispatch.after_send", "dispatch.after_stamp", "dispatch.before_release"],
+    ["dispatch.before_send", "dispatch.after_send", "dispatch.after_stamp", "dispatch.before_release"],
 )
 def test_a_dispatcher_killed_after_any_step_loses_no_tick(
     svc: Services, pump: Pump, clock: FakeClock, point: str
@@ -63,15 +63,15 @@ def test_a_dispatcher_killed_after_any_step_loses_no_tick(
     # and a fresh dispatcher carries on at the next tick
     clock.set(T0 + timedelta(seconds=120))
     fresh_dispatcher(svc).dispatch_all()
-    pump.run_due(T0 + timedelta(seconds=200))
-    # Then every tick up to the second pass's window ran exactly once
+    pump.run_due(T0 + timedelta(seconds=210))
+    # Then every tick up to the second pass's window (T0+210 = 120 + 90) ran exactly once
     cron_runs = runs_by_key(svc, cron.job_id)
-    expected = [T0 + timedelta(seconds=10 * i) for i in range(1, 22)]  # up to T0+210 (120 + 90)
+    expected = [T0 + timedelta(seconds=10 * i) for i in range(1, 22)]
     assert sorted(cron_runs) == expected
-    due = [t for t in expected if t <= T0 + timedelta(seconds=200)]
-    assert all(cron_runs[t] == "SUCCEEDED" for t in due)
+    assert all(cron_runs[t] == "SUCCEEDED" for t in expected)
     assert runs_by_key(svc, later.job_id) == {T0 + timedelta(seconds=130): "SUCCEEDED"}
-    assert pump.outcomes["succeeded"] == len(due) + 1
+    assert pump.outcomes["succeeded"] == len(expected) + 1
+    assert pump.receive_all() == []
 
 
 class Ledger:
@@ -89,17 +89,31 @@ class Ledger:
 
 
 @pytest.mark.parametrize(
-    ("point", "handler_calls", "attempt"),
+    ("fast_path", "point", "handler_calls", "attempt"),
     [
-        ("run.after_lease", 1, 2),  # died holding the lease: the next receive takes it over
-        ("mid_handler", 2, 2),  # died inside the handler: it runs again (same effect key)
-        ("run.after_handler", 2, 2),  # died before recording: runs again, the key makes it one effect
-        ("run.after_record", 1, 1),  # died before acking: the redelivery finds it done
+        # leased first (takeovers, long runs, non-idempotent jobs): every attempt leaves its trace
+        (False, "run.after_lease", 1, 2),  # died holding the lease: the next receive takes it over
+        (False, "mid_handler", 2, 2),  # died inside the handler: it runs again (same effect key)
+        (False, "run.after_handler", 2, 2),  # died before recording: runs again, one effect
+        (False, "run.after_record", 1, 1),  # died before acking: the redelivery finds it done
+        # the one-write fast path: an attempt that died before its write left nothing behind, so
+        # the redelivery is attempt 1 again (bounded by the queue's redrive limit, not max_attempts)
+        (True, "run.after_lease", 1, 1),
+        (True, "mid_handler", 2, 1),
+        (True, "run.after_handler", 2, 1),
+        (True, "run.after_record", 1, 1),
     ],
 )
 def test_a_worker_killed_at_any_step_still_runs_the_tick_once(
-    svc: Services, pump: Pump, clock: FakeClock, point: str, handler_calls: int, attempt: int
+    svc: Services,
+    pump: Pump,
+    clock: FakeClock,
+    fast_path: bool,
+    point: str,
+    handler_calls: int,
+    attempt: int,
 ) -> None:
+    svc.worker.fast_path = fast_path
     ledger = Ledger()
     registry = HandlerRegistry()
     registry.register("test.ledger", ledger.handler)
@@ -139,9 +153,11 @@ def test_a_worker_killed_at_any_step_still_runs_the_tick_once(
 def test_a_redelivery_while_the_holder_is_alive_is_left_alone(
     svc: Services, pump: Pump, clock: FakeClock
 ) -> None:
-    # SQS may deliver one message twice at once; the second receive must not run it again
+    # SQS may deliver one message twice at once; on the leased path the second receive must not
+    # run it again (the fast path writes nothing before the handler: see the next test)
     from jobsched.services.run import Delivery, InFlightElsewhere
 
+    svc.worker.fast_path = False
     job = svc.job_service.submit(
         CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5)),
         tenant="t",
@@ -177,3 +193,41 @@ def test_two_dispatchers_never_drain_one_shard_at_once(svc: Services, pump: Pump
     # until the lease runs out before the next tick
     clock.set(T0 + timedelta(seconds=120))
     assert all(s.leased for s in second.dispatch_all().shards)
+
+
+def test_two_deliveries_at_once_on_the_fast_path_record_one_outcome(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # The fast path leases nothing before the handler: a duplicate delivery in flight at the same
+    # time runs the handler too (under the same effect key); only one outcome is recorded.
+    from jobsched.services.run import Delivery, Outcome
+
+    ledger = Ledger()
+    registry = HandlerRegistry()
+    registry.register("test.ledger", ledger.handler)
+    svc.worker.registry = svc.job_service.registry = registry
+    job = svc.job_service.submit(
+        CreateJobRequest(type="one_off", handler="test.ledger", run_at=T0 + timedelta(seconds=5)),
+        tenant="t",
+        idempotency_key="x",
+    )
+    [message] = pump.receive_all()
+    clock.set(T0 + timedelta(seconds=5))
+    first = Delivery(message["MessageId"], message["ReceiptHandle"], message["Body"])
+    second = Delivery(message["MessageId"], "another-receipt", message["Body"])
+    seen: list[Outcome] = []
+    started: list[str] = []
+
+    def interleave(point: str) -> None:
+        # the second delivery runs to its end between the first's handler and the first's write
+        if point == "run.after_handler" and not started:
+            started.append(point)
+            seen.append(svc.worker.process(second))
+
+    svc.worker.crash = interleave
+    assert svc.worker.process(first) == Outcome.DUPLICATE  # its write lost the compare-and-set
+    assert seen == [Outcome.SUCCEEDED]
+    assert runs_by_key(svc, job.job_id) == {T0 + timedelta(seconds=5): "SUCCEEDED"}
+    assert len(ledger.calls) == 2 and len({key for key, _ in ledger.calls}) == 1
+    run = svc.runs.get(job.job_id, T0 + timedelta(seconds=5))
+    assert run is not None and run.attempt == 1 and len(run.attempts) == 1

@@ -9,7 +9,7 @@ is told what the row holds now (ReturnValuesOnConditionCheckFailure), never over
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -545,7 +545,20 @@ class JobStore:
     #                                            hold (retry): active_run absent -> 10:10 ok
     #
     # A holder that dies stops renewing active_until, so its claim expires with its lease.
-    def hold_job(self, job_id: str, *, run: str, until: datetime, now: datetime, was_buffered: bool) -> bool:
+    #
+    # A healthy run does not release the job when its hold runs out before the job's next tick
+    # (a write saved per run); a tick that does find a live hold checks whether that run is already
+    # finished and, if so, replaces it (`stale`) with a compare-and-set on the finished run's name.
+    def hold_job(
+        self,
+        job_id: str,
+        *,
+        run: str,
+        until: datetime,
+        now: datetime,
+        was_buffered: bool,
+        stale: str | None = None,
+    ) -> bool:
         """Make `run` the job's active run: if none is, it already is, or the holder's lease expired."""
         update = "SET active_run = :run, active_until = :until"
         condition = "attribute_not_exists(active_run) OR active_run = :run OR active_until < :now"
@@ -554,6 +567,9 @@ class JobStore:
             ":until": _enc(times.stored(until)),
             ":now": _enc(times.stored(now)),
         }
+        if stale is not None:
+            condition += " OR active_run = :stale"
+            values[":stale"] = _enc(stale)
         if was_buffered:
             update += " REMOVE buffered_run, buffered_until"
         return self._guarded_update(job_id, update, condition, values)
@@ -727,6 +743,19 @@ class RunStore:
             return Transition(applied=False, item=old or self.get_raw(job_id, sf))
         return Transition(applied=True, item=item)
 
+    @staticmethod
+    def new_row(job_id: str, tenant: str, scheduled_for: str, *, kind: str) -> dict[str, str | int]:
+        """The attributes a run row is created with when its first write is a transition."""
+        expires = times.parse_stored(scheduled_for) + timedelta(days=RUN_HISTORY_DAYS)
+        return {
+            "run_id": run_id_for(job_id, times.parse_stored(scheduled_for)),
+            "job_id": job_id,
+            "tenant": tenant,
+            "scheduled_for": scheduled_for,
+            "kind": kind,
+            "expires_at": int(expires.timestamp()),
+        }
+
     def get_raw(self, job_id: str, scheduled_for: str) -> dict[str, Any] | None:
         """The run row for (job_id, stored scheduled_for), read consistently."""
         try:
@@ -761,6 +790,7 @@ class RunStore:
         create_if_missing: Mapping[str, str | int] | None = None,
         append_attempt: Mapping[str, str | int] | None = None,
         first_attempt_only: bool = False,
+        via: Sequence[RunStatus] = (),
     ) -> Transition:
         """Move one run to `target` if its stored status is a legal source of it.
 
@@ -768,14 +798,20 @@ class RunStore:
         out of LEASED/RUNNING are the lease holder's alone). `takeover_expired_lease`: a run
         still LEASED/RUNNING whose lease expired counts as PENDING (the RUNNING -> PENDING ->
         LEASED crash-recovery path, applied in one write). `create_if_missing`: the row may not
-        exist yet and is created with these attributes.
+        exist yet and is created with these attributes. `via`: the run passes through these
+        statuses on its way to `target` in this one write (each step a legal edge, checked here),
+        so the legal sources are those of via[0]: a worker's fast path records PENDING -> LEASED
+        -> RUNNING -> SUCCEEDED in one write when no one could have observed the steps between.
         """
+        first = via[0] if via else target
+        for source in sources_of(first):
+            check_path(source, *via, target)
         names = {"#s": "status"}
         values: dict[str, Any] = {":t": _enc(target.value), ":now": _enc(times.stored(now))}
-        sources = sorted(s.value for s in sources_of(target))
+        sources = sorted(s.value for s in sources_of(first))
         values.update({f":src{i}": _enc(s) for i, s in enumerate(sources)})
         clauses = [f"#s IN ({', '.join(f':src{i}' for i in range(len(sources)))})"]
-        if owner is not None and target not in (RunStatus.LEASED,):
+        if owner is not None and first not in (RunStatus.LEASED,):
             clauses[0] = f"({clauses[0]} AND lease_owner = :owner)"
             values[":owner"] = _enc(owner)
         if first_attempt_only:

@@ -2,26 +2,32 @@
 
 Per due job, the steps and why their order loses nothing and doubles nothing:
 
-    1. put the run row (job_id, scheduled_for) PENDING, conditionally: at most one row per firing
-    2. send the run to SQS, delayed until it is due (the row exists before any worker sees it)
-    3. compare-and-set the job's next_run_at from this tick to the next one (cron-anchored)
+    1. send its runs to SQS, each delayed until it is due
+    2. compare-and-set the job's next_run_at from this tick to the next one (cron-anchored)
 
     crash before 1  -> nothing written; the next pass reads the same due entry and starts over
-    crash after 1   -> the row is PENDING but unsent; the job is still due at the same tick, so
-                       the next pass finds it, sees the PENDING row and sends it (no second row)
-    crash after 2   -> the next pass sends it again: two messages, one row. A worker moves the row
-                       PENDING -> LEASED with a compare-and-set, so the second message finds it
-                       taken or finished and is dropped as a duplicate: one effect
-    crash after 3   -> done; the next pass reads the next tick
+    crash after 1   -> the job is still due at the same tick, so the next pass sends it again:
+                       two messages for one firing. The run row is keyed by (job_id,
+                       scheduled_for) and every write to it is conditional, so the second message
+                       finds the run taken or finished and is dropped as a duplicate: one effect
+    crash after 2   -> done; the next pass reads the next tick
 
 Stamping before sending (the order a first sketch might take) would open a window where a
 crash leaves the job advanced and the run never sent: a lost tick. Stamping last keeps the due
 entry as the durable "not yet handed over" marker until SQS holds the message.
 
+No run row is written here for a recurring tick: the worker writes it, once, when it records the
+outcome (see services/run.py), so a healthy run costs one history write rather than one per
+status. (A one-off's row is written PENDING before sending, so it is visible and cancellable from
+the start.) Ticks the catch-up policy drops are written SKIPPED here, with their reason, since no
+worker will see them.
+
 The next tick is cron_next(after=scheduled_for) of the last tick handed over, never a function of
 now or of completion, so a late pass neither drifts nor skips: every tick inside the window is
 handed over, oldest first, however late (bounded per pass by MAX_TICKS_PER_PASS, the rest on the
-next pass, because the job stays in the index at its first unsent tick).
+next pass, because the job stays in the index at its first unsent tick). A due recurring job's
+ticks are handed over up to the hand-over horizon (Settings.handover_horizon_seconds), so a
+frequent job's entry moves once per horizon rather than once per tick.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ MAX_TICKS_PER_PASS = 120  # per job; a per-second cron has 90 ticks in the defau
 MAX_MISSED_PER_PASS = 1000  # per job; catch-up policies are exact up to this many missed ticks
 MAX_BUCKETS_PER_PASS = 24 * 60  # a day of minute buckets: the catch-up a pass does after an outage
 PAGE_SIZE = 100
+MAX_DELAY_SECONDS = 900  # SQS's cap on a message's DelaySeconds
 FIRST_PASS_LOOKBACK_MINUTES = 60
 
 
@@ -301,10 +308,13 @@ class Dispatcher:
             missed_before = now - timedelta(
                 seconds=self.settings.lookahead_seconds + self.settings.tick_seconds
             )
-        plans = [plan_ticks(e, until=until, missed_before=missed_before) for e in entries]
+        plans = [
+            plan_ticks(e, until=self._horizon(e, now=now, until=until), missed_before=missed_before)
+            for e in entries
+        ]
         plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
         outgoing: list[Outgoing] = []
-        for plan in plans:  # step 1
+        for plan in plans:
             entry = plan.entry
             for tick, reason in plan.skip:
                 self.runs.put_pending(
@@ -312,19 +322,21 @@ class Dispatcher:
                 )
             offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
             for tick in plan.run:
-                row = self.runs.put_pending(
-                    job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now
-                )
-                status = row.execution.status if row.execution else RunStatus.PENDING
-                # A row already past PENDING was sent and received before; sending it again would
-                # only make a duplicate for the worker to drop.
-                if status == RunStatus.PENDING:
-                    fire_at = tick + timedelta(seconds=offset)
-                    outgoing.append(Outgoing(self._message(entry.job_id, tick), self._delay(fire_at, now)))
-        self.crash("dispatch.after_put_runs")
-        self.queue.send(outgoing)  # step 2
+                if entry.type != "recurring":
+                    # A one-off's single run is its whole life: its row is written now, so it is
+                    # seen PENDING (and cancelled with its job) before it runs. A recurring job's
+                    # ticks get their row from the worker, in one write (see the module docstring).
+                    row = self.runs.put_pending(
+                        job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now
+                    )
+                    if row.execution and row.execution.status != RunStatus.PENDING:
+                        continue  # sent and received before; a second message would be a duplicate
+                fire_at = tick + timedelta(seconds=offset)
+                outgoing.append(Outgoing(self._message(entry.job_id, tick), self._delay(fire_at, now)))
+        self.crash("dispatch.before_send")
+        self.queue.send(outgoing)  # step 1
         self.crash("dispatch.after_send")
-        for plan in plans:  # step 3
+        for plan in plans:  # step 2
             self.jobs.stamp_next_tick(
                 plan.entry.job_id,
                 expected=plan.entry.next_run_at,
@@ -334,6 +346,15 @@ class Dispatcher:
             )
         self.crash("dispatch.after_stamp")
         return len(outgoing)
+
+    def _horizon(self, entry: DueEntry, *, now: datetime, until: datetime) -> datetime:
+        """How far ahead this entry's ticks go out: a recurring job's up to the hand-over horizon."""
+        horizon = self.settings.handover_horizon_seconds
+        if entry.type != "recurring" or horizon <= 0:
+            return until
+        # A message's delay (tick + jitter - now) must stay within SQS's 900 s.
+        room = MAX_DELAY_SECONDS - jitter_offset(entry.job_id, entry.policy.jitter_seconds)
+        return max(until, now + timedelta(seconds=min(horizon, room)))
 
     @staticmethod
     def _message(job_id: str, tick: datetime) -> RunMessage:

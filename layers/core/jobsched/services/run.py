@@ -28,13 +28,15 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore, execution_from_item, run_id_for
 from jobsched.adapters.sqs import RunQueue
 from jobsched.domain import times
@@ -102,6 +104,9 @@ class Worker:
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
     crash: CrashPoints = no_crash
     sleep: object = time.sleep
+    # Record a healthy run's outcome in one write (see _run_fast); False leases every run first,
+    # as the worker always does for non-idempotent jobs and for takeovers (tests run both ways).
+    fast_path: bool = True
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued."""
@@ -110,43 +115,61 @@ class Worker:
         job = self.jobs.get_job(message.job_id)
         if job is None or job.status == JobStatus.CANCELLED:
             self.runs.transition(
-                job_id=message.job_id, scheduled_for=sf, target=RunStatus.CANCELLED, now=self.clock.now()
+                job_id=message.job_id,
+                scheduled_for=sf,
+                target=RunStatus.CANCELLED,
+                now=self.clock.now(),
+                create_if_missing=self.runs.new_row(job.job_id, job.tenant, sf, kind=message.kind)
+                if job
+                else None,
             )
             return Outcome.CANCELLED
         # Backfills are an operator's explicit, rate-limited request for past ticks: no gate. A manual
         # run honours the overlap policy only.
-        gate = (
-            None
-            if message.kind == "backfill"
-            else self._gate(job, sf, delivery, manual=message.kind == "manual")
-        )
+        gate = None if message.kind == "backfill" else self._gate(job, sf, delivery, kind=message.kind)
         if gate is not None:
             return gate
         holds = self._guards_overlap(job) and message.kind != "backfill"
-        # Released on every way out but a process death (BaseException: Crash, SystemExit), which
-        # releases nothing: the hold then expires with its lease, as it would on AWS.
+        # Released on a failure and on every way out but a process death (BaseException: Crash,
+        # SystemExit), which releases nothing: the hold then expires with its lease, as on AWS. A
+        # success releases only when the hold would still be live at the job's next tick.
         try:
-            outcome = self._run(job, sf, delivery)
+            outcome = self._run(job, sf, delivery, kind=message.kind)
         except Exception:
             if holds:
                 self.jobs.release_job(job.job_id, run=sf)
             raise
-        if holds:
+        if holds and (outcome != Outcome.SUCCEEDED or self._next_tick_within_hold(job, sf)):
             self.jobs.release_job(job.job_id, run=sf)
         return outcome
+
+    def hold_seconds(self) -> int:
+        # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
+        return max(2, self.settings.lease_seconds // 2)
+
+    def _next_tick_within_hold(self, job: Job, sf: str) -> bool:
+        """Whether the job's next tick may start while this run's (unreleased) hold is still live."""
+        if job.cron_expr is None:
+            return True
+        following = cron.parse(job.cron_expr, job.timezone).next_after(times.parse_stored(sf))
+        return following <= self.clock.now() + timedelta(seconds=self.hold_seconds())
 
     def _guards_overlap(self, job: Job) -> bool:
         return job.type == "recurring" and job.policy.overlap_policy != "allow"
 
-    def _gate(self, job: Job, sf: str, delivery: Delivery, *, manual: bool) -> Outcome | None:
-        """Whether the tick may start now: paused job, starting deadline, overlap policy.
+    def _gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome | None:
+        """Whether the tick may start now: paused job, rescheduled job, starting deadline, overlap.
 
-        The overlap check is a compare-and-set on the job at the moment the run is about to be
-        leased (ticks are handed over ahead of time, so this is the only moment that knows).
+        The overlap check is a compare-and-set on the job at the moment the run is about to start
+        (ticks are handed over ahead of time, so this is the only moment that knows).
         """
         now = self.clock.now()
+        manual = kind == "manual"
         if job.status == JobStatus.PAUSED and not manual:
-            return self._skip(job, sf, "paused", first_attempt_only=False)
+            return self._skip(job, sf, "paused", kind=kind, first_attempt_only=False)
+        if kind == "scheduled" and not self._still_a_tick(job, sf):
+            # Handed over before an edit moved the schedule: the edited schedule has its own ticks.
+            return self._skip(job, sf, "rescheduled", kind=kind, first_attempt_only=True)
         policy = job.policy
         late = (now - times.parse_stored(sf)).total_seconds()
         deadline = policy.starting_deadline_seconds
@@ -155,25 +178,54 @@ class Worker:
             and deadline is not None
             and late > deadline + jitter_offset(job.job_id, policy.jitter_seconds)
         ):
-            skipped = self._skip(job, sf, "deadline", first_attempt_only=True)
+            skipped = self._skip(job, sf, "deadline", kind=kind, first_attempt_only=True)
             if skipped is not None:
                 return skipped
         if not self._guards_overlap(job):
             return None
-        until = now + timedelta(seconds=self.settings.lease_seconds)
-        if self.jobs.hold_job(job.job_id, run=sf, until=until, now=now, was_buffered=job.buffered_run == sf):
+        until = now + timedelta(seconds=self.hold_seconds())
+        buffered = job.buffered_run == sf
+        if self.jobs.hold_job(job.job_id, run=sf, until=until, now=now, was_buffered=buffered):
+            return None
+        stale = self._finished_holder(job.job_id)
+        if stale is not None and self.jobs.hold_job(
+            job.job_id, run=sf, until=until, now=now, was_buffered=buffered, stale=stale
+        ):
             return None
         if policy.overlap_policy == "buffer_one" and self.jobs.buffer_behind(
             job.job_id, run=sf, until=until, now=now
         ):
             raise WaitBehind(delivery.message_id)
-        skipped = self._skip(job, sf, "overlap", first_attempt_only=True)
+        skipped = self._skip(job, sf, "overlap", kind=kind, first_attempt_only=True)
         if skipped is not None:
             return skipped
         # A retry of a run that already started once is not dropped for overlap: it waits.
         raise WaitBehind(delivery.message_id)
 
-    def _skip(self, job: Job, sf: str, reason: str, *, first_attempt_only: bool) -> Outcome | None:
+    def _finished_holder(self, job_id: str) -> str | None:
+        """The run holding the job, if its row says it is over (it was not released: see hold_job)."""
+        current = self.jobs.get_job(job_id)
+        holder = current.active_run if current else None
+        if holder is None:
+            return None
+        row = self.runs.get_raw(job_id, holder)
+        status = (row or {}).get("status", {}).get("S")
+        # No row, or PENDING: the holder is running on the fast path (it writes once, at the end).
+        if status is None or status == RunStatus.PENDING.value or status in {s.value for s in HELD}:
+            return None
+        return holder
+
+    @staticmethod
+    def _still_a_tick(job: Job, sf: str) -> bool:
+        if job.type != "recurring" or job.cron_expr is None:
+            return True
+        tick = times.parse_stored(sf)
+        policy = job.policy
+        if (policy.start_at and tick < policy.start_at) or (policy.end_at and tick > policy.end_at):
+            return False
+        return cron.parse(job.cron_expr, job.timezone).fires_at(tick)
+
+    def _skip(self, job: Job, sf: str, reason: str, *, kind: str, first_attempt_only: bool) -> Outcome | None:
         done = self.runs.transition(
             job_id=job.job_id,
             scheduled_for=sf,
@@ -181,6 +233,7 @@ class Worker:
             now=self.clock.now(),
             set_values={"reason": reason},
             first_attempt_only=first_attempt_only,
+            create_if_missing=self.runs.new_row(job.job_id, job.tenant, sf, kind=kind),
         )
         if done.applied:
             return Outcome.SKIPPED
@@ -195,7 +248,93 @@ class Worker:
             raise WaitBehind(f"run {sf} already started; waiting for the job")
         return None
 
-    def _run(self, job: Job, sf: str, delivery: Delivery) -> Outcome:
+    def _run(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
+        row = self.runs.get_raw(job.job_id, sf)
+        status = (row or {}).get("status", {}).get("S")
+        created = self.runs.new_row(job.job_id, job.tenant, sf, kind=kind)
+        if self.fast_path and job.idempotent and status in (None, RunStatus.PENDING.value):
+            return self._run_fast(job, sf, delivery, row, created)
+        return self._run_leased(job, sf, delivery, created)
+
+    def _run_fast(
+        self,
+        job: Job,
+        sf: str,
+        delivery: Delivery,
+        row: dict[str, Any] | None,
+        created: Mapping[str, str | int],
+    ) -> Outcome:
+        """The healthy path: run, then record the outcome in ONE conditional write.
+
+        PENDING -> LEASED -> RUNNING -> SUCCEEDED|FAILED is written as one step (legal edges,
+        checked by RunStore.transition) when nothing could have observed the steps between: the
+        lease is the message's visibility timeout, and a run that lasts past the first heartbeat
+        persists LEASED -> RUNNING with its lease then, so it is visible (and cancel answers 409)
+        while it runs long. A duplicate delivery running at the same time loses the final
+        compare-and-set and is dropped; its handler ran twice, under one effect key (at least once,
+        one effect). Jobs declared idempotent: false never take this path: they lease first.
+        """
+        attempt = int((row or {}).get("attempt", {}).get("N", "0")) + 1
+        replays = int((row or {}).get("replays", {}).get("N", "0"))
+        owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
+        self.crash("run.after_lease")
+        self._wait_for_second(sf)
+        started = self.clock.now()
+        lease = {
+            "lease_owner": owner,
+            "lease_message": delivery.message_id,
+            "worker": self.worker_id,
+            "started_at": times.stored(started),
+        }
+
+        def persist_lease(until: datetime) -> bool:
+            return self.runs.transition(
+                job_id=job.job_id,
+                scheduled_for=sf,
+                target=RunStatus.RUNNING,
+                via=(RunStatus.LEASED,),
+                now=self.clock.now(),
+                set_values={**lease, "lease_until": times.stored(until)},
+                increment_attempt=True,
+                create_if_missing=created,
+            ).applied
+
+        error, result, heartbeat = self._execute(
+            job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease
+        )
+        finished = self.clock.now()
+        values, record, target = self._outcome(started, finished, attempt, result, error)
+        if heartbeat.persisted:
+            done = self.runs.transition(
+                job_id=job.job_id,
+                scheduled_for=sf,
+                target=target,
+                now=finished,
+                owner=owner,
+                set_values=values,
+                append_attempt=record,
+            )
+        else:
+            done = self.runs.transition(
+                job_id=job.job_id,
+                scheduled_for=sf,
+                target=target,
+                via=(RunStatus.LEASED, RunStatus.RUNNING),
+                now=finished,
+                set_values={"worker": self.worker_id, "started_at": lease["started_at"], **values},
+                increment_attempt=True,
+                create_if_missing=created,
+                append_attempt=record,
+            )
+        if not done.applied:
+            # Someone else recorded this run meanwhile (a duplicate delivery, or a retry's
+            # takeover): theirs stands; finish what a dead recorder may have left undone.
+            refused = self._refused(job, done.item, delivery)
+            return Outcome.LEASE_LOST if refused == Outcome.DUPLICATE and heartbeat.persisted else refused
+        return self._recorded(job, sf, attempt, error, replays, finished)
+
+    def _run_leased(self, job: Job, sf: str, delivery: Delivery, created: Mapping[str, str | int]) -> Outcome:
+        """Lease first, then run: for takeovers of a dead worker's run and non-idempotent jobs."""
         now = self.clock.now()
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
         claim = self.runs.transition(
@@ -211,17 +350,13 @@ class Worker:
             },
             increment_attempt=True,
             takeover_expired_lease=True,
-            create_if_missing={
-                "run_id": run_id_for(job.job_id, times.parse_stored(sf)),
-                "job_id": job.job_id,
-                "tenant": job.tenant,
-                "scheduled_for": sf,
-            },
+            create_if_missing=created,
         )
         if not claim.applied:
             return self._refused(job, claim.item, delivery)
         previous = claim.previous or {}
         attempt = int(previous.get("attempt", {}).get("N", "0")) + 1
+        replays = int(previous.get("replays", {}).get("N", "0"))
         took_over = previous.get("status", {}).get("S") in {s.value for s in HELD}
         if took_over:
             logger.warning(
@@ -239,12 +374,7 @@ class Worker:
                 )
                 return Outcome.LOST
         self.crash("run.after_lease")
-
-        scheduled_for = times.parse_stored(sf)
-        early = (scheduled_for - self.clock.now()).total_seconds()
-        if early > 0:
-            self.sleep(min(early, MAX_EARLY_WAIT_SECONDS))  # type: ignore[operator]
-
+        self._wait_for_second(sf)
         started = self.clock.now()
         start = self.runs.transition(
             job_id=job.job_id,
@@ -256,15 +386,6 @@ class Worker:
         )
         if not start.applied:
             return Outcome.LEASE_LOST
-
-        context = RunContext(
-            job_id=job.job_id,
-            run_id=run_id_for(job.job_id, scheduled_for),
-            tenant=job.tenant,
-            scheduled_for=scheduled_for,
-            attempt=attempt,
-            effect_key=run_id_for(job.job_id, scheduled_for),
-        )
         if took_over and attempt > job.retry.max_attempts:
             # Every attempt died with its worker: running it again would only kill another.
             result: object = None
@@ -272,43 +393,11 @@ class Worker:
                 LEASE_EXPIRED,
                 f"workers died holding this run {attempt - 1} time(s)",
             )
+            self.crash("run.after_handler")
         else:
-            heartbeat = _Heartbeat(
-                self,
-                delivery,
-                owner=owner,
-                job_id=job.job_id,
-                scheduled_for=sf,
-                holds_job=self._guards_overlap(job),
-            )
-            heartbeat.start()
-            try:
-                result, error = self._invoke(
-                    job.handler, job.payload, context, timeout=job.retry.timeout_seconds
-                )
-            finally:
-                heartbeat.stop()
-        self.crash("run.after_handler")
-
+            error, result, _ = self._execute(job, sf, delivery, attempt=attempt, owner=owner, persist=None)
         finished = self.clock.now()
-        values: dict[str, str | int] = {
-            "finished_at": times.stored(finished),
-            "duration_ms": max(0, int((finished - started).total_seconds() * 1000)),
-        }
-        record: dict[str, str | int] = {
-            "attempt": attempt,
-            "worker": self.worker_id,
-            "started_at": times.stored(started),
-            "finished_at": times.stored(finished),
-        }
-        if error is None:
-            values["result"] = _bounded_json(result)
-            target = RunStatus.SUCCEEDED
-        else:
-            values["error_type"], values["error_message"] = error
-            record["error_type"], record["error_message"] = error
-            target = RunStatus.FAILED
-        record["outcome"] = target.value
+        values, record, target = self._outcome(started, finished, attempt, result, error)
         done = self.runs.transition(
             job_id=job.job_id,
             scheduled_for=sf,
@@ -320,30 +409,111 @@ class Worker:
         )
         if not done.applied:
             return Outcome.LEASE_LOST
+        return self._recorded(job, sf, attempt, error, replays, finished)
+
+    def _wait_for_second(self, sf: str) -> None:
+        early = (times.parse_stored(sf) - self.clock.now()).total_seconds()
+        if early > 0:
+            self.sleep(min(early, MAX_EARLY_WAIT_SECONDS))  # type: ignore[operator]
+
+    def _execute(
+        self,
+        job: Job,
+        sf: str,
+        delivery: Delivery,
+        *,
+        attempt: int,
+        owner: str,
+        persist: Callable[[datetime], bool] | None,
+    ) -> tuple[tuple[str, str] | None, object, _Heartbeat]:
+        """Call the handler under a heartbeat; (error or None, result, the heartbeat)."""
+        scheduled_for = times.parse_stored(sf)
+        key = run_id_for(job.job_id, scheduled_for)
+        context = RunContext(
+            job_id=job.job_id,
+            run_id=key,
+            tenant=job.tenant,
+            scheduled_for=scheduled_for,
+            attempt=attempt,
+            effect_key=key,
+        )
+        heartbeat = _Heartbeat(
+            self,
+            delivery,
+            owner=owner,
+            job_id=job.job_id,
+            scheduled_for=sf,
+            holds_job=self._guards_overlap(job),
+            persist=persist,
+        )
+        heartbeat.start()
+        try:
+            result, error = self._invoke(job.handler, job.payload, context, timeout=job.retry.timeout_seconds)
+        finally:
+            heartbeat.stop()
+        self.crash("run.after_handler")
+        return error, result, heartbeat
+
+    @staticmethod
+    def _outcome(
+        started: datetime, finished: datetime, attempt: int, result: object, error: tuple[str, str] | None
+    ) -> tuple[dict[str, str | int], dict[str, str | int], RunStatus]:
+        """The run row's values, the attempt's record and the target status for one attempt's end."""
+        values: dict[str, str | int] = {
+            "finished_at": times.stored(finished),
+            "duration_ms": max(0, int((finished - started).total_seconds() * 1000)),
+        }
+        record: dict[str, str | int] = {
+            "attempt": attempt,
+            "started_at": times.stored(started),
+            "finished_at": times.stored(finished),
+        }
+        if error is None:
+            values["result"] = _bounded_json(result)
+            target = RunStatus.SUCCEEDED
+        else:
+            values["error_type"], values["error_message"] = error
+            record["error_type"], record["error_message"] = error
+            target = RunStatus.FAILED
+        record["outcome"] = target.value
+        return values, record, target
+
+    def _recorded(
+        self,
+        job: Job,
+        sf: str,
+        attempt: int,
+        error: tuple[str, str] | None,
+        replays: int,
+        finished: datetime,
+    ) -> Outcome:
+        """After the outcome is written: hand a failure to the workflow, or signal a success."""
         self.crash("run.after_record")
+        scheduled_for = times.parse_stored(sf)
+        run_id = run_id_for(job.job_id, scheduled_for)
         if error is not None:
             failed = Execution(
-                run_id=context.run_id,
+                run_id=run_id,
                 job_id=job.job_id,
                 tenant=job.tenant,
                 scheduled_for=scheduled_for,
                 status=RunStatus.FAILED,
                 attempt=attempt,
                 error=RunError(type=error[0], message=error[1]),
-                replays=int(previous.get("replays", {}).get("N", "0")),
+                replays=replays,
             )
             retryable = None if error[0] != LEASE_EXPIRED else False
             self.failures.hand_over(job, failed, retryable=retryable)
             return Outcome.FAILED
         self.crash("run.before_signal")
         succeeded = Execution(
-            run_id=context.run_id,
+            run_id=run_id,
             job_id=job.job_id,
             tenant=job.tenant,
             scheduled_for=scheduled_for,
             status=RunStatus.SUCCEEDED,
             attempt=attempt,
-            replays=int(previous.get("replays", {}).get("N", "0")),
+            replays=replays,
         )
         if root_schedule_of(job) == ONCE:
             # Read the dependants again, after the success is recorded: one that joined while this
@@ -422,7 +592,11 @@ def _bounded_json(value: object) -> str:
 
 
 class _Heartbeat:
-    """Extends the message's visibility and the row's lease while a handler runs long."""
+    """Extends the message's visibility, the run's lease and the job's hold while a handler runs long.
+
+    On the fast path the run has no lease row yet: the first beat writes it (`persist`), so a run
+    that lasts is visible as RUNNING and its lease can be taken over if its worker dies.
+    """
 
     def __init__(
         self,
@@ -433,10 +607,14 @@ class _Heartbeat:
         job_id: str,
         scheduled_for: str,
         holds_job: bool,
+        persist: Callable[[datetime], bool] | None,
     ) -> None:
         self._worker, self._delivery = worker, delivery
         self._owner, self._job_id, self._sf = owner, job_id, scheduled_for
         self._holds_job = holds_job
+        self._persist = persist
+        self.persisted = False  # the first beat wrote the fast path's lease row
+        self._leased = persist is None  # this worker holds a lease row to extend
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jobsched-heartbeat", daemon=True)
 
@@ -448,17 +626,22 @@ class _Heartbeat:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        lease = self._worker.settings.lease_seconds
+        settings = self._worker.settings
+        lease = settings.lease_seconds
         while not self._stop.wait(lease / 3):
             now = self._worker.clock.now()
+            until = now + timedelta(seconds=lease)
             self._worker.queue.extend(self._delivery.receipt_handle, seconds=lease)
-            self._worker.runs.extend_lease(
-                job_id=self._job_id,
-                scheduled_for=self._sf,
-                owner=self._owner,
-                until=now + timedelta(seconds=lease),
-            )
+            if self._persist is not None:
+                # Refused: another delivery recorded or holds the run; this one's result will lose.
+                self.persisted = self._persist(until)
+                self._persist = None
+                self._leased = self.persisted
+            elif self._leased:
+                self._worker.runs.extend_lease(
+                    job_id=self._job_id, scheduled_for=self._sf, owner=self._owner, until=until
+                )
             if self._holds_job:
                 self._worker.jobs.extend_hold(
-                    self._job_id, run=self._sf, until=now + timedelta(seconds=lease)
+                    self._job_id, run=self._sf, until=now + timedelta(seconds=self._worker.hold_seconds())
                 )
