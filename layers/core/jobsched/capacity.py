@@ -1,0 +1,858 @@
+"""Capacity planning (pure: no I/O): from per-run AWS costs and AWS limits to a fleet and a daily bill.
+
+The model, in the order `plan()` decides (every number it uses is a field below, with its source):
+
+1. Worker side. A burst of B runs due on one second must be drained within the window S, with
+   `margin` of it kept spare for latency tails: the fleet must start B / (S * margin) burst runs a
+   second on top of the steady rate. A worker slot (one Lambda invocation of the SQS event-source
+   mapping) cycles ReceiveMessage -> invoke -> `batch` runs one after another -> DeleteMessageBatch,
+   so worker concurrency = runs per second * cycle / batch. Each started run costs its GetItem (jobs
+   table, strongly consistent) and its history write (runs table), so the drain is also bounded by
+   the on-demand per-table quota. The event-source mapping's standard mode adds concurrency at
+   300 a minute from wherever the steady load left it; when that ramp cannot drain the burst in
+   time, the plan switches to provisioned mode with enough minimum pollers (10 invokes each).
+2. Dispatch side. Pre-dispatch hands each tick to SQS up to the look-ahead ahead (DelaySeconds), so
+   the burst must be read, sent and stamped before it is due. The first pass that sees it can start
+   as late as look-ahead - tick before the due second (the rule's phase is arbitrary), and a pass
+   holds its shard lease tick - 5 s, so that is the dispatch budget. Stamping a burst job moves its
+   due-index key (a delete on "<burst minute>#<shard>" and a put on its next tick's partition), so
+   each burst run costs 1 job write + 2 index writes; the index is a GSI with its own per-table
+   quota. The look-ahead is lengthened (never past SQS's 900 s delay cap) until the dispatch rate
+   fits the quota, then K shards are chosen so the busiest "<minute>#<shard>" partition takes at
+   most `headroom` of its 1,000 WCU/s, and the dispatcher's in-flight calls per shard so its
+   latency-bound page rate beats the pace it is held to.
+3. Cost per day at the DESIGN.md list prices: steady runs plus the bursts, each at its kind's per-run
+   counts, plus per-pass overheads (due-index queries, shard-lease writes, dispatcher invocations).
+
+Per-run counts have one home: `PerRunCosts`. Its defaults are the interim counts of a healthy
+recurring run; `PerRunCosts.from_mapping` overlays what `make bench` measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from statistics import NormalDist
+from typing import Any, Literal
+
+KIB = 1024
+SECONDS_PER_DAY = 86_400
+
+EsmMode = Literal["standard", "provisioned"]
+Status = Literal["ok", "raise", "over"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """AWS us-east-1 on-demand list prices, USD (../shared/DESIGN.md, "Prices used for cost figures")."""
+
+    dynamodb_per_million_wru: float = 0.625
+    dynamodb_per_million_rru: float = 0.125
+    sqs_per_million_requests: float = 0.40
+    lambda_per_million_requests: float = 0.20
+    lambda_per_gb_second: float = 0.0000133334  # arm64
+    sfn_per_million_transitions: float = 25.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """AWS limits the plan is checked against. Soft quotas can be raised; the rest cannot."""
+
+    # DynamoDB, hard: per partition (a "<minute>#<shard>" key of the due index is one partition).
+    partition_wcu: float = 1_000.0
+    partition_rcu: float = 3_000.0
+    # DynamoDB, soft: on-demand table-level quota, one value per account and Region that applies to
+    # every table and, separately, to every GSI (Service Quotas: "Table-level ... throughput limit").
+    table_quota: float = 40_000.0
+    # Lambda, soft: concurrent executions per account and Region.
+    account_concurrency: int = 1_000
+    # Lambda, hard: new execution environments per function, 1,000 every 10 s.
+    lambda_scale_per_10s: int = 1_000
+    # SQS event-source mapping, standard mode (AWS Lambda developer guide, "Configuring scaling
+    # behavior for SQS event source mappings", current version): starts at 5 concurrent invokes,
+    # adds up to 300 a minute while messages wait, at most 1,250 per mapping.
+    esm_standard_initial: int = 5
+    esm_standard_ramp_per_min: int = 300
+    esm_standard_max: int = 1_250
+    # Provisioned mode: an event poller gives about 10 concurrent invokes (and about 1 MB/s),
+    # scales by up to 1,000 concurrency a minute, at most 20,000; minimum pollers 2..200.
+    esm_invokes_per_poller: int = 10
+    esm_poller_bytes_per_s: float = 1_000_000.0
+    esm_provisioned_ramp_per_min: int = 1_000
+    esm_provisioned_max: int = 20_000
+    esm_min_pollers_max: int = 200
+    # SQS, hard: DelaySeconds at most 900 (caps the look-ahead); ~120,000 in-flight per standard queue.
+    sqs_max_delay_s: int = 900
+    sqs_max_in_flight: int = 120_000
+    sqs_batch: int = 10
+    # DynamoDB Query: at most 1 MB per page; read units per 4 KB, halved when eventually consistent.
+    query_page_bytes: int = 1024 * KIB
+
+
+@dataclass(frozen=True, slots=True)
+class Latencies:
+    """Assumed per-call latencies (p50, ms) in-Region; the simulation draws log-normals, p99 = tail * p50."""
+
+    dynamodb_ms: float = 5.0
+    sqs_ms: float = 10.0
+    invoke_ms: float = 10.0  # the mapping's synchronous Invoke, on top of the function's duration
+    cold_start_ms: float = 800.0  # boto3 + powertools (tracer) + pydantic, measured locally (DESIGN.md)
+    tail: float = 3.0
+
+    @property
+    def sigma(self) -> float:
+        """The log-normal's shape: p99 / p50 = tail."""
+        return math.log(max(self.tail, 1.0 + 1e-9)) / NormalDist().inv_cdf(0.99)
+
+    @property
+    def mean_factor(self) -> float:
+        """Mean / p50 of a call's latency (what throughput depends on)."""
+        return math.exp(self.sigma**2 / 2)
+
+    def round_ms(self, median_ms: float, calls: int) -> float:
+        """Mean duration of `calls` parallel calls (the slowest of them), ms.
+
+        The expected maximum of c standard normals by Blom's approximation, at the log-normal's mean.
+        """
+        if calls <= 0 or median_ms <= 0:
+            return 0.0
+        z = NormalDist().inv_cdf((calls - 0.375) / (calls + 0.25))
+        return median_ms * math.exp(self.sigma * z + self.sigma**2 / 2)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemSizes:
+    """Assumed item sizes, bytes: what turns calls into read and write units."""
+
+    job_item: int = 900  # <= 1 KB: one WRU per job write, one RRU per strongly consistent GetItem
+    due_entry: int = 400  # the due index's INCLUDE projection plus keys: one WRU per index write
+    run_item: int = 800  # one WRU per history write
+    message: int = 200  # a run message on the execution queue
+
+
+@dataclass(frozen=True, slots=True)
+class RunCost:
+    """What one run of a kind costs, per run, by table and service (averaged over the kind's runs).
+
+    Dispatch-side units (job stamps, due-index moves and reads) are spent while the dispatcher hands
+    the run over; worker-side units (the job's GetItem, the history write) when the run starts.
+    """
+
+    job_writes: float = 0.2  # the dispatcher's stamps per run (one per job per hand-over window, amortized)
+    jobs_wru: float = 0.2  # WRU on the jobs table: the stamps (a job item is <= 1 KB)
+    due_index_wru: float = 0.4  # WRU on the due GSI: each stamp moves the key = a delete plus a put
+    runs_wru: float = 1.0  # WRU on the runs table: one history write
+    jobs_rru: float = 1.0  # RRU on the jobs table: one strongly consistent GetItem of the job
+    due_index_rru: float = 0.05  # RRU on the due GSI: a page of 100 entries x 400 B = 10 x 4 KB, halved
+    sqs_requests: float = 0.3  # SendMessageBatch + ReceiveMessage + DeleteMessageBatch, 0.1 each
+    lambda_invocations: float = 0.1  # worker invocations per run: batches of 10
+    lambda_gb_seconds: float = 0.015 * 0.25  # worker: ~15 ms of overhead per run at 256 MB (assumed)
+    sfn_transitions: float = 0.0  # a healthy run never starts a workflow
+    worker_memory_mb: int = 256
+    calls: Mapping[str, float] = field(
+        default_factory=lambda: {
+            "DynamoDB.UpdateItem": 0.2,
+            "DynamoDB.PutItem": 1.0,
+            "DynamoDB.GetItem": 1.0,
+            "DynamoDB.Query": 0.01,
+            "SQS.SendMessageBatch": 0.1,
+            "SQS.ReceiveMessage": 0.1,
+            "SQS.DeleteMessageBatch": 0.1,
+            "Lambda.Invoke": 0.1,
+        }
+    )
+
+    @property
+    def dynamodb_wru(self) -> float:
+        """Write request units per run, every table and index."""
+        return self.jobs_wru + self.due_index_wru + self.runs_wru
+
+    @property
+    def dynamodb_rru(self) -> float:
+        """Read request units per run, every table and index."""
+        return self.jobs_rru + self.due_index_rru
+
+    @property
+    def worker_ms(self) -> float:
+        """Worker time per run, ms (from its GB-seconds at its memory size)."""
+        return self.lambda_gb_seconds / (self.worker_memory_mb / 1024) * 1000
+
+    def unamortized(self) -> RunCost:
+        """The same run for a job with one tick per hand-over window (hourly, daily): one stamp per run."""
+        if self.job_writes <= 0:
+            return self
+        k = 1.0 / self.job_writes
+        calls = dict(self.calls)
+        if "DynamoDB.UpdateItem" in calls:
+            calls["DynamoDB.UpdateItem"] = calls["DynamoDB.UpdateItem"] * k
+        return replace(
+            self,
+            job_writes=1.0,
+            jobs_wru=self.jobs_wru * k,
+            due_index_wru=self.due_index_wru * k,
+            calls=calls,
+        )
+
+
+_TOTALS = ("dynamodb_wru", "dynamodb_rru")
+_FIELDS = (
+    "job_writes",
+    "jobs_wru",
+    "due_index_wru",
+    "runs_wru",
+    "jobs_rru",
+    "due_index_rru",
+    "sqs_requests",
+    "lambda_invocations",
+    "lambda_gb_seconds",
+    "sfn_transitions",
+)
+
+
+def _number(kind: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or math.isnan(value):
+        raise ValueError(f"costs: kinds.{kind}.{key} must be a non-negative number, not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class PerRunCosts:
+    """The per-run counts by run kind: the one place the model takes them from.
+
+    Kinds: "recurring" (the steady mix) and "burst" (a run of a midnight or top-of-the-hour herd:
+    its job has one tick per hand-over window, so its stamp is not amortized; derived from
+    "recurring" unless given).
+    """
+
+    kinds: Mapping[str, RunCost] = field(
+        default_factory=lambda: {"recurring": RunCost(), "burst": RunCost().unamortized()}
+    )
+    source: str = "interim defaults (healthy recurring run)"
+
+    def __getitem__(self, kind: str) -> RunCost:
+        return self.kinds[kind]
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "benchmark") -> PerRunCosts:
+        """Overlay counts measured by the benchmark on the defaults; missing kinds and keys keep theirs.
+
+        Shape: {"kinds": {"recurring": {"dynamodb_wru": .., "dynamodb_rru": .., "sqs_requests": ..,
+        "lambda_invocations": .., "lambda_gb_seconds": .., "sfn_transitions": .., "calls": {..}}, ..}}.
+        A measured DynamoDB total is split over the tables in the proportions of the defaults (the
+        benchmark measures totals); per-table keys (`jobs_wru`, `runs_wru`, ...) override that split.
+        """
+        raw = data.get("kinds", {})
+        if not isinstance(raw, Mapping):
+            raise ValueError("costs: 'kinds' must be an object")
+        defaults = cls().kinds
+        kinds: dict[str, RunCost] = dict(defaults)
+        for kind, given in raw.items():
+            if not isinstance(given, Mapping):
+                raise ValueError(f"costs: kinds.{kind} must be an object")
+            base = defaults.get(kind, defaults["recurring"])
+            kinds[kind] = cls._overlay(str(kind), base, given)
+        if "burst" not in raw:
+            kinds["burst"] = kinds["recurring"].unamortized()
+        return cls(kinds=kinds, source=source)
+
+    @staticmethod
+    def _overlay(kind: str, base: RunCost, given: Mapping[str, Any]) -> RunCost:
+        cost = base
+        if "dynamodb_wru" in given and base.dynamodb_wru > 0:
+            k = _number(kind, "dynamodb_wru", given["dynamodb_wru"]) / base.dynamodb_wru
+            cost = replace(
+                cost,
+                jobs_wru=cost.jobs_wru * k,
+                due_index_wru=cost.due_index_wru * k,
+                runs_wru=cost.runs_wru * k,
+            )
+        if "dynamodb_rru" in given and base.dynamodb_rru > 0:
+            k = _number(kind, "dynamodb_rru", given["dynamodb_rru"]) / base.dynamodb_rru
+            cost = replace(cost, jobs_rru=cost.jobs_rru * k, due_index_rru=cost.due_index_rru * k)
+        updates: dict[str, Any] = {
+            key: _number(kind, key, given[key]) for key in _FIELDS if key in given and key not in _TOTALS
+        }
+        if "calls" in given:
+            calls = given["calls"]
+            if not isinstance(calls, Mapping):
+                raise ValueError(f"costs: kinds.{kind}.calls must be an object")
+            updates["calls"] = {
+                **dict(base.calls),
+                **{str(k): _number(kind, f"calls.{k}", v) for k, v in calls.items()},
+            }
+        return replace(cost, **updates)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What the fleet must carry."""
+
+    jobs: int  # registered jobs
+    burst: int  # runs due on the same second (00:00:00)
+    window_s: float  # the burst must be drained within this
+    steady_rate: float | None = None  # runs/s outside the burst; None: jobs / 10,000 (seeds: 10K/s per 100M)
+    bursts_per_day: int = 1
+    spread_s: float = 0.0  # 0: the whole burst is due on one second; > 0: jitter spreads it uniformly
+    handler_ms: float = 0.0  # the handlers' own time per run, on top of jobsched's overhead
+    p99_targets_s: tuple[float, ...] = (1.0, 5.0)  # jobsched's own target, and the seeds'
+
+    @property
+    def rate(self) -> float:
+        """The steady rate, runs/s."""
+        return self.jobs / 10_000 if self.steady_rate is None else self.steady_rate
+
+    @property
+    def runs_per_day(self) -> float:
+        """Steady runs plus the bursts."""
+        return self.rate * SECONDS_PER_DAY + self.burst * self.bursts_per_day
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The knobs the plan sets (env names in README's local-stack table and the CDK stack)."""
+
+    shards: int  # JOBSCHED_SHARD_COUNT
+    lookahead_s: int  # JOBSCHED_LOOKAHEAD_SECONDS
+    tick_s: int
+    page_size: int
+    dispatcher_parallelism: int  # in-flight calls per shard pass (sends, then stamps)
+    dispatch_pace: float  # runs/s per shard the dispatcher is held to (0: unpaced)
+    worker_concurrency: int  # the mapping's maximum concurrency / the worker's reserved concurrency
+    batch_size: int
+    esm_mode: EsmMode
+    min_pollers: int  # provisioned mode only
+    table_quota: float  # the on-demand table-level quota the plan needs (per table and per GSI)
+    account_concurrency: int  # the Lambda account concurrency the plan needs
+
+    @property
+    def lease_s(self) -> int:
+        """How long one pass may hold a shard (dispatch.py: tick - 5 s, at least 10 s)."""
+        return max(10, self.tick_s - 5)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """`value` against `limit`; "raise": over a default soft quota the plan raises; "over": infeasible."""
+
+    name: str
+    value: float
+    limit: float
+    unit: str
+    status: Status
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CostLine:
+    """One line of the daily bill."""
+
+    item: str
+    units_per_day: float
+    usd_per_day: float
+
+
+@dataclass(frozen=True, slots=True)
+class TargetCost:
+    """What starting 99% of the burst within `p99_s` of its second would take."""
+
+    p99_s: float
+    runs_per_s: float
+    worker_concurrency: int
+    table_quota: float
+    feasible: bool
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A capacity plan: the fleet, the rates it implies, the limits checked, and the daily bill."""
+
+    workload: Workload
+    fleet: Fleet
+    rates: Mapping[str, float]
+    checks: tuple[Check, ...]
+    changes: tuple[str, ...]
+    costs: tuple[CostLine, ...]
+    targets: tuple[TargetCost, ...]
+    per_run: PerRunCosts
+    limits: Limits
+    latencies: Latencies
+    sizes: ItemSizes
+    margin: float
+    headroom: float
+    quota_utilization: float
+
+    @property
+    def ok(self) -> bool:
+        """No hard limit exceeded (raised soft quotas are part of the plan)."""
+        return all(c.status != "over" for c in self.checks)
+
+    @property
+    def usd_per_day(self) -> float:
+        """The daily bill."""
+        return sum(line.usd_per_day for line in self.costs)
+
+
+def _units(size: int, unit: int) -> int:
+    return max(1, math.ceil(size / unit))
+
+
+def slot_cycle_s(cost: RunCost, latencies: Latencies, batch: int, handler_ms: float = 0.0) -> float:
+    """One worker slot's mean cycle for a full batch: receive, invoke, the runs one after another, delete.
+
+    Call latencies are p50s (their mean is `mean_factor` higher); the per-run time comes from measured
+    GB-seconds, already a mean.
+    """
+    calls = (2 * latencies.sqs_ms + latencies.invoke_ms) * latencies.mean_factor
+    return (calls + batch * (cost.worker_ms + handler_ms)) / 1000
+
+
+def _rounds_ms(median_ms: float, calls: int, parallelism: int, latencies: Latencies) -> float:
+    total = 0.0
+    while calls > 0:
+        c = min(parallelism, calls)
+        total += latencies.round_ms(median_ms, c)
+        calls -= c
+    return total
+
+
+def page_seconds(n: int, stamps_per_run: float, parallelism: int, latencies: Latencies) -> float:
+    """A dispatcher page of n entries: Query, then sends, then stamps, P calls in flight (each round as slow
+    as its slowest call)."""
+    query = latencies.round_ms(latencies.dynamodb_ms, 1)
+    sends = _rounds_ms(latencies.sqs_ms, math.ceil(n / 10), parallelism, latencies)
+    stamps = _rounds_ms(latencies.dynamodb_ms, math.ceil(n * stamps_per_run), parallelism, latencies)
+    return (query + sends + stamps) / 1000
+
+
+def steady_pass_seconds(
+    steady_rate: float, stamps_per_run: float, shards: int, fleet_tick_s: int, lookahead_s: int,
+    page_size: int, parallelism: int, latencies: Latencies,
+) -> float:  # fmt: skip
+    """What a shard pass spends on the steady load before the burst's bucket: lease, queries, steady pages."""
+    entries = steady_rate * fleet_tick_s * stamps_per_run / max(1, shards)
+    pages = math.ceil(entries / page_size)
+    queries = buckets_per_pass(lookahead_s, fleet_tick_s) + 1
+    pages_s = pages * page_seconds(page_size, 1.0, parallelism, latencies)
+    return pages_s + queries * latencies.dynamodb_ms / 1000
+
+
+def buckets_per_pass(lookahead_s: int, tick_s: int) -> int:
+    """Minute buckets one pass queries per shard: from now - (look-ahead + tick) to now + look-ahead."""
+    return (2 * lookahead_s + tick_s) // 60 + 1
+
+
+def standard_drain_s(
+    burst: int, rate: float, start: float, cap: float, per_slot: float, ramp_per_min: float, horizon: float
+) -> float:
+    """Seconds to drain `burst` runs on top of `rate` steady ones when concurrency ramps from `start`.
+
+    Concurrency grows by ramp_per_min a minute up to `cap` while messages wait; each slot starts
+    `per_slot` runs a second. Returns math.inf if not drained within `horizon`.
+    """
+    done, t, dt = 0.0, 0.0, 0.05
+    while t < horizon:
+        level = min(cap, start + ramp_per_min * t / 60)
+        done += max(0.0, level * per_slot - rate) * dt
+        t += dt
+        if done >= burst:
+            return t
+    return math.inf
+
+
+def dispatch_budget_s(lookahead_s: int, tick_s: int, lease_s: int, steady_pass_s: float) -> float:
+    """Seconds a shard can spend on a burst before it is due, in the worst phase of the tick.
+
+    The first pass that sees the burst can start as late as look-ahead - tick before it; every pass
+    spends `steady_pass_s` on the steady load first and works at most its lease, then the next tick's
+    pass resumes.
+    """
+    total, before = 0.0, float(lookahead_s - tick_s)
+    while before > 0:
+        total += max(0.0, min(float(lease_s), before) - steady_pass_s)
+        before -= tick_s
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class _Dispatch:
+    lookahead: int
+    shards: int
+    parallelism: int
+    pace: float
+    natural: float
+    steady_pass: float
+    budget: float
+    rate: float
+    needed_quota: float
+    shard_entries: float
+
+
+def _round_up(x: float, step: float) -> float:
+    return math.ceil(x / step - 1e-9) * step
+
+
+def plan(
+    workload: Workload,
+    *,
+    shards: int | None = None,
+    lookahead_s: int | None = None,
+    parallelism: int | None = None,
+    concurrency: int | None = None,
+    esm_mode: EsmMode | None = None,
+    tick_s: int = 60,
+    page_size: int = 100,
+    batch_size: int = 10,
+    per_run: PerRunCosts | None = None,
+    limits: Limits | None = None,
+    latencies: Latencies | None = None,
+    sizes: ItemSizes | None = None,
+    prices: Prices | None = None,
+    margin: float = 0.9,
+    headroom: float = 0.8,
+    quota_utilization: float = 0.9,
+) -> Plan:
+    """Plan the fleet for a workload; every argument left None is recommended, every one given is checked."""
+    per_run = per_run or PerRunCosts()
+    limits = limits or Limits()
+    lat = latencies or Latencies()
+    sizes = sizes or ItemSizes()
+    prices = prices or Prices()
+    steady, hot = per_run["recurring"], per_run["burst"]
+    bg = workload.rate
+    burst = workload.burst
+    checks: list[Check] = []
+    changes: list[str] = []
+
+    # -- 1. workers --------------------------------------------------------------------------------
+    cycle = slot_cycle_s(hot, lat, batch_size, workload.handler_ms)
+    per_slot = batch_size / cycle  # runs/s one worker slot starts
+    steady_concurrency = max(limits.esm_standard_initial, math.ceil(bg / per_slot))
+    drain_budget = workload.window_s * margin
+    burst_rate = burst / drain_budget if burst else 0.0
+    worker_rate = burst_rate + bg
+    needed_concurrency = math.ceil(worker_rate / per_slot)
+    worker_concurrency = concurrency if concurrency is not None else needed_concurrency
+    horizon = 20 * max(workload.window_s, 60.0)
+    std_cap = min(worker_concurrency, limits.esm_standard_max)
+    std_drain = standard_drain_s(
+        burst, bg, steady_concurrency, std_cap, per_slot, limits.esm_standard_ramp_per_min, horizon
+    )
+    mode: EsmMode = esm_mode or ("standard" if std_drain <= drain_budget else "provisioned")
+    message_bytes_per_s = worker_rate * sizes.message
+    if mode == "provisioned":
+        min_pollers = max(
+            2,
+            math.ceil(worker_concurrency / limits.esm_invokes_per_poller),
+            math.ceil(message_bytes_per_s / limits.esm_poller_bytes_per_s),
+        )
+        warm = min(min_pollers, limits.esm_min_pollers_max) * limits.esm_invokes_per_poller
+        drain_s = standard_drain_s(
+            burst,
+            bg,
+            max(steady_concurrency, warm),
+            min(worker_concurrency, limits.esm_provisioned_max),
+            per_slot,
+            limits.esm_provisioned_ramp_per_min,
+            horizon,
+        )
+    else:
+        min_pollers = 0
+        drain_s = std_drain
+    runs_wcu = burst_rate * hot.runs_wru + bg * steady.runs_wru
+    jobs_rcu_drain = burst_rate * hot.jobs_rru + bg * steady.jobs_rru
+    worker_quota = max(runs_wcu, jobs_rcu_drain)
+
+    # -- 2. dispatch ---------------------------------------------------------------------------------
+    bg_jobs_wcu = bg * steady.jobs_wru
+    bg_index_wcu = bg * steady.due_index_wru
+    # A table is planned to run at most `quota_utilization` of its quota: the rest absorbs the steady
+    # load's variance and retries.
+    quota = max(limits.table_quota, _round_up(worker_quota / quota_utilization, 1_000))
+    lease = max(10, tick_s - 5)
+    wru_per_index_write = _units(sizes.due_entry, KIB)
+    partition_cap = headroom * limits.partition_wcu / wru_per_index_write
+
+    def busiest(k: int) -> float:
+        mean = burst / k
+        return mean + 3 * math.sqrt(mean * (1 - 1 / k)) if k > 1 else float(burst)
+
+    def dispatch(lookahead: int, quota: float) -> _Dispatch:
+        # K, P and the steady share of each pass depend on each other: a few rounds settle them.
+        k = shards or 8
+        p = parallelism or 8
+        for _ in range(4):
+            steady_pass = steady_pass_seconds(bg, steady.job_writes, k, tick_s, lookahead, page_size, p, lat)
+            budget = dispatch_budget_s(lookahead, tick_s, lease, steady_pass)
+            seconds = budget * margin
+            if shards is None:
+                k = 1
+                while seconds > 0 and busiest(k) / seconds > partition_cap and k < 100_000:
+                    k += 1
+                k = int(_round_up(k, 8))
+            usable = quota * quota_utilization
+            # Each shard is held to the smaller of its partition's share (with headroom) and its share
+            # of what the table quota leaves the burst, on the jobs table and on the index.
+            shares = [partition_cap]
+            if hot.due_index_wru > 0:
+                shares.append((usable - bg_index_wcu) / (k * hot.due_index_wru))
+            if hot.jobs_wru > 0:
+                shares.append((usable - bg_jobs_wcu) / (k * hot.jobs_wru))
+            pace = max(1.0, min(shares))
+            if parallelism is None:
+                # Enough calls in flight that latency leaves 25% spare over the rate the burst needs,
+                # and that the steady load takes at most half a pass.
+                need = 1.25 * min(pace, busiest(k) / seconds if seconds > 0 else pace)
+                p = 1
+                while p < 64 and (
+                    page_size / page_seconds(page_size, hot.job_writes, p, lat) < need
+                    or steady_pass_seconds(bg, steady.job_writes, k, tick_s, lookahead, page_size, p, lat)
+                    > lease / 2
+                ):
+                    p *= 2
+        natural = page_size / page_seconds(page_size, hot.job_writes, p, lat)
+        rate = burst / seconds if seconds > 0 else math.inf
+        needed_quota = max(rate * hot.due_index_wru + bg_index_wcu, rate * hot.jobs_wru + bg_jobs_wcu)
+        return _Dispatch(lookahead, k, p, pace, natural, steady_pass, budget, rate, needed_quota, busiest(k))
+
+    if lookahead_s is not None:
+        d = dispatch(lookahead_s, quota)
+    else:
+        lookahead = max(90, tick_s + 30)
+        d = dispatch(lookahead, quota)
+        while (
+            d.needed_quota > quota * quota_utilization
+            or d.shard_entries / min(d.natural, d.pace) > d.budget * margin
+        ) and lookahead + 30 <= limits.sqs_max_delay_s:
+            lookahead += 30
+            d = dispatch(lookahead, quota)
+    if math.isfinite(d.needed_quota) and d.needed_quota > quota * quota_utilization:
+        quota = _round_up(d.needed_quota / quota_utilization, 1_000)
+        d = dispatch(d.lookahead, quota)
+    lookahead, k, p, pace = d.lookahead, d.shards, d.parallelism, d.pace
+    shard_entries = d.shard_entries
+    shard_rate_needed = shard_entries / (d.budget * margin) if d.budget > 0 else math.inf
+    shard_rate = min(d.natural, pace)
+    shard_dispatch_s = shard_entries / shard_rate if shard_rate > 0 else math.inf
+    partition_wcu = shard_rate * wru_per_index_write
+    partition_rcu = shard_rate * sizes.due_entry / (4 * KIB) * 0.5  # eventually consistent: half
+    dispatch_jobs_wcu = k * shard_rate * hot.jobs_wru + bg_jobs_wcu
+    dispatch_index_wcu = k * shard_rate * hot.due_index_wru + bg_index_wcu
+
+    # -- 3. Lambda concurrency ---------------------------------------------------------------------
+    account_needed = worker_concurrency + k
+    account = max(limits.account_concurrency, int(_round_up(account_needed, 100)))
+    new_envs = max(0, worker_concurrency - steady_concurrency)
+
+    # -- checks ---------------------------------------------------------------------------------------
+    def check(
+        name: str, value: float, limit: float, unit: str, *, soft: float | None = None, note: str = ""
+    ) -> None:
+        status: Status = "ok"
+        if value > limit * (1 + 1e-9):
+            status = "over"
+        elif soft is not None and value > soft * (1 + 1e-9):
+            status = "raise"
+        checks.append(Check(name, value, limit, unit, status, note))
+
+    check(
+        "due-index partition writes to dispatch in time",
+        shard_rate_needed * wru_per_index_write,
+        limits.partition_wcu,
+        "WCU/s",
+        note=f"busiest of {k} '<minute>#<shard>' partitions: {shard_entries:,.0f} deletes (their puts land "
+        f"on the next tick's partitions); paced at {partition_wcu:,.0f}",
+    )
+    check("due-index partition reads", partition_rcu, limits.partition_rcu, "RCU/s")
+    check(
+        "burst dispatched before it is due",
+        shard_dispatch_s,
+        d.budget,
+        "s",
+        note=f"look-ahead {lookahead} s - tick {tick_s} s (worst phase), {lease} s leases, "
+        f"{d.steady_pass:.1f} s of steady work per pass",
+    )
+    check(
+        "steady load's share of a dispatcher pass",
+        d.steady_pass,
+        lease,
+        "s",
+        note="a pass that cannot drain the steady load within its lease falls behind",
+    )
+    check("look-ahead within SQS's delay cap", lookahead, limits.sqs_max_delay_s, "s")
+    check(
+        "jobs table writes during dispatch", dispatch_jobs_wcu, quota, "WCU/s", soft=limits.table_quota,
+    )  # fmt: skip
+    check(
+        "due index (GSI) writes during dispatch", dispatch_index_wcu, quota, "WCU/s", soft=limits.table_quota,
+    )  # fmt: skip
+    check("runs table writes during the drain", runs_wcu, quota, "WCU/s", soft=limits.table_quota)
+    check("jobs table reads during the drain", jobs_rcu_drain, quota, "RCU/s", soft=limits.table_quota)
+    check(
+        "burst + steady runs due meanwhile drained within the window",
+        drain_s,
+        workload.window_s,
+        "s",
+        note=f"{mode} event-source mapping, concurrency {worker_concurrency}, analytic",
+    )
+    esm_cap = limits.esm_standard_max if mode == "standard" else limits.esm_provisioned_max
+    check(f"worker concurrency within the {mode} mapping's maximum", worker_concurrency, esm_cap, "")
+    if mode == "provisioned":
+        check("minimum pollers", min_pollers, limits.esm_min_pollers_max, "pollers")
+    check(
+        "Lambda account concurrency (workers + dispatchers)",
+        account_needed,
+        account,
+        "",
+        soft=limits.account_concurrency,
+    )
+    check(
+        "new worker environments at the burst (1,000 per 10 s)",
+        new_envs / (limits.lambda_scale_per_10s / 10),
+        workload.window_s,
+        "s to create",
+        note=f"{new_envs} cold starts",
+    )
+    check("in-flight messages", worker_concurrency * batch_size, limits.sqs_max_in_flight, "")
+
+    # -- changes from the defaults -------------------------------------------------------------------
+    changes.append(f"JOBSCHED_SHARD_COUNT={k}")
+    if lookahead != 90:
+        changes.append(
+            f"JOBSCHED_LOOKAHEAD_SECONDS={lookahead} (the burst's dispatch must fit the table quota)"
+        )
+    changes.append(
+        f"dispatcher: one invocation per shard per tick, {p} calls in flight (boto3 max_pool_connections "
+        f">= {p}), paced at {pace:,.0f} runs/s per shard"
+    )
+    if mode == "provisioned":
+        changes.append(
+            f"worker event-source mapping in provisioned mode, minimum pollers {min_pollers}, "
+            f"maximum concurrency {worker_concurrency}"
+        )
+    else:
+        changes.append(f"worker event-source mapping maximum concurrency {worker_concurrency}")
+    if quota > limits.table_quota:
+        changes.append(f"raise DynamoDB's table-level on-demand quota (reads and writes) to {quota:,.0f}")
+    if account > limits.account_concurrency:
+        changes.append(f"raise Lambda's account concurrency to {account:,}")
+
+    # -- cost per day --------------------------------------------------------------------------------
+    steady_runs = bg * SECONDS_PER_DAY
+    burst_runs = float(burst * workload.bursts_per_day)
+    passes = SECONDS_PER_DAY / tick_s
+    buckets = buckets_per_pass(lookahead, tick_s)
+    empty_query_rru = passes * k * buckets * 0.5
+    lease_wru = passes * k * 2
+    pass_s = (buckets + 2) * lat.dynamodb_ms / 1000
+    steady_dispatch_s = (
+        steady_runs
+        * ((steady.job_writes * lat.dynamodb_ms + 0.1 * lat.sqs_ms) / p + lat.dynamodb_ms / page_size)
+        / 1000
+    )
+    burst_dispatch_s = burst_runs / shard_rate if shard_rate > 0 else 0.0
+    dispatcher_gb_s = (passes * k * pass_s + steady_dispatch_s + burst_dispatch_s) * 0.25
+    wru = steady_runs * steady.dynamodb_wru + burst_runs * hot.dynamodb_wru + lease_wru
+    rru = steady_runs * steady.dynamodb_rru + burst_runs * hot.dynamodb_rru + empty_query_rru
+    sqs = steady_runs * steady.sqs_requests + burst_runs * hot.sqs_requests
+    invocations = steady_runs * steady.lambda_invocations + burst_runs * hot.lambda_invocations + passes * k
+    gb_s = steady_runs * steady.lambda_gb_seconds + burst_runs * hot.lambda_gb_seconds + dispatcher_gb_s
+    sfn = steady_runs * steady.sfn_transitions + burst_runs * hot.sfn_transitions
+    costs = (
+        CostLine("DynamoDB write request units", wru, wru / 1e6 * prices.dynamodb_per_million_wru),
+        CostLine("DynamoDB read request units", rru, rru / 1e6 * prices.dynamodb_per_million_rru),
+        CostLine("SQS requests", sqs, sqs / 1e6 * prices.sqs_per_million_requests),
+        CostLine("Lambda requests", invocations, invocations / 1e6 * prices.lambda_per_million_requests),
+        CostLine("Lambda GB-seconds (arm64)", gb_s, gb_s * prices.lambda_per_gb_second),
+        CostLine("Step Functions transitions", sfn, sfn / 1e6 * prices.sfn_per_million_transitions),
+    )
+
+    # -- what the p99 targets would take ------------------------------------------------------------
+    targets = []
+    for target in workload.p99_targets_s:
+        rate = (0.99 * burst / target if burst else 0.0) + bg
+        conc = math.ceil(rate / per_slot)
+        tq = _round_up(max(rate * hot.runs_wru, rate * hot.jobs_rru) / quota_utilization, 1_000)
+        warm_max = limits.esm_min_pollers_max * limits.esm_invokes_per_poller
+        feasible = conc <= warm_max and workload.spread_s == 0
+        if workload.spread_s > 0:
+            note = "burst is spread: see the simulation"
+        elif conc <= warm_max:
+            note = f"provisioned mode, {math.ceil(conc / limits.esm_invokes_per_poller)} minimum pollers"
+        else:
+            note = (
+                f"over the {warm_max:,} concurrency 200 minimum pollers keep warm; "
+                "spread the herd (jitter) instead"
+            )
+        targets.append(TargetCost(target, rate, conc, tq, feasible, note))
+
+    rates = {
+        "steady_runs_per_s": bg,
+        "burst_runs_per_s_needed": burst_rate,
+        "worker_runs_per_s": worker_rate,
+        "slot_cycle_ms": cycle * 1000,
+        "runs_per_s_per_slot": per_slot,
+        "steady_concurrency": float(steady_concurrency),
+        "worker_concurrency_needed": float(needed_concurrency),
+        "standard_mode_drain_s": std_drain,
+        "drain_s": drain_s,
+        "dispatch_budget_s": d.budget,
+        "steady_pass_s": d.steady_pass,
+        "dispatch_runs_per_s": d.rate,
+        "busiest_shard_entries": shard_entries,
+        "shard_rate_needed": shard_rate_needed,
+        "shard_rate_latency_bound": d.natural,
+        "shard_rate": shard_rate,
+        "shard_dispatch_s": shard_dispatch_s,
+        "partition_wcu": partition_wcu,
+        "partition_rcu": partition_rcu,
+        "jobs_wcu_dispatch": dispatch_jobs_wcu,
+        "due_index_wcu_dispatch": dispatch_index_wcu,
+        "runs_wcu_drain": runs_wcu,
+        "jobs_rcu_drain": jobs_rcu_drain,
+        "lambda_concurrency_needed": float(account_needed),
+        "new_worker_environments": float(new_envs),
+        # Jitter that spreads the burst over at least this many seconds keeps the fleet ahead of it.
+        "spread_to_keep_up_s": burst / max(1e-9, worker_concurrency * per_slot - bg) if burst else 0.0,
+        "runs_per_day": workload.runs_per_day,
+        "usd_per_million_runs": 0.0,
+    }
+    fleet = Fleet(
+        shards=k,
+        lookahead_s=lookahead,
+        tick_s=tick_s,
+        page_size=page_size,
+        dispatcher_parallelism=p,
+        dispatch_pace=pace,
+        worker_concurrency=worker_concurrency,
+        batch_size=batch_size,
+        esm_mode=mode,
+        min_pollers=min_pollers,
+        table_quota=quota,
+        account_concurrency=account,
+    )
+    result = Plan(
+        workload=workload,
+        fleet=fleet,
+        rates=rates,
+        checks=tuple(checks),
+        changes=tuple(changes),
+        costs=costs,
+        targets=tuple(targets),
+        per_run=per_run,
+        limits=limits,
+        latencies=lat,
+        sizes=sizes,
+        margin=margin,
+        headroom=headroom,
+        quota_utilization=quota_utilization,
+    )
+    runs_day = workload.runs_per_day
+    usd_per_million = result.usd_per_day / runs_day * 1e6 if runs_day else 0.0
+    return replace(result, rates={**rates, "usd_per_million_runs": usd_per_million})
+
+
+def plans(workload: Workload, shard_counts: Sequence[int], **kwargs: Any) -> list[Plan]:
+    """One plan per shard count (the rest recommended for each), to compare them."""
+    return [plan(workload, shards=k, **kwargs) for k in shard_counts]
