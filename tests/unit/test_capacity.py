@@ -59,6 +59,31 @@ def test_it_overlays_what_the_benchmark_measured_and_keeps_the_defaults_for_the_
     assert costs.source == "bench/results/costs.json"
 
 
+def test_it_takes_the_due_index_share_and_the_hourly_kind_from_the_benchmark_when_it_has_them() -> None:
+    costs = PerRunCosts.from_mapping(
+        {
+            "kinds": {
+                "recurring": {
+                    "dynamodb_wru": 2.0,
+                    "wru_breakdown": {"table": 1.5, "index:due": 0.5},
+                    "runs": 20,
+                    "title": "every minute",
+                    "seconds_per_run": {"worker": 0.01},
+                },
+                "recurring_hourly": {"dynamodb_wru": 4.0, "job_writes": 1.0},
+            }
+        }
+    )
+    recurring = costs["recurring"]
+    assert recurring.due_index_wru == pytest.approx(0.5)
+    # the rest, 1.5, over the jobs and runs tables in the defaults' proportion (0.2 : 1.0)
+    assert (recurring.jobs_wru, recurring.runs_wru) == pytest.approx((0.25, 1.25))
+    assert recurring.dynamodb_wru == pytest.approx(2.0)
+    # an hourly job has one tick per hand-over window: the burst is made of those
+    assert costs["burst"].dynamodb_wru == pytest.approx(4.0)
+    assert costs["burst"].job_writes == 1.0
+
+
 def test_it_tolerates_missing_kinds_and_keys_and_refuses_what_is_not_a_count() -> None:
     assert PerRunCosts.from_mapping({}).kinds == PerRunCosts().kinds
     assert PerRunCosts.from_mapping({"kinds": {"recurring": {}}}).kinds == PerRunCosts().kinds

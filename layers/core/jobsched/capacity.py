@@ -239,8 +239,11 @@ class PerRunCosts:
 
         Shape: {"kinds": {"recurring": {"dynamodb_wru": .., "dynamodb_rru": .., "sqs_requests": ..,
         "lambda_invocations": .., "lambda_gb_seconds": .., "sfn_transitions": .., "calls": {..}}, ..}}.
-        A measured DynamoDB total is split over the tables in the proportions of the defaults (the
-        benchmark measures totals); per-table keys (`jobs_wru`, `runs_wru`, ...) override that split.
+        A measured DynamoDB total is split over the tables in the proportions of the defaults, except
+        the due index's share when `wru_breakdown` names it ("index:due", as `make bench` writes it);
+        per-table keys (`jobs_wru`, `runs_wru`, ...) override the split. The "burst" kind, unless
+        given, is "recurring_hourly" if measured (one tick per hand-over window), else "recurring"
+        with one stamp per run.
         """
         raw = data.get("kinds", {})
         if not isinstance(raw, Mapping):
@@ -253,7 +256,9 @@ class PerRunCosts:
             base = defaults.get(kind, defaults["recurring"])
             kinds[kind] = cls._overlay(str(kind), base, given)
         if "burst" not in raw:
-            kinds["burst"] = kinds["recurring"].unamortized()
+            kinds["burst"] = (
+                kinds["recurring_hourly"] if "recurring_hourly" in raw else kinds["recurring"].unamortized()
+            )
         return cls(kinds=kinds, source=source)
 
     @staticmethod
@@ -266,6 +271,15 @@ class PerRunCosts:
                 jobs_wru=cost.jobs_wru * k,
                 due_index_wru=cost.due_index_wru * k,
                 runs_wru=cost.runs_wru * k,
+            )
+        breakdown = given.get("wru_breakdown")
+        if isinstance(breakdown, Mapping) and "index:due" in breakdown:
+            due = _number(kind, "wru_breakdown.index:due", breakdown["index:due"])
+            rest = max(0.0, cost.dynamodb_wru - due)
+            tables = cost.jobs_wru + cost.runs_wru
+            jobs_share = cost.jobs_wru / tables if tables > 0 else 0.0
+            cost = replace(
+                cost, due_index_wru=due, jobs_wru=rest * jobs_share, runs_wru=rest * (1 - jobs_share)
             )
         if "dynamodb_rru" in given and base.dynamodb_rru > 0:
             k = _number(kind, "dynamodb_rru", given["dynamodb_rru"]) / base.dynamodb_rru
