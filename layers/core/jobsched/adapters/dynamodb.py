@@ -756,13 +756,13 @@ class RunStore:
             "expires_at": int(expires.timestamp()),
         }
 
-    def get_raw(self, job_id: str, scheduled_for: str) -> dict[str, Any] | None:
-        """The run row for (job_id, stored scheduled_for), read consistently."""
+    def get_raw(self, job_id: str, scheduled_for: str, *, consistent: bool = True) -> dict[str, Any] | None:
+        """The run row for (job_id, stored scheduled_for), read consistently unless told otherwise."""
         try:
             out = self.client.get_item(
                 TableName=self.table,
                 Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
-                ConsistentRead=True,
+                ConsistentRead=consistent,
             )
         except ClientError as exc:
             _raise_transient(exc)

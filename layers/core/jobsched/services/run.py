@@ -249,7 +249,11 @@ class Worker:
         return None
 
     def _run(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
-        row = self.runs.get_raw(job.job_id, sf)
+        # Which path, and the attempt number. An eventually consistent read (half the price) is
+        # enough: it only picks the path; the conditional write decides. A stale "absent/PENDING"
+        # for a run another worker holds or finished makes the fast path's write lose, and the
+        # run is dropped as a duplicate, as it would have been.
+        row = self.runs.get_raw(job.job_id, sf, consistent=False)
         status = (row or {}).get("status", {}).get("S")
         created = self.runs.new_row(job.job_id, job.tenant, sf, kind=kind)
         if self.fast_path and job.idempotent and status in (None, RunStatus.PENDING.value):
