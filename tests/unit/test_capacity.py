@@ -217,3 +217,10 @@ def test_an_index_entry_over_1_kb_costs_more_partition_units() -> None:
 def test_run_cost_of_a_measured_run_without_stamps_stays_as_it_is() -> None:
     cost = RunCost(job_writes=0.0, jobs_wru=0.0, due_index_wru=0.0)
     assert cost.unamortized() is cost
+
+
+def test_it_refuses_a_workload_or_fleet_out_of_range() -> None:
+    with pytest.raises(ValueError, match="window"):
+        plan(Workload(jobs=1, burst=1, window_s=0))
+    with pytest.raises(ValueError, match="shards, concurrency"):
+        plan(SEEDS, shards=0, concurrency=0)

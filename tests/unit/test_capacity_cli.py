@@ -85,3 +85,10 @@ def test_it_refuses_a_costs_file_it_cannot_read(tmp_path: Path, capsys: pytest.C
     bad.write_text("[1, 2]")
     assert cli.main([*SMALL, "--costs", str(bad)]) == 2
     assert "JSON object" in capsys.readouterr().err
+
+
+def test_it_refuses_numbers_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([*SMALL, "--shards", "0"]) == 2
+    assert "out of range: shards" in capsys.readouterr().err
+    assert cli.main(["capacity", "--jobs", "1", "--burst", "1", "--window", "0"]) == 2
+    assert "window" in capsys.readouterr().err

@@ -432,8 +432,8 @@ def _rounds_ms(median_ms: float, calls: int, parallelism: int, latencies: Latenc
 
 
 def page_seconds(n: int, stamps_per_run: float, parallelism: int, latencies: Latencies) -> float:
-    """A dispatcher page of n entries: Query, then sends, then stamps, P calls in flight (each round as slow
-    as its slowest call)."""
+    """A dispatcher page carrying n runs: Query, then sends, then stamps, P calls in flight (each round as
+    slow as its slowest call)."""
     query = latencies.round_ms(latencies.dynamodb_ms, 1)
     sends = _rounds_ms(latencies.sqs_ms, math.ceil(n / 10), parallelism, latencies)
     stamps = _rounds_ms(latencies.dynamodb_ms, math.ceil(n * stamps_per_run), parallelism, latencies)
@@ -444,11 +444,16 @@ def steady_pass_seconds(
     steady_rate: float, stamps_per_run: float, shards: int, fleet_tick_s: int, lookahead_s: int,
     page_size: int, parallelism: int, latencies: Latencies,
 ) -> float:  # fmt: skip
-    """What a shard pass spends on the steady load before the burst's bucket: lease, queries, steady pages."""
+    """What a shard pass spends on the steady load before the burst's bucket: lease, queries, steady pages.
+
+    A page holds `page_size` due entries; with `stamps_per_run` < 1 each entry carries several runs
+    (a job with several ticks in the window), each one sent.
+    """
     entries = steady_rate * fleet_tick_s * stamps_per_run / max(1, shards)
     pages = math.ceil(entries / page_size)
+    runs_per_page = round(page_size / stamps_per_run) if stamps_per_run > 0 else page_size
     queries = buckets_per_pass(lookahead_s, fleet_tick_s) + 1
-    pages_s = pages * page_seconds(page_size, 1.0, parallelism, latencies)
+    pages_s = pages * page_seconds(runs_per_page, stamps_per_run, parallelism, latencies)
     return pages_s + queries * latencies.dynamodb_ms / 1000
 
 
@@ -533,6 +538,23 @@ def plan(
     lat = latencies or Latencies()
     sizes = sizes or ItemSizes()
     prices = prices or Prices()
+    wanted = {
+        "jobs": workload.jobs >= 0,
+        "burst": workload.burst >= 0,
+        "window": workload.window_s > 0,
+        "steady rate": workload.rate >= 0,
+        "spread": workload.spread_s >= 0,
+        "shards": shards is None or shards >= 1,
+        "look-ahead": lookahead_s is None or lookahead_s >= 1,
+        "parallelism": parallelism is None or parallelism >= 1,
+        "concurrency": concurrency is None or concurrency >= 1,
+        "tick": tick_s >= 1,
+        "page size": page_size >= 1,
+        "batch size": batch_size >= 1,
+    }
+    wrong = [name for name, fine in wanted.items() if not fine]
+    if wrong:
+        raise ValueError(f"capacity: out of range: {', '.join(wrong)}")
     steady, hot = per_run["recurring"], per_run["burst"]
     bg = workload.rate
     burst = workload.burst

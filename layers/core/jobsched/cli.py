@@ -408,17 +408,21 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     limits = capacity.Limits(table_quota=args.table_quota, account_concurrency=args.account_concurrency)
     results = []
     for shards in args.shards or [None]:
-        plan = capacity.plan(
-            workload,
-            shards=shards,
-            lookahead_s=args.lookahead,
-            parallelism=args.parallelism,
-            concurrency=args.concurrency,
-            esm_mode=args.esm,
-            per_run=per_run,
-            latencies=latencies,
-            limits=limits,
-        )
+        try:
+            plan = capacity.plan(
+                workload,
+                shards=shards,
+                lookahead_s=args.lookahead,
+                parallelism=args.parallelism,
+                concurrency=args.concurrency,
+                esm_mode=args.esm,
+                per_run=per_run,
+                latencies=latencies,
+                limits=limits,
+            )
+        except ValueError as exc:
+            print(f"jobsched: {exc}", file=sys.stderr)
+            return 2
         sim = None if args.no_simulate else simulate.simulate(plan, seed=args.seed)
         results.append((plan, sim))
     if args.json:

@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from jobsched.capacity import Fleet, Plan, buckets_per_pass, page_seconds, slot_cycle_s
+from jobsched.capacity import Fleet, Plan, slot_cycle_s, steady_pass_seconds
 
 _QUANTILES = 4096
 
@@ -246,11 +246,15 @@ def simulate(
     remaining = list(sizes)
     pass_start = [0.0] * k
     # A pass handles the steady load's entries of its older buckets before the burst's bucket.
-    steady_entries = steady_rate * fleet.tick_s * steady_cost.job_writes / k
-    steady_pass_s = (
-        math.ceil(steady_entries / fleet.page_size)
-        * page_seconds(fleet.page_size, 1.0, fleet.dispatcher_parallelism, lat)
-        + (buckets_per_pass(fleet.lookahead_s, fleet.tick_s) + 1) * lat.dynamodb_ms / 1000
+    steady_pass_s = steady_pass_seconds(
+        steady_rate,
+        steady_cost.job_writes,
+        k,
+        fleet.tick_s,
+        fleet.lookahead_s,
+        fleet.page_size,
+        fleet.dispatcher_parallelism,
+        lat,
     )
 
     # -- the worker fleet ----------------------------------------------------------------------------
