@@ -125,7 +125,15 @@ def run(
     rng = random.Random(seed)
     prefix = f"chaos{seed}-{time.time_ns() % 10**6}"
     kw = {"endpoint_url": endpoint}
-    settings = provision(prefix, endpoint_url=endpoint, shard_count=2, lease_seconds=30)
+    # Half the schedules hand a due job's ticks over 300 s ahead (the AWS setting is 840 s): more
+    # messages in flight per job, and edits/cancels meet ticks that were handed over long before.
+    settings = provision(
+        prefix,
+        endpoint_url=endpoint,
+        shard_count=2,
+        lease_seconds=30,
+        handover_horizon_seconds=rng.choice([0, 300]),
+    )
     # The pump receives not-yet-due messages (it plays SQS delays on the fake clock) and every
     # receive counts toward the redrive limit; raise it so only real deaths matter here. (The
     # redrive/reconciler path has its own tests in tests/integration/test_failures.py.)
@@ -161,6 +169,9 @@ def run(
             handlers=handlers,
         )
         svc.worker.sleep = lambda seconds: None
+        # Most workers record a healthy run in one write; some lease first (as for takeovers and
+        # non-idempotent jobs): the two paths race on the same runs.
+        svc.worker.fast_path = rng.random() < 0.7
         svc.dispatcher.max_workers = 1
         # SQS delays are real time and this clock is not: messages go out undelayed and the pump
         # below delivers each when the fake clock reaches its second.
