@@ -1,4 +1,4 @@
-"""Dispatcher Lambda: each EventBridge tick drains every shard's due ticks into SQS."""
+"""Dispatcher Lambda: each EventBridge tick drains the due ticks of every shard (or its target's shards)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ services = build(Settings.from_env())
 @tracer.capture_lambda_handler
 @event_source(data_class=EventBridgeEvent)
 def lambda_handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
-    """One pass over every shard; returns what it did."""
-    report = services.dispatcher.dispatch_all()
+    """One pass over every shard, or over the shards the tick's target names; returns what it did."""
+    shards = event.raw_event.get("shards")
+    report = services.dispatcher.dispatch_all([int(s) for s in shards] if shards else None)
     metrics.add_metric(name="RunsDispatched", unit=MetricUnit.Count, value=report.runs_sent)
     metrics.add_metric(name="DueItemsRead", unit=MetricUnit.Count, value=report.items_read)
     leased = [s.shard for s in report.shards if s.leased]

@@ -56,6 +56,7 @@ class JobschedStack(Stack):
         *,
         layer_dir: Path,
         shard_count: int = DEFAULT_SHARD_COUNT,
+        dispatcher_invocations: int = 1,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -108,6 +109,8 @@ class JobschedStack(Stack):
             tick=TICK,
             timeout=DISPATCHER_TIMEOUT,
             environment=env("dispatcher"),
+            shard_count=shard_count,
+            invocations=dispatcher_invocations,
         )
         self.workers = Workers(
             self,

@@ -63,10 +63,12 @@ class Synth:
         return actions
 
 
-def synthesize(tmp: Path) -> Synth:
+def synthesize(tmp: Path, **options: Any) -> Synth:
     """Synthesize the stack into `tmp` with a no-deps layer; raises on an unacknowledged nag error."""
     app = new_app(outdir=str(tmp / "cdk.out"))
-    stack = JobschedStack(app, "Jobsched", layer_dir=build_layer(tmp / "layer", with_dependencies=False))
+    stack = JobschedStack(
+        app, "Jobsched", layer_dir=build_layer(tmp / "layer", with_dependencies=False), **options
+    )
     assembly = app.synth()
     return Synth(stack=stack, template=Template.from_stack(stack), assembly_dir=Path(assembly.directory))
 

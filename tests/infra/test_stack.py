@@ -228,6 +228,15 @@ def test_it_ticks_the_dispatcher_every_minute(synth: Synth) -> None:
     )
 
 
+def test_a_fleet_ticks_several_dispatcher_invocations_each_with_its_shards(tmp_path: Path) -> None:
+    fleet = synthesize(tmp_path, shard_count=24, dispatcher_invocations=6)
+    rules = fleet.template.find_resources("AWS::Events::Rule")
+    targets = [t for rule in rules.values() for t in rule["Properties"]["Targets"]]
+    assert len(rules) == 2 and len(targets) == 6  # at most 5 targets per rule
+    groups = [json.loads(t["Input"])["shards"] for t in targets]
+    assert sorted(s for g in groups for s in g) == list(range(24)) and all(len(g) == 4 for g in groups)
+
+
 def test_it_feeds_the_worker_from_the_execution_queue_with_partial_batch_failures(synth: Synth) -> None:
     synth.template.resource_count_is("AWS::Lambda::EventSourceMapping", 2)  # and the reconciler's
     synth.template.has_resource_properties(

@@ -55,6 +55,12 @@ def test_the_dispatcher_handler_drains_due_jobs_on_an_eventbridge_tick(env: Sett
     assert attrs["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
 
 
+def test_a_dispatcher_tick_with_shards_drains_only_those(env: Settings) -> None:
+    # the input a fleet's rule target passes (RuleTargetInput {"shards": [...]}, no envelope)
+    out = load("dispatcher").lambda_handler({"shards": [1]}, lambdas.LambdaContext("dispatcher"))
+    assert out["shards_leased"] == [1]
+
+
 def test_the_worker_handler_reports_only_the_bad_record_as_a_batch_failure(env: Settings) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     job = Job(

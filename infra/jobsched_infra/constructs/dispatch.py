@@ -13,6 +13,8 @@ from constructs import Construct
 
 from jobsched_infra.constructs.functions import JobschedFunction
 
+MAX_TARGETS_PER_RULE = 5
+
 
 class Dispatch(Construct):
     """The dispatcher function and the `rate(tick)` rule that invokes it."""
@@ -26,6 +28,8 @@ class Dispatch(Construct):
         environment: Mapping[str, str],
         tick: Duration,
         timeout: Duration,
+        shard_count: int,
+        invocations: int = 1,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -41,10 +45,27 @@ class Dispatch(Construct):
             # left, so Lambda's own async retries would only stack overlapping passes.
             retry_attempts=0,
         )
-        self.rule = events.Rule(
-            self,
-            "Tick",
-            description="jobsched dispatcher tick",
-            schedule=events.Schedule.rate(tick),
-            targets=[targets.LambdaFunction(self.handler.function)],
-        )
+        # One invocation drains every shard (threads, one per shard up to the dispatcher's pool); a
+        # fleet whose burst needs more throughput than one function has ticks several invocations,
+        # each given its shards as the event ({"shards": [...]}). A rule holds up to 5 targets.
+        if invocations <= 1:
+            groups: list[list[int] | None] = [None]
+        else:
+            groups = [list(range(shard_count))[i::invocations] for i in range(min(invocations, shard_count))]
+        self.rules: list[events.Rule] = []
+        for first in range(0, len(groups), MAX_TARGETS_PER_RULE):
+            batch = groups[first : first + MAX_TARGETS_PER_RULE]
+            self.rules.append(
+                events.Rule(
+                    self,
+                    "Tick" if first == 0 else f"Tick{first // MAX_TARGETS_PER_RULE}",
+                    description="jobsched dispatcher tick",
+                    schedule=events.Schedule.rate(tick),
+                    targets=[targets.LambdaFunction(self.handler.function, event=_input(g)) for g in batch],
+                )
+            )
+        self.rule = self.rules[0]
+
+
+def _input(shards: list[int] | None) -> events.RuleTargetInput | None:
+    return None if shards is None else events.RuleTargetInput.from_object({"shards": shards})
