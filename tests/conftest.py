@@ -51,7 +51,7 @@ def svc(aws: Settings, clock: FakeClock) -> Services:
     services.worker.sleep = lambda seconds: clock.advance(seconds)
     # moto in-process is not thread-safe (a query iterating a table while another thread writes
     # fails inside moto); the embedded server of the local stack serializes requests instead.
-    services.dispatcher.max_workers = 1
+    services.dispatcher.max_workers = services.dispatcher.io_workers = 1
     return services
 
 

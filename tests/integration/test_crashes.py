@@ -33,7 +33,15 @@ def runs_by_key(svc: Services, job_id: str) -> dict[datetime, str]:
 
 def fresh_dispatcher(svc: Services) -> Dispatcher:
     """A new process: same stores, new identity, no crash injected."""
-    return Dispatcher(jobs=svc.jobs, runs=svc.runs, queue=svc.queue, settings=svc.settings, clock=svc.clock)
+    return Dispatcher(
+        jobs=svc.jobs,
+        runs=svc.runs,
+        queue=svc.queue,
+        settings=svc.settings,
+        clock=svc.clock,
+        max_workers=1,  # moto in-process is not thread-safe
+        io_workers=1,
+    )
 
 
 @pytest.mark.parametrize(

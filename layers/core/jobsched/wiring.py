@@ -28,7 +28,13 @@ if TYPE_CHECKING:
 
 # Standard retry mode retries throttles and 5xx with backoff; the adapters turn what still
 # fails into TransientStoreError.
-_BOTO_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10)
+# max_pool_connections: the dispatcher keeps up to io_workers calls in flight per shard it drains.
+_BOTO_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 5},
+    connect_timeout=3,
+    read_timeout=10,
+    max_pool_connections=64,
+)
 
 
 def clients(**kwargs: Any) -> tuple[DynamoDBClient, SQSClient, SFNClient]:
