@@ -232,6 +232,16 @@ BAD_CONTROLS: list[tuple[str, str, str, Any, int, str]] = [
      {"from": "2026-11-01T00:00:00", "to": "2026-11-02T00:00:00+00:00"}, 400, "from"),
     ("empty PATCH", "PATCH", "/api/jobs/{id}", {}, 400, "nothing to change"),
     ("PATCH with a bad cron", "PATCH", "/api/jobs/{id}", {"cron_expr": "61 * * * *"}, 400, "cron_expr"),
+    # null only clears what a job may lack (see test_patch_null_clears_what_a_job_may_lack)
+    ("PATCH max_attempts null", "PATCH", "/api/jobs/{id}", {"max_attempts": None}, 400,
+     "max_attempts: must not be null; leave the field out"),
+    ("PATCH backoff null", "PATCH", "/api/jobs/{id}", {"backoff": None}, 400, "backoff: must not be null"),
+    ("PATCH overlap_policy null", "PATCH", "/api/jobs/{id}", {"overlap_policy": None}, 400,
+     "overlap_policy: must not be null"),
+    ("PATCH cron_expr null", "PATCH", "/api/jobs/{id}", {"cron_expr": None}, 400,
+     "cron_expr: must not be null"),
+    ("PATCH handler null", "PATCH", "/api/jobs/{id}", {"handler": None, "name": "x"}, 400,
+     "handler: must not be null"),
     ("runs with an unknown status", "GET", "/api/jobs/{id}/runs?status=HAPPY", None, 400, "status"),
     ("runs with a bad cursor", "GET", "/api/jobs/{id}/runs?cursor=xyz", None, 400, "cursor"),
     ("runs with limit 0", "GET", "/api/jobs/{id}/runs?limit=0", None, 400, "limit"),
@@ -254,6 +264,18 @@ def test_bad_recurring_controls_are_clear_4xx(
     assert got == status, answer
     assert word.lower() in answer["error"]["message"].lower(), answer
     assert job_items(aws) == before
+
+
+def test_patch_null_clears_what_a_job_may_lack(call: Call) -> None:
+    _, job = call(
+        "POST",
+        "/api/jobs",
+        {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo", "name": "n", "max_runs": 5},
+    )
+    path = f"/api/jobs/{job['job_id']}"
+    status, view = call("PATCH", path, {"max_runs": None, "name": None, "timeout_seconds": None})
+    assert status == 200, view
+    assert view["max_runs"] is None and view["name"] is None and view["max_attempts"] == 3
 
 
 def test_patch_of_a_cancelled_job_and_pause_of_a_finished_one_off_are_conflicts(

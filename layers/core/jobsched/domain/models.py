@@ -412,31 +412,78 @@ class ReplayAccepted(BaseModel):
     status: str
 
 
+def _never_null(schema: dict[str, Any]) -> None:
+    """JSON Schema of a PATCH field that takes a value but not null: drop the null variant.
+
+    In Python None stands for "absent" (the field keeps its value), so the type is Optional; a
+    caller's explicit null is refused by PatchJobRequest._not_null, and the schema must not offer it.
+    """
+    variants = [v for v in schema.pop("anyOf", []) if v != {"type": "null"}]
+    if len(variants) == 1:
+        schema.update(variants[0])
+    elif variants:
+        schema["anyOf"] = variants
+    schema.pop("default", None)
+
+
 class PatchJobRequest(BaseModel):
-    """Body of PATCH /api/jobs/{id}: the fields to change (absent fields keep their value)."""
+    """Body of PATCH /api/jobs/{id}: the fields to change (absent fields keep their value).
+
+    null clears what a job may lack (name, timeout_seconds, starting_deadline_seconds, start_at,
+    end_at, max_runs). Every other field always has a value: null is a 400 naming the field.
+    """
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     name: str | None = Field(default=None, max_length=200)
     handler: str | None = Field(
-        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$"
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$",
+        json_schema_extra=_never_null,
     )
-    payload: dict[str, Any] | None = None
-    cron_expr: str | None = Field(default=None, min_length=1, max_length=200)
-    timezone: str | None = Field(default=None, min_length=1, max_length=64)
-    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS_LIMIT)
-    backoff: Backoff | None = None
+    payload: dict[str, Any] | None = Field(default=None, json_schema_extra=_never_null)
+    cron_expr: str | None = Field(default=None, min_length=1, max_length=200, json_schema_extra=_never_null)
+    timezone: str | None = Field(default=None, min_length=1, max_length=64, json_schema_extra=_never_null)
+    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS_LIMIT, json_schema_extra=_never_null)
+    backoff: Backoff | None = Field(default=None, json_schema_extra=_never_null)
     timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
-    non_retryable_errors: list[str] | None = Field(default=None, max_length=20)
-    overlap_policy: OverlapPolicy | None = None
-    catchup: CatchupPolicy | None = None
-    max_catchup: int | None = Field(default=None, ge=1, le=MAX_CATCHUP_LIMIT)
+    non_retryable_errors: list[str] | None = Field(default=None, max_length=20, json_schema_extra=_never_null)
+    overlap_policy: OverlapPolicy | None = Field(default=None, json_schema_extra=_never_null)
+    catchup: CatchupPolicy | None = Field(default=None, json_schema_extra=_never_null)
+    max_catchup: int | None = Field(default=None, ge=1, le=MAX_CATCHUP_LIMIT, json_schema_extra=_never_null)
     starting_deadline_seconds: int | None = Field(default=None, ge=1, le=86_400)
-    jitter_seconds: int | None = Field(default=None, ge=0, le=MAX_JITTER_SECONDS)
+    jitter_seconds: int | None = Field(
+        default=None, ge=0, le=MAX_JITTER_SECONDS, json_schema_extra=_never_null
+    )
     start_at: ApiTime | None = None
     end_at: ApiTime | None = None
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
-    depends_on: list[str] | None = Field(default=None, min_length=1, max_length=MAX_FAN_IN)
+    depends_on: list[str] | None = Field(
+        default=None, min_length=1, max_length=MAX_FAN_IN, json_schema_extra=_never_null
+    )
+
+    @field_validator(
+        "handler",
+        "payload",
+        "cron_expr",
+        "timezone",
+        "max_attempts",
+        "backoff",
+        "non_retryable_errors",
+        "overlap_policy",
+        "catchup",
+        "max_catchup",
+        "jitter_seconds",
+        "depends_on",
+    )
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        # Runs only for fields the body names (defaults are not validated): an explicit null.
+        if value is None:
+            raise ValueError("must not be null; leave the field out to keep its current value")
+        return value
 
     @field_validator("payload")
     @classmethod
