@@ -27,6 +27,23 @@ def test_health_and_openapi(call: Call) -> None:
     assert status == 200 and spec["openapi"].startswith("3.")
     assert {"/api/jobs", "/api/jobs/{job_id}", "/api/health"} <= set(spec["paths"])
     assert "CreateJobRequest" in json.dumps(spec["components"])
+    # What bad input gets is what the document says: a 400 ErrorResponse, never powertools' 422.
+    assert "HTTPValidationError" not in json.dumps(spec)
+    error = {"$ref": "#/components/schemas/ErrorResponse"}
+    for path, item in spec["paths"].items():
+        for operation in item.values():
+            assert "422" not in operation["responses"]
+            if path != "/api/health":
+                assert operation["responses"]["400"]["content"]["application/json"]["schema"] == error
+    schemas = spec["components"]["schemas"]
+    assert schemas["ErrorResponse"]["required"] == ["error"]
+    assert set(schemas["ErrorDetail"]["required"]) == {"code", "message"}
+    status, answer = call("POST", "/api/jobs", {"type": "weekly"})
+    assert status == 400 and set(answer) == {"error"} and set(answer["error"]) == {"code", "message"}
+    # PATCH: null is offered only where it clears something
+    patch = schemas["PatchJobRequest"]["properties"]
+    assert patch["max_attempts"]["type"] == "integer" and "anyOf" not in patch["max_attempts"]
+    assert {"type": "null"} in patch["max_runs"]["anyOf"]
 
 
 def test_create_answers_201_and_a_repeat_with_the_same_key_answers_the_same(

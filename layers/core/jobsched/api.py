@@ -3,6 +3,12 @@
 The same resolver serves API Gateway on AWS and the local stack (which turns HTTP requests into
 API Gateway REST proxy events). Every error is {"error": {"code", "message"}}; bad input is a 4xx
 naming the field, never a 500.
+
+The OpenAPI document (GET /api/openapi.json, `openapi_document`) says the same: each operation lists
+the 4xx/503 it can answer with the ErrorResponse schema (the `responses=` of its route). powertools
+itself would list a 422 HTTPValidationError on every operation (it adds one whenever validation is
+on and offers no switch for it, aws-powertools/powertools-lambda-python#4928), but request validation
+errors are answered by `_invalid` as 400 ErrorResponse; `openapi_document` drops those entries.
 """
 
 from __future__ import annotations
@@ -10,12 +16,16 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from http import HTTPStatus
 from typing import Annotated, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestValidationError,
+    ResponseValidationError,
+)
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -23,6 +33,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 from botocore.exceptions import BotoCoreError
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched import __version__
 from jobsched import constants as c
@@ -51,6 +62,66 @@ logger = Logger(child=True)
 
 MAX_BODY_BYTES = 64 * 1024
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=,-]{0,127}$")
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(
+        description="validation_error, payload_too_large, not_found, conflict, idempotency_key_reused, "
+        "in_progress, unavailable, internal_error"
+    )
+    message: str = Field(description="for bad input, names the field and the problem")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: ErrorDetail
+
+
+_ERRORS = {
+    400: "Bad input (a parameter, header or body field): the message names it; nothing was written",
+    404: "No such job or run for this tenant (on create: the job an Idempotency-Key made is gone)",
+    409: "Conflicts with the current state (or the Idempotency-Key was used for another request)",
+    413: f"The body is larger than {MAX_BODY_BYTES} bytes",
+    503: "A dependency timed out or throttled: retry (with the same Idempotency-Key, if any)",
+}
+# powertools' own validation-error schemas: the API never answers with them (see the module doc).
+_POWERTOOLS_ERROR_SCHEMAS = ("HTTPValidationError", "ValidationError", "ResponseValidationError")
+
+
+def answers(status: int, description: str, *errors: int) -> dict[int, Any]:
+    """A route's `responses=`: its success (schema from the return type) and the errors it answers."""
+    out: dict[int, Any] = {status: {"description": description}}
+    for code in errors:
+        out[code] = {
+            "description": _ERRORS[code],
+            "content": {content_types.APPLICATION_JSON: {"model": ErrorResponse}},
+        }
+    return out
+
+
+def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
+    """The OpenAPI document of `app` as GET /api/openapi.json serves it (powertools' own, without
+    the validation-error responses the API never gives: see the module doc)."""
+    document: dict[str, Any] = json.loads(app.get_openapi_json_schema(title="jobsched", version=__version__))
+    refs = {f"#/components/schemas/{name}" for name in _POWERTOOLS_ERROR_SCHEMAS}
+    for path_item in document.get("paths", {}).values():
+        for operation in path_item.values():
+            responses = operation.get("responses", {}) if isinstance(operation, dict) else {}
+            for status in list(responses):
+                content = responses[status].get("content", {}).get(content_types.APPLICATION_JSON, {})
+                if content.get("schema", {}).get("$ref") in refs:
+                    del responses[status]
+    schemas = document.get("components", {}).get("schemas", {})
+    for name in _POWERTOOLS_ERROR_SCHEMAS:
+        schemas.pop(name, None)
+    return document
 
 
 def _error(status: int, code: str, message: str) -> Response[Any]:
@@ -108,7 +179,11 @@ def build_app(
     tenant_source: str = "iam",
 ) -> APIGatewayRestResolver:
     """The resolver with every route; `tenant_source` is "iam" or "header"."""
-    app = APIGatewayRestResolver(enable_validation=True)
+    # A return value that does not fit its response model is our bug: powertools raises it as a
+    # ResponseValidationError (a 500 below) instead of as a request validation error (a 400).
+    app = APIGatewayRestResolver(
+        enable_validation=True, response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR
+    )
     replay_once = (
         once_per_key(
             lambda request: failures.replay(request["subject"], tenant=request["tenant"]).model_dump(),
@@ -130,6 +205,11 @@ def build_app(
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
     def _invalid(exc: RequestValidationError) -> Response[Any]:
         return _error(400, "validation_error", _describe(list(exc.errors())))
+
+    @app.exception_handler(ResponseValidationError)  # type: ignore[untyped-decorator]
+    def _bad_response(exc: ResponseValidationError) -> Response[Any]:
+        logger.error("a response does not fit its model", extra={"errors": str(exc.errors())[:2000]})
+        return _error(500, "internal_error", "internal error; the request may be retried")
 
     @app.exception_handler(JobschedError)  # type: ignore[untyped-decorator]
     def _domain(exc: JobschedError) -> Response[Any]:
@@ -153,11 +233,11 @@ def build_app(
         logger.exception("unhandled error")
         return _error(500, "internal_error", "internal error; the request may be retried")
 
-    @app.get("/api/health")
+    @app.get("/api/health", responses=answers(200, "Up"))
     def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
 
-    @app.post("/api/jobs", responses={201: {"description": "created"}})
+    @app.post("/api/jobs", responses=answers(201, "Created", 400, 404, 409, 413, 503))
     def create_job(
         body: Annotated[CreateJobRequest, Body()],
         idempotency_key: Annotated[str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower())] = None,
@@ -165,32 +245,32 @@ def build_app(
         created = service.submit(body, tenant=tenant_of(app, tenant_source), idempotency_key=idempotency_key)
         return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=created)
 
-    @app.get("/api/jobs/<job_id>")
+    @app.get("/api/jobs/<job_id>", responses=answers(200, "The job and its recent runs", 400, 404, 503))
     def get_job(job_id: Annotated[str, Path(max_length=64)]) -> JobView:
         return service.get(job_id, tenant=tenant_of(app, tenant_source))
 
-    @app.delete("/api/jobs/<job_id>")
+    @app.delete("/api/jobs/<job_id>", responses=answers(200, "Cancelled", 400, 404, 409, 503))
     def cancel_job(job_id: Annotated[str, Path(max_length=64)]) -> CancelResult:
         return service.cancel(job_id, tenant=tenant_of(app, tenant_source))
 
-    @app.get("/api/jobs/<job_id>/graph")
+    @app.get("/api/jobs/<job_id>/graph", responses=answers(200, "The DAG around the job", 400, 404, 503))
     def job_graph(job_id: Annotated[str, Path(max_length=64)]) -> GraphView:
         return service.graph(job_id, tenant=tenant_of(app, tenant_source))
 
-    @app.post("/api/jobs/<job_id>/pause")
+    @app.post("/api/jobs/<job_id>/pause", responses=answers(200, "Paused", 400, 404, 409, 503))
     def pause_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:
         return schedule.pause(job_id, tenant=tenant_of(app, tenant_source))
 
-    @app.post("/api/jobs/<job_id>/resume")
+    @app.post("/api/jobs/<job_id>/resume", responses=answers(200, "Resumed", 400, 404, 409, 503))
     def resume_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:
         return schedule.resume(job_id, tenant=tenant_of(app, tenant_source))
 
-    @app.post("/api/jobs/<job_id>/run", responses={202: {"description": "manual run queued"}})
+    @app.post("/api/jobs/<job_id>/run", responses=answers(202, "Manual run queued", 400, 404, 409, 503))
     def run_job(job_id: Annotated[str, Path(max_length=64)]) -> Response[JobControl]:
         control = schedule.run_now(job_id, tenant=tenant_of(app, tenant_source))
         return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=control)
 
-    @app.patch("/api/jobs/<job_id>")
+    @app.patch("/api/jobs/<job_id>", responses=answers(200, "The edited job", 400, 404, 409, 413, 503))
     def edit_job(
         job_id: Annotated[str, Path(max_length=64)], body: Annotated[PatchJobRequest, Body()]
     ) -> JobView:
@@ -198,14 +278,16 @@ def build_app(
         schedule.edit(job_id, body, tenant=tenant)
         return service.get(job_id, tenant=tenant)
 
-    @app.post("/api/jobs/<job_id>/backfill", responses={202: {"description": "backfill queued"}})
+    @app.post(
+        "/api/jobs/<job_id>/backfill", responses=answers(202, "Backfill queued", 400, 404, 409, 413, 503)
+    )
     def backfill_job(
         job_id: Annotated[str, Path(max_length=64)], body: Annotated[BackfillRequest, Body()]
     ) -> Response[BackfillResult]:
         result = schedule.backfill(job_id, body, tenant=tenant_of(app, tenant_source))
         return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=result)
 
-    @app.get("/api/jobs/<job_id>/runs")
+    @app.get("/api/jobs/<job_id>/runs", responses=answers(200, "Run history, newest first", 400, 404, 503))
     def job_runs(
         job_id: Annotated[str, Path(max_length=64)],
         limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_PAGE)] = 20,
@@ -233,7 +315,7 @@ def build_app(
             limit=limit,
         )
 
-    @app.get("/api/dead-letter")
+    @app.get("/api/dead-letter", responses=answers(200, "Dead-lettered runs, newest first", 400, 503))
     def dead_letters(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
         cursor: Annotated[str | None, Query(max_length=2048)] = None,
@@ -243,7 +325,9 @@ def build_app(
             tenant=tenant_of(app, tenant_source), cursor=cursor or None, limit=limit, job_id=job_id or None
         )
 
-    @app.post("/api/dead-letter/<run_id>/replay", responses={202: {"description": "replay started"}})
+    @app.post(
+        "/api/dead-letter/<run_id>/replay", responses=answers(202, "Replay started", 400, 404, 409, 503)
+    )
     def replay(
         run_id: Annotated[str, Path(max_length=96)],
         idempotency_key: Annotated[
@@ -261,8 +345,8 @@ def build_app(
 
     @app.get("/api/openapi.json", include_in_schema=False)
     def openapi() -> Response[str]:
-        schema = app.get_openapi_json_schema(title="jobsched", version=__version__)
-        return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=schema)
+        document = json.dumps(openapi_document(app), indent=2)
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=document)
 
     return app
 
