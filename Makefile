@@ -34,9 +34,11 @@ lint: $(STAMP)
 synth: $(STAMP)
 	$(BIN)/python infra/app.py
 
-## bench: benchmarks, printed as tables and written as JSON under bench/results/
+## bench: lateness, throughput vs. floor, cost per run, cold start: tables on stdout, JSON under
+## bench/results/ (about 9 min; BENCH_ARGS=--quick: about 5, BENCH_ARGS="--only a,d": some tables)
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 ## soak: a sustained mixed load on the local stack, then every job accounted for (SOAK_MINUTES=10)
 SOAK_MINUTES ?= 10
