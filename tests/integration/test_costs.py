@@ -83,13 +83,14 @@ def an_hour_of(
 @pytest.mark.parametrize(
     ("cron_expr", "overlap_policy", "horizon", "per_run", "stamps"),
     [
-        # a minute cron, overlap "skip" (the default): hold the job, record the outcome. The hold
-        # (lease/2 = 15 s here) lapses before the next tick, so it is not released: no third write
-        ("* * * * *", "skip", 0, {"GetItem": 2, "UpdateItem": 2}, 60),
-        # overlap "allow": the outcome is the run's only write
+        # a minute cron, overlap "skip" (the default): hold the job (the write answers the job, so
+        # it is not read), read the run row, record the outcome. The hold (lease/2 = 15 s here)
+        # lapses before the next tick, so it is not released: no third write
+        ("* * * * *", "skip", 0, {"GetItem": 1, "UpdateItem": 2}, 60),
+        # overlap "allow": read the job and the run row; the outcome is the run's only write
         ("* * * * *", "allow", 0, {"GetItem": 2, "UpdateItem": 1}, 60),
         # a 10-second cron under "skip": the next tick comes while the hold is live: released
-        ("*/10 * * * * *", "skip", 0, {"GetItem": 2, "UpdateItem": 3}, 60),
+        ("*/10 * * * * *", "skip", 0, {"GetItem": 1, "UpdateItem": 3}, 60),
         # the AWS setting: ticks go out 840 s ahead, so the job's entry moves once per 14 minutes
         ("* * * * *", "allow", 840, {"GetItem": 2, "UpdateItem": 1}, 4),
     ],
@@ -121,7 +122,7 @@ def test_aws_calls_per_healthy_recurring_run(
     rows, _ = svc.runs.history(job.job_id, start=None, end=None, status="SUCCEEDED", limit=1000, cursor=None)
     runs = len(rows)
     assert runs == (60 if cron_expr == "* * * * *" else 360)
-    # Then each run cost exactly: read the job and the run row, and its writes
+    # Then each run cost exactly these reads and writes
     assert work == Counter({f"DynamoDB.{op}": n * runs for op, n in per_run.items()})
     # and the dispatcher never writes a run row; it moves the job's due entry once per hand-over,
     # sends one batch per hand-over, and its per-pass cost (shard leases, bucket reads) is fixed

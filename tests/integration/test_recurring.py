@@ -281,3 +281,18 @@ def test_bad_recurring_requests_are_clear_4xx(svc: Services, pump: Pump, clock: 
     with pytest.raises(Conflict, match="nothing to pause"):
         svc.schedule.pause(one_off, tenant="t")
     assert "demo.echo" in registry
+
+
+def test_a_tick_held_up_front_but_not_started_gives_the_job_back(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # ticks of a "skip" job carry the guard hint: the worker's hold is its read of the job. A tick
+    # that then does not start (paused job) must not leave the job held for the next one.
+    job_id = recurring(svc)  # 12:01 handed over at creation, guarded
+    svc.schedule.pause(job_id, tenant="t")
+    pump.run_due(at(1))
+    assert fates(svc, job_id) == {"12:01:00": "SKIPPED:paused"}
+    assert svc.jobs.get_job(job_id).active_run is None  # type: ignore[union-attr]
+    svc.schedule.resume(job_id, tenant="t")
+    tick_every_minute(svc, clock, pump, at(3, 30))
+    assert fates(svc, job_id)["12:03:00"] == "SUCCEEDED"

@@ -574,6 +574,27 @@ class JobStore:
             update += " REMOVE buffered_run, buffered_until"
         return self._guarded_update(job_id, update, condition, values)
 
+    def hold_and_read(
+        self, job_id: str, *, run: str, until: datetime, now: datetime
+    ) -> tuple[bool, Job | None]:
+        """hold_job (without the buffered slot) that also answers the job: (held, the job or None)."""
+        applied, item = _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+            UpdateExpression="SET active_run = :run, active_until = :until",
+            ConditionExpression="attribute_exists(PK) AND (attribute_not_exists(active_run)"
+            " OR active_run = :run OR active_until < :now)",
+            ExpressionAttributeValues={
+                ":run": _enc(run),
+                ":until": _enc(times.stored(until)),
+                ":now": _enc(times.stored(now)),
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return applied, job_from_item(item) if item else None
+
     def buffer_behind(self, job_id: str, *, run: str, until: datetime, now: datetime) -> bool:
         """Take the job's one waiting slot for `run`: if free, already ours, or its holder went away."""
         return self._guarded_update(

@@ -309,6 +309,10 @@ class RunMessage(BaseModel):
     job_id: str
     scheduled_for: str  # stored form, see jobsched.domain.times.stored
     kind: Literal["scheduled", "manual", "backfill", "dependant"] = "scheduled"
+    # The sender saw an overlap policy that guards (skip, buffer_one): the worker's hold on the job
+    # is then its read of the job too (one conditional write returning the job instead of a read
+    # and a write). A hint only: the worker decides from the job it gets back.
+    guard: bool = False
 
 
 class JobCreated(BaseModel):

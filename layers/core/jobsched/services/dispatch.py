@@ -338,7 +338,9 @@ class Dispatcher:
                     if row.execution and row.execution.status != RunStatus.PENDING:
                         continue  # sent and received before; a second message would be a duplicate
                 fire_at = tick + timedelta(seconds=offset)
-                outgoing.append(Outgoing(self._message(entry.job_id, tick), self._delay(fire_at, now)))
+                guard = entry.type == "recurring" and entry.policy.overlap_policy != "allow"
+                message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
+                outgoing.append(Outgoing(message, self._delay(fire_at, now)))
         self.crash("dispatch.before_send")
         # step 1: all or error; a page whose send failed stamps nothing
         batches = [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)]
@@ -375,10 +377,6 @@ class Dispatcher:
         # A message's delay (tick + jitter - now) must stay within SQS's 900 s.
         room = MAX_DELAY_SECONDS - jitter_offset(entry.job_id, entry.policy.jitter_seconds)
         return max(until, now + timedelta(seconds=min(horizon, room)))
-
-    @staticmethod
-    def _message(job_id: str, tick: datetime) -> RunMessage:
-        return RunMessage(job_id=job_id, scheduled_for=times.stored(tick))
 
     @staticmethod
     def _delay(tick: datetime, now: datetime) -> int:

@@ -112,7 +112,31 @@ class Worker:
         """Run the message's run at most to one recorded result; raise to leave the message queued."""
         message = RunMessage.model_validate_json(delivery.body)
         sf = message.scheduled_for
-        job = self.jobs.get_job(message.job_id)
+        held: bool | None = None  # None: not tried yet
+        if message.guard and message.kind != "backfill":
+            now = self.clock.now()
+            until = now + timedelta(seconds=self.hold_seconds())
+            held, job = self.jobs.hold_and_read(message.job_id, run=sf, until=until, now=now)
+        else:
+            job = self.jobs.get_job(message.job_id)
+        try:
+            outcome, settled = self._process(message, job, delivery, held=held)
+        except Exception:
+            # Held up front, then an error (or a wait): give it back. (A run that got past its gate
+            # released it already; a second release is a refused no-op.) A process death, a
+            # BaseException, gives nothing back: the hold lapses with its lease, as on AWS.
+            if held and job is not None:
+                self.jobs.release_job(job.job_id, run=sf)
+            raise
+        if held and job is not None and not settled:
+            self.jobs.release_job(job.job_id, run=sf)  # held for a tick that did not start
+        return outcome
+
+    def _process(
+        self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool | None
+    ) -> tuple[Outcome, bool]:
+        """(what happened, whether the run got past its gate: then its hold is dealt with here)."""
+        sf = message.scheduled_for
         if job is None or job.status == JobStatus.CANCELLED:
             self.runs.transition(
                 job_id=message.job_id,
@@ -123,12 +147,13 @@ class Worker:
                 if job
                 else None,
             )
-            return Outcome.CANCELLED
+            return Outcome.CANCELLED, False
         # Backfills are an operator's explicit, rate-limited request for past ticks: no gate. A manual
         # run honours the overlap policy only.
-        gate = None if message.kind == "backfill" else self._gate(job, sf, delivery, kind=message.kind)
+        kind = message.kind
+        gate = None if kind == "backfill" else self._gate(job, sf, delivery, kind=kind, held=held)
         if gate is not None:
-            return gate
+            return gate, False
         holds = self._guards_overlap(job) and message.kind != "backfill"
         # Released on a failure and on every way out but a process death (BaseException: Crash,
         # SystemExit), which releases nothing: the hold then expires with its lease, as on AWS. A
@@ -141,7 +166,7 @@ class Worker:
             raise
         if holds and (outcome != Outcome.SUCCEEDED or self._next_tick_within_hold(job, sf)):
             self.jobs.release_job(job.job_id, run=sf)
-        return outcome
+        return outcome, holds
 
     def hold_seconds(self) -> int:
         # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
@@ -157,7 +182,7 @@ class Worker:
     def _guards_overlap(self, job: Job) -> bool:
         return job.type == "recurring" and job.policy.overlap_policy != "allow"
 
-    def _gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome | None:
+    def _gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool | None) -> Outcome | None:
         """Whether the tick may start now: paused job, rescheduled job, starting deadline, overlap.
 
         The overlap check is a compare-and-set on the job at the moment the run is about to start
@@ -185,6 +210,8 @@ class Worker:
             return None
         until = now + timedelta(seconds=self.hold_seconds())
         buffered = job.buffered_run == sf
+        if held and not buffered:
+            return None
         if self.jobs.hold_job(job.job_id, run=sf, until=until, now=now, was_buffered=buffered):
             return None
         stale = self._finished_holder(job.job_id)

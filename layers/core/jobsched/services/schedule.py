@@ -120,7 +120,12 @@ class ScheduleService:
         )
         if not row.applied:
             raise Conflict("a run with this instant exists already; retry")
-        message = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now), kind="manual")
+        message = RunMessage(
+            job_id=job.job_id,
+            scheduled_for=times.stored(now),
+            kind="manual",
+            guard=job.policy.overlap_policy != "allow",
+        )
         self.queue.send([Outgoing(message, 0)])
         return JobControl(job_id=job.job_id, status=job.status.value, run_id=run_id_for(job.job_id, now))
 
