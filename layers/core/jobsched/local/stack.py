@@ -192,12 +192,16 @@ class LocalStack:
         return result
 
     def _tick_loop(self) -> None:
+        # At a fixed rate, as EventBridge's rate() fires: a pass's own duration does not push the
+        # next one back.
+        due = time.monotonic()
         while not self._stop.is_set():
             try:
                 self.tick()
             except Exception as exc:  # a failed pass is retried by the next tick, as on AWS
                 print(f"jobsched local: dispatcher pass failed: {exc!r}", flush=True)
-            self._stop.wait(self.config.tick_seconds)
+            due += self.config.tick_seconds
+            self._stop.wait(max(0.0, due - time.monotonic()))
 
     # -- SQS event-source mapping ------------------------------------------------------------------
     def _poll_loop(self) -> None:

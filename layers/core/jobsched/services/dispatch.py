@@ -319,7 +319,7 @@ class Dispatcher:
             for e in entries
         ]
         plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
-        outgoing: list[Outgoing] = []
+        outgoing: list[tuple[RunMessage, datetime]] = []  # and when each fires
         for plan in plans:
             entry = plan.entry
             for tick, reason in plan.skip:
@@ -340,11 +340,11 @@ class Dispatcher:
                 fire_at = tick + timedelta(seconds=offset)
                 guard = entry.type == "recurring" and entry.policy.overlap_policy != "allow"
                 message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
-                outgoing.append(Outgoing(message, self._delay(fire_at, now)))
+                outgoing.append((message, fire_at))
         self.crash("dispatch.before_send")
         # step 1: all or error; a page whose send failed stamps nothing
         batches = [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)]
-        self._each(self.queue.send, batches)
+        self._each(self._send, batches)
         self.crash("dispatch.after_send")
         self._each(  # step 2
             lambda plan: self.jobs.stamp_next_tick(
@@ -358,6 +358,12 @@ class Dispatcher:
         )
         self.crash("dispatch.after_stamp")
         return len(outgoing)
+
+    def _send(self, batch: Sequence[tuple[RunMessage, datetime]]) -> None:
+        # Each delay is taken from the clock as the batch goes out, not from the start of the pass:
+        # a message sent late in a long pass would otherwise surface that much after its second.
+        now = self.clock.now()
+        self.queue.send([Outgoing(message, self._delay(fire_at, now)) for message, fire_at in batch])
 
     def _each(self, call: Callable[[T], object], items: Sequence[T]) -> None:
         """Call `call` on every item, up to io_workers at once; the first error is raised after all end."""
