@@ -507,14 +507,26 @@ def clocks() -> tuple[float, float]:
     return time.thread_time(), time.perf_counter()
 
 
+_TIMES = threading.Lock()
+
+
 def add_time(
     totals: dict[int, list[float]], start: tuple[float, float], until: tuple[float, float] | None = None
 ) -> None:
-    """Add the time since `start` (or up to `until`) to this thread's totals (only it writes them)."""
+    """Add the time since `start` (or up to `until`) to this thread's [CPU, wall] totals."""
     end = until or clocks()
-    mine = totals.setdefault(threading.get_ident(), [0.0, 0.0])
-    mine[0] += end[0] - start[0]
-    mine[1] += end[1] - start[1]
+    with _TIMES:
+        mine = totals.setdefault(threading.get_ident(), [0.0, 0.0])
+        mine[0] += end[0] - start[0]
+        mine[1] += end[1] - start[1]
+
+
+def time_of(totals: dict[int, list[float]], thread: int | None) -> list[float]:
+    """[CPU, wall] seconds of one thread's totals, or of every thread's (None)."""
+    with _TIMES:
+        if thread is not None:
+            return list(totals.get(thread, [0.0, 0.0]))
+        return [sum(t[0] for t in totals.values()), sum(t[1] for t in totals.values())]
 
 
 def _is_condition_check(params: Mapping[str, Any], i: int) -> bool:

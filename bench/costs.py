@@ -76,10 +76,17 @@ import boto3
 from moto import mock_aws
 
 if __package__:
-    from bench.billing import Meter, Usage, add_time, clocks, shapes_from_specs
+    from bench.billing import Meter, Usage, add_time, clocks, shapes_from_specs, time_of
 else:  # run as a file (python bench/costs.py): the model beside it, whatever `bench` is on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from billing import Meter, Usage, add_time, clocks, shapes_from_specs  # type: ignore[no-redef,import-not-found]
+    from billing import (  # type: ignore[no-redef,import-not-found]
+        Meter,
+        Usage,
+        add_time,
+        clocks,
+        shapes_from_specs,
+        time_of,
+    )
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -118,6 +125,7 @@ class InfraFacts:
     worker_batch_size: int
     shard_count: int
     environment: dict[str, str]  # the functions' JOBSCHED_* settings the stack sets as literals
+    dispatcher_invocations: int = 1  # per tick (a fleet may split the shards over several)
 
 
 def infra_root() -> Path:
@@ -158,8 +166,16 @@ def infra_facts(root: Path | None = None) -> InfraFacts:
     )
     if batch is None or not {"worker", "dispatcher", "api"} <= set(memory):
         raise RuntimeError(f"could not read the functions' memory or the batch size from {constructs}")
+    try:
+        invocations = _param_default(stack, "JobschedStack", "dispatcher_invocations")
+    except RuntimeError:  # a stack without the parameter ticks one invocation
+        invocations = 1
     return InfraFacts(
-        memory_mb=memory, worker_batch_size=int(batch), shard_count=int(shards), environment=_stack_env(stack)
+        memory_mb=memory,
+        worker_batch_size=int(batch),
+        shard_count=int(shards),
+        environment=_stack_env(stack),
+        dispatcher_invocations=invocations,
     )
 
 
@@ -256,26 +272,29 @@ class Account:
 
     # -- timing ----------------------------------------------------------------------------------------
     @contextmanager
-    def timed(self, function: str) -> Iterator[None]:
-        """Add the block's time in this thread, minus the meter's and the handlers', to `function`'s.
+    def timed(self, function: str, *, process_wide: bool = False) -> Iterator[None]:
+        """Add the block's time, minus the meter's and the handlers', to `function`'s.
 
-        Thread CPU time is what GB-s are priced on: moto runs in this thread, standing in for the
-        services' latency, and CPU time is what a shared, busy machine leaves intact (wall time is
-        kept for reference).
+        CPU time is what GB-s are priced on: moto runs in-process, standing in for the services'
+        latency, and CPU time is what a shared, busy machine leaves intact (wall time is kept for
+        reference). This thread's CPU time, unless `process_wide`: the dispatcher hands a page over
+        on helper threads, and nothing else runs during a pass (workflows are settled before it).
         """
-        tid = threading.get_ident()
+        thread = None if process_wide else threading.get_ident()
 
-        def now() -> tuple[list[float], ...]:
+        def cpu() -> tuple[float, float]:
+            return (time.process_time() if process_wide else time.thread_time()), time.perf_counter()
+
+        def totals() -> tuple[list[float], ...]:
             return tuple(
-                list(t.get(tid, [0.0, 0.0]))
-                for t in (self.meter.hook_time, self.meter.call_time, self.handler_time)
+                time_of(t, thread) for t in (self.meter.hook_time, self.meter.call_time, self.handler_time)
             )
 
-        before, start = now(), clocks()
+        before, start = totals(), cpu()
         try:
             yield
         finally:
-            end, after = clocks(), now()
+            end, after = cpu(), totals()
             for i, into in enumerate((self.seconds, self.wall)):
                 spent = end[i] - start[i] - (after[0][i] - before[0][i]) - (after[2][i] - before[2][i])
                 setattr(into, function, getattr(into, function) + max(0.0, spent))
@@ -301,13 +320,13 @@ class Account:
         shard_pass, hand_over = dispatcher.dispatch_shard, dispatcher.hand_over
 
         def timed_shard_pass(*args: Any, **kwargs: Any) -> Any:
-            with self.timed("dispatcher"):
+            with self.timed("dispatcher", process_wide=True):
                 return shard_pass(*args, **kwargs)
 
         def timed_hand_over(*args: Any, **kwargs: Any) -> Any:
             if not self.in_pass:  # the API handing a due-soon job over: the API's time
                 return hand_over(*args, **kwargs)
-            with self.timed("handover"):
+            with self.timed("handover", process_wide=True):
                 return hand_over(*args, **kwargs)
 
         dispatcher.dispatch_shard, dispatcher.hand_over = timed_shard_pass, timed_hand_over
@@ -786,9 +805,9 @@ def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> di
             "dispatcher": dispatcher_seconds / runs,
             "api": measured.seconds.api / runs,
         },
+        # (The dispatcher's wall time is left out: its helper threads overlap, so it has no clean one.)
         "wall_seconds_per_run": {
             "worker": measured.wall.worker / runs,
-            "dispatcher": measured.wall.handover / runs,
             "api": measured.wall.api / runs,
         },
         # Of the CPU seconds, those inside AWS calls (moto in-process standing in for the services).
@@ -846,7 +865,7 @@ def fixed_per_minute(idle: Window, facts: InfraFacts, shards: int) -> dict[str, 
     gb = idle.seconds.dispatcher / passes * facts.memory_mb["dispatcher"] / 1024
     esm = ESM_IDLE_RECEIVES_PER_MINUTE * ESM_QUEUES
     calls = dict(view["calls"])
-    calls["Lambda.Invoke[dispatcher]"] = 1.0
+    calls["Lambda.Invoke[dispatcher]"] = float(facts.dispatcher_invocations)
     calls["SQS.ReceiveMessage[esm idle, estimate]"] = float(esm)
     out: dict[str, Any] = {
         "shards": shards,
@@ -854,7 +873,7 @@ def fixed_per_minute(idle: Window, facts: InfraFacts, shards: int) -> dict[str, 
         "dynamodb_wru": view["dynamodb_wru"],
         "dynamodb_rru": view["dynamodb_rru"],
         "sqs_requests": view["sqs_requests"] + esm,
-        "lambda_invocations": 1.0,
+        "lambda_invocations": float(facts.dispatcher_invocations),
         "lambda_gb_seconds": gb,
         "sfn_transitions": 0.0,
         "calls": dict(sorted(calls.items())),
@@ -864,7 +883,6 @@ def fixed_per_minute(idle: Window, facts: InfraFacts, shards: int) -> dict[str, 
             "calls": {op: n / shards for op, n in sorted(view["calls"].items())},
         },
         "dispatcher_seconds_per_pass": idle.seconds.dispatcher / passes,
-        "dispatcher_wall_seconds_per_pass": idle.wall.dispatcher / passes,
         "dispatcher_seconds_in_aws_calls_per_pass": idle.in_calls.dispatcher / passes,
     }
     out["usd_per_minute"] = price(out)
@@ -899,7 +917,7 @@ def run(
     """Measure every kind (or `kinds`); the results dict that render() prints and costs.json holds."""
     import jobsched
 
-    say = log or (lambda _: None)
+    say = log or (lambda line: print(line, file=sys.stderr, flush=True))  # progress goes to stderr
     facts = infra_facts()
     # The settings the functions get: the stack's literals, then JOBSCHED_* from this environment.
     environment = {**facts.environment, **{k: v for k, v in os.environ.items() if k.startswith("JOBSCHED_")}}
@@ -1040,7 +1058,8 @@ def render(results: dict[str, Any]) -> str:
         f"Fixed, every minute whatever is due (dispatcher pass over {fixed['shards']} shards):",
         f"  {fixed['dynamodb_wru']:.1f} WRU ({fixed['per_shard']['dynamodb_wru']:.2f}/shard), "
         f"{fixed['dynamodb_rru']:.1f} RRU ({fixed['per_shard']['dynamodb_rru']:.2f}/shard), "
-        f"1 dispatcher invocation ({fixed['lambda_gb_seconds']:.4f} GB-s), "
+        f"{fixed['lambda_invocations']:.0f} dispatcher invocation(s) "
+        f"({fixed['lambda_gb_seconds']:.4f} GB-s), "
         f"{fixed['sqs_requests']:.0f} SQS requests (idle ESM polls, estimate)",
         "  calls per shard: " + ", ".join(f"{op} {n:.2f}" for op, n in fixed["per_shard"]["calls"].items()),
         f"  = ${fixed['usd_per_minute'] * 1e3:.4f} per 1,000 minutes, ${fixed['usd_per_month']:.2f} a month "
@@ -1067,7 +1086,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "costs.json", help="where to write the JSON")
     parser.add_argument("--kind", action="append", help="only these kinds (repeatable)")
     args = parser.parse_args(argv)
-    results = run(args.quick, kinds=args.kind, log=lambda line: print(line, file=sys.stderr, flush=True))
+    results = run(args.quick, kinds=args.kind)
     print(render(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
