@@ -39,6 +39,8 @@ DEFAULT_SHARD_COUNT = 16
 # A recurring job's ticks go out this far ahead (SQS allows 900 s of delay), so a frequent job's
 # due entry moves once per 14 minutes instead of once per tick: the cheapest healthy run.
 HANDOVER_HORIZON_SECONDS = 840
+# Runs per worker invocation (the SQS event source's batch), executed at once (worker_concurrency).
+WORKER_BATCH_SIZE = 10
 METRICS_NAMESPACE = "jobsched"
 
 # Powertools reads these (aws_lambda_powertools.shared.constants); jobsched's own are in jobsched.constants.
@@ -89,6 +91,7 @@ class JobschedStack(Stack):
             c.LEASE_SECONDS_ENV: str(lease_seconds),
             c.TICK_SECONDS_ENV: str(int(TICK.to_seconds())),
             c.HANDOVER_HORIZON_SECONDS_ENV: str(HANDOVER_HORIZON_SECONDS),
+            c.WORKER_CONCURRENCY_ENV: str(WORKER_BATCH_SIZE),
             POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
         }
 
@@ -119,6 +122,7 @@ class JobschedStack(Stack):
             queue=execution_queue,
             timeout=WORKER_TIMEOUT,
             environment=env("worker"),
+            batch_size=WORKER_BATCH_SIZE,
         )
         self.reconciler = Reconciler(
             self,

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import json
+import threading
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import boto3
 import pytest
@@ -16,8 +19,10 @@ from jobsched.adapters.dynamodb import job_to_item
 from jobsched.domain import times
 from jobsched.domain.models import Job, RunMessage
 from jobsched.domain.status import JobStatus
+from jobsched.handlers import RunContext, registry
 from jobsched.local import lambdas
 from jobsched.settings import Settings
+from tests.support import provision
 
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 
@@ -80,3 +85,44 @@ def test_the_worker_handler_reports_only_the_bad_record_as_a_batch_failure(env: 
         TableName=env.runs_table, Key={"PK": {"S": "JOB#job_w"}, "SK": {"S": f"RUN#{times.stored(now)}"}}
     )["Item"]
     assert row["status"]["S"] == "SUCCEEDED" and json.loads(row["result"]["S"]) == {"x": 1}
+
+
+def test_the_worker_handler_runs_a_batch_at_once_when_told(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """worker_concurrency=10 (the CDK setting): three runs that only finish together all succeed."""
+    settings = provision(f"wc{uuid.uuid4().hex[:6]}", endpoint_url=endpoint, worker_concurrency=10)
+    for key, value in settings.as_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    meeting = threading.Barrier(3, timeout=10)  # run one after another, the first waits in vain
+
+    def meet(payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
+        meeting.wait()
+        return {"met": True}
+
+    name = f"test.meet{uuid.uuid4().hex[:6]}"
+    registry.register(name, meet)
+    ddb = boto3.client("dynamodb", endpoint_url=endpoint)
+    now = datetime.now(UTC).replace(microsecond=0)
+    records = []
+    for i in range(3):
+        job = Job(
+            job_id=f"job_meet{i}", tenant="t", type="one_off", status=JobStatus.SCHEDULED, handler=name,
+            payload={}, run_at=now, created_at=now, updated_at=now,
+        )  # fmt: skip
+        ddb.put_item(TableName=settings.jobs_table, Item=job_to_item(job, shard_count=settings.shard_count))
+        body = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now)).model_dump_json()
+        records.append(
+            {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": body, "attributes": {},
+             "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+             "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q", "awsRegion": "us-east-1"}
+        )  # fmt: skip
+    out = load("worker").lambda_handler({"Records": records}, lambdas.LambdaContext("worker"))
+    assert out == {"batchItemFailures": []}
+    for i in range(3):
+        row = ddb.get_item(
+            TableName=settings.runs_table,
+            Key={"PK": {"S": f"JOB#job_meet{i}"}, "SK": {"S": f"RUN#{times.stored(now)}"}},
+        )["Item"]
+        assert row["status"]["S"] == "SUCCEEDED"

@@ -38,6 +38,10 @@ class Settings(BaseModel):
     handover_horizon_seconds: int = Field(default=0, ge=0, le=900)
     # The lease is the SQS visibility timeout; the worker heartbeats at a third of it.
     lease_seconds: int = Field(default=60, ge=5, le=43_200)
+    # Runs of one SQS batch a worker invocation executes at once (1: one after another). Above 1, a
+    # slow handler no longer holds up the rest of its batch, and an invocation's billed duration
+    # is about its slowest run rather than the sum of its runs.
+    worker_concurrency: int = Field(default=1, ge=1, le=10)
     handler_modules: tuple[str, ...] = ()
 
     @classmethod
@@ -59,6 +63,7 @@ class Settings(BaseModel):
             "tick_seconds": c.TICK_SECONDS_ENV,
             "lease_seconds": c.LEASE_SECONDS_ENV,
             "handover_horizon_seconds": c.HANDOVER_HORIZON_SECONDS_ENV,
+            "worker_concurrency": c.WORKER_CONCURRENCY_ENV,
         }
         for field, name in optional.items():
             if env.get(name):
@@ -84,6 +89,7 @@ class Settings(BaseModel):
             c.TICK_SECONDS_ENV: str(self.tick_seconds),
             c.LEASE_SECONDS_ENV: str(self.lease_seconds),
             c.HANDOVER_HORIZON_SECONDS_ENV: str(self.handover_horizon_seconds),
+            c.WORKER_CONCURRENCY_ENV: str(self.worker_concurrency),
         }
         if self.handler_modules:
             env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)
