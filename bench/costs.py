@@ -136,6 +136,16 @@ def infra_root() -> Path:
     return root if (root / "infra" / "jobsched_infra").is_dir() else ROOT
 
 
+def _module_constant(tree: ast.Module, name: str) -> Any:
+    """The literal a module-level NAME = <literal> assigns."""
+    return next(
+        ast.literal_eval(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    )
+
+
 def infra_facts(root: Path | None = None) -> InfraFacts:
     """Lambda memory per function, the worker's SQS batch size and the shard count, from infra/'s sources."""
     root = root or infra_root()
@@ -157,13 +167,12 @@ def infra_facts(root: Path | None = None) -> InfraFacts:
     for call in _calls(stack, "Workers"):
         for k in call.keywords:
             if k.arg == "batch_size":
-                batch = ast.literal_eval(k.value)
-    shards = next(
-        ast.literal_eval(node.value)
-        for node in ast.walk(stack)
-        if isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == "DEFAULT_SHARD_COUNT" for t in node.targets)
-    )
+                value = k.value
+                if isinstance(value, ast.Name):  # a module constant such as WORKER_BATCH_SIZE
+                    batch = _module_constant(stack, value.id)
+                else:
+                    batch = ast.literal_eval(value)
+    shards = _module_constant(stack, "DEFAULT_SHARD_COUNT")
     if batch is None or not {"worker", "dispatcher", "api"} <= set(memory):
         raise RuntimeError(f"could not read the functions' memory or the batch size from {constructs}")
     try:
