@@ -75,6 +75,26 @@ class Faults:
             raise ReadTimeoutError(endpoint_url="chaos")
 
 
+class TracedQueue(ClockedQueue):
+    """ClockedQueue that also records every run it is asked to send, for a violation's trace."""
+
+    def __init__(self, base: Any, trace: list[tuple[str, str, str]], clock: FakeClock) -> None:
+        super().__init__(base)
+        self.trace, self.clock = trace, clock
+
+    def send(self, outgoing: Any) -> None:
+        try:
+            super().send(outgoing)
+            event = "sent"
+        except Exception as exc:
+            event = f"send failed: {type(exc).__name__}"
+            raise
+        finally:
+            at = f"{self.clock.now():%M:%S}"
+            for o in outgoing:
+                self.trace.append((o.message.job_id, o.message.scheduled_for, f"{at} {event}"))
+
+
 @dataclass
 class Crashes:
     """Process deaths at step boundaries."""
@@ -148,6 +168,7 @@ def run(
         QueueUrl=settings.execution_queue_url, Attributes={"RedrivePolicy": json.dumps(redrive)}
     )
     clock = FakeClock(T0)
+    trace: list[tuple[str, str, str]] = []  # (job_id, scheduled_for, event): printed for a violation
     faults = Faults(rng, fault_rate)
     crashes = Crashes(rng, crash_rate)
     ledger = Ledger()
@@ -175,7 +196,7 @@ def run(
         svc.dispatcher.max_workers = 1
         # SQS delays are real time and this clock is not: messages go out undelayed and the pump
         # below delivers each when the fake clock reaches its second.
-        queue = ClockedQueue(svc.queue)
+        queue = TracedQueue(svc.queue, trace, clock)
         svc.queue = svc.dispatcher.queue = svc.worker.queue = svc.schedule.queue = queue
         return svc
 
@@ -253,14 +274,18 @@ def run(
             worker = rng.choice(workers)
             copies = 2 if rng.random() < 0.05 else 1
             acked = False
+            body = RunMessage.model_validate_json(m["Body"])
             for _ in range(copies):
                 try:
-                    worker.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+                    outcome = worker.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
                     acked = True
-                except InFlightElsewhere:
-                    pass
-                except (Crash, JobschedError, ClientError, ReadTimeoutError):
-                    pass
+                    event = outcome.value
+                except InFlightElsewhere as exc:
+                    event = type(exc).__name__
+                except (Crash, JobschedError, ClientError, ReadTimeoutError) as exc:
+                    event = f"{type(exc).__name__}: {exc}"[:80]
+                path = "fast" if worker.worker.fast_path else "leased"
+                trace.append((body.job_id, body.scheduled_for, f"{clock.now():%M:%S} {path} {event}"))
             if acked:
                 inspect_sqs.delete_message(
                     QueueUrl=settings.execution_queue_url, ReceiptHandle=m["ReceiptHandle"]
@@ -326,6 +351,10 @@ def run(
             break
         time.sleep(0.1)
     violations = check(api, accepted, ledger, end=end)
+    for job_id in sorted({v.split(":")[0] for v in violations}):
+        for job, sf, event in trace:
+            if job == job_id:
+                print(f"        trace {job} {sf[11:19]} {event}")
     statuses = Counter(r.status.value for j in accepted for r in api.runs.recent(j, limit=200))
     return Result(
         seed, len(accepted), sum(statuses.values()), len(ledger.invocations), crashes.hits, faults.injected,
