@@ -239,3 +239,45 @@ def test_two_deliveries_at_once_on_the_fast_path_record_one_outcome(
     assert len(ledger.calls) == 2 and len({key for key, _ in ledger.calls}) == 1
     run = svc.runs.get(job.job_id, T0 + timedelta(seconds=5))
     assert run is not None and run.attempt == 1 and len(run.attempts) == 1
+
+
+def test_a_worker_whose_run_was_taken_over_leaves_the_message_to_the_taker(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Worker A leases a run and stalls past its lease; worker B takes the run over and dies holding
+    # it. A must not acknowledge the message (its id is B's too): acknowledged, nothing would ever
+    # revive the run B left LEASED.
+    import dataclasses
+
+    from jobsched.services.run import Delivery, LeaseLost, Outcome
+
+    job = svc.job_service.submit(
+        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5)),
+        tenant="t",
+        idempotency_key="taken",
+    )
+    [message] = pump.receive_all()
+    clock.set(T0 + timedelta(seconds=5))
+    a = dataclasses.replace(svc.worker, worker_id="worker-a", fast_path=False)
+    b = dataclasses.replace(
+        svc.worker, worker_id="worker-b", fast_path=False, crash=CrashAt("run.after_lease")
+    )
+    stalled: list[str] = []
+
+    def stall(point: str) -> None:
+        if point == "run.after_lease" and not stalled:
+            stalled.append(point)
+            clock.advance(svc.settings.lease_seconds + 1)  # A's lease runs out while it stalls
+            with pytest.raises(Crash):
+                b.process(Delivery(message["MessageId"], "receipt-b", message["Body"]))
+
+    a.crash = stall
+    with pytest.raises(LeaseLost):
+        a.process(Delivery(message["MessageId"], message["ReceiptHandle"], message["Body"]))
+    run = svc.runs.get(job.job_id, T0 + timedelta(seconds=5))
+    assert run is not None and run.status == "LEASED" and run.attempt == 2  # B's, B is dead
+    # the message was left in the queue: once B's lease runs out, a redelivery finishes the run
+    clock.advance(svc.settings.lease_seconds + 1)
+    c = dataclasses.replace(svc.worker, worker_id="worker-c", crash=lambda point: None)
+    assert c.process(Delivery(message["MessageId"], "receipt-c", message["Body"])) == Outcome.SUCCEEDED
+    assert runs_by_key(svc, job.job_id) == {T0 + timedelta(seconds=5): "SUCCEEDED"}

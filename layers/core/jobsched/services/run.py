@@ -76,6 +76,14 @@ class InFlightElsewhere(Exception):
     """This very message is being processed by another receive; leave it in the queue."""
 
 
+class LeaseLost(InFlightElsewhere):
+    """Another worker took this run over (this one's lease had expired): leave the message alone.
+
+    Acknowledging it would delete the message the taker is working on (SQS message ids survive
+    redelivery), and a taker that then died would leave the run held with no message to revive it.
+    """
+
+
 class WaitBehind(InFlightElsewhere):
     """The tick waits behind the job's running run (overlap policy buffer_one); leave it queued."""
 
@@ -361,7 +369,9 @@ class Worker:
             # Someone else recorded this run meanwhile (a duplicate delivery, or a retry's
             # takeover): theirs stands; finish what a dead recorder may have left undone.
             refused = self._refused(job, done.item, delivery)
-            return Outcome.LEASE_LOST if refused == Outcome.DUPLICATE and heartbeat.persisted else refused
+            if refused == Outcome.DUPLICATE and heartbeat.persisted:
+                raise LeaseLost(delivery.message_id)
+            return refused
         return self._recorded(job, sf, attempt, error, replays, finished)
 
     def _run_leased(self, job: Job, sf: str, delivery: Delivery, created: Mapping[str, str | int]) -> Outcome:
@@ -416,7 +426,7 @@ class Worker:
             set_values={"started_at": times.stored(started)},
         )
         if not start.applied:
-            return Outcome.LEASE_LOST
+            raise LeaseLost(delivery.message_id)
         if took_over and attempt > job.retry.max_attempts:
             # Every attempt died with its worker: running it again would only kill another.
             result: object = None
@@ -439,7 +449,7 @@ class Worker:
             append_attempt=record,
         )
         if not done.applied:
-            return Outcome.LEASE_LOST
+            raise LeaseLost(delivery.message_id)
         return self._recorded(job, sf, attempt, error, replays, finished)
 
     def _wait_for_second(self, sf: str) -> None:
