@@ -413,6 +413,7 @@ class Meter:
                 else:
                     write = bill_write(shape, before, self._get(shape, key))
                 bill.wru["table"] += write.table
+                bill.wru[f"table:{shape.name}"] += write.table  # per table, for the capacity plan
                 for index, units in write.indexes.items():
                     bill.wru[f"index:{index}"] += units
                 if factor == 2:

@@ -57,7 +57,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -771,6 +771,10 @@ def price(amounts: dict[str, float]) -> float:
     )
 
 
+def _table_wru(wru: Mapping[str, float], suffix: str) -> float:
+    return float(sum(v for k, v in wru.items() if k.startswith("table:") and k.endswith(f"-{suffix}")))
+
+
 def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> dict[str, Any]:
     """A kind's cost per run: its window minus the dispatcher's fixed per-pass cost, plus the modelled ESM."""
     if runs <= 0:
@@ -809,6 +813,9 @@ def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> di
         "sfn_transitions": measured.transitions / runs,
         "api_gateway_requests": api,
         "wru_breakdown": view["wru"],
+        # Per table, as `jobsched capacity` reads them (the local names end in "-<suffix>").
+        "jobs_wru": _table_wru(view["wru"], "jobs"),
+        "runs_wru": _table_wru(view["wru"], "runs"),
         "seconds_per_run": {
             "worker": measured.seconds.worker / runs,
             "dispatcher": dispatcher_seconds / runs,
