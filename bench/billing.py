@@ -260,7 +260,8 @@ class Usage:
     @property
     def total_wru(self) -> float:
         """Every WRU: base tables, indexes and the transactional surcharge."""
-        return float(sum(self.wru.values()))
+        # "table:<name>" entries split "table" by table; they are not billed a second time.
+        return float(sum(v for k, v in self.wru.items() if not k.startswith("table:")))
 
     def copy(self) -> Usage:
         """An independent copy."""
