@@ -813,9 +813,10 @@ def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> di
         "sfn_transitions": measured.transitions / runs,
         "api_gateway_requests": api,
         "wru_breakdown": view["wru"],
-        # Per table, as `jobsched capacity` reads them (the local names end in "-<suffix>").
-        "jobs_wru": _table_wru(view["wru"], "jobs"),
-        "runs_wru": _table_wru(view["wru"], "runs"),
+        # Per table (the local names end in "-<suffix>"). Not named jobs_wru/runs_wru on purpose:
+        # `jobsched capacity` reads jobs_wru as the dispatcher's writes at dispatch time, and this
+        # also holds the worker's overlap hold, written when the run starts.
+        "wru_by_table": {t: _table_wru(view["wru"], t) for t in ("jobs", "runs")},
         "seconds_per_run": {
             "worker": measured.seconds.worker / runs,
             "dispatcher": dispatcher_seconds / runs,
