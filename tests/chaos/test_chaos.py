@@ -20,7 +20,11 @@ def endpoint() -> Iterator[str]:
     aws.stop()
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+# 3 and 8 broke the check once (make chaos, 20 seeds; then seeds 1-10): ticks the faults had made
+# late were cancelled, or never handed over, when the harness cancelled the jobs the moment faults
+# stopped. The harness now lets the fleet settle fault-free first. Replays are not exact (Step
+# Functions runs on real time, a page's calls on threads), so these stay as regression schedules.
+@pytest.mark.parametrize("seed", [1, 3, 8])
 def test_no_invariant_breaks_under_crashes_faults_and_races(endpoint: str, seed: int) -> None:
     result = run(seed, endpoint=endpoint, load_seconds=180)
     assert result.violations == [], (
