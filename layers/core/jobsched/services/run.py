@@ -37,7 +37,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore, execution_from_item, run_id_for
+from jobsched.adapters.dynamodb import JobStore, RunStore, Transition, execution_from_item, run_id_for
 from jobsched.adapters.sqs import RunQueue
 from jobsched.domain import times
 from jobsched.domain.models import Execution, Job, RunError, RunMessage
@@ -344,15 +344,7 @@ class Worker:
         finished = self.clock.now()
         values, record, target = self._outcome(started, finished, attempt, result, error)
         if heartbeat.persisted:
-            done = self.runs.transition(
-                job_id=job.job_id,
-                scheduled_for=sf,
-                target=target,
-                now=finished,
-                owner=owner,
-                set_values=values,
-                append_attempt=record,
-            )
+            done = self._record_held(job, sf, owner, target, finished, values, record)
         else:
             done = self.runs.transition(
                 job_id=job.job_id,
@@ -439,7 +431,23 @@ class Worker:
             error, result, _ = self._execute(job, sf, delivery, attempt=attempt, owner=owner, persist=None)
         finished = self.clock.now()
         values, record, target = self._outcome(started, finished, attempt, result, error)
-        done = self.runs.transition(
+        done = self._record_held(job, sf, owner, target, finished, values, record)
+        if not done.applied:
+            raise LeaseLost(delivery.message_id)
+        return self._recorded(job, sf, attempt, error, replays, finished)
+
+    def _record_held(
+        self,
+        job: Job,
+        sf: str,
+        owner: str,
+        target: RunStatus,
+        finished: datetime,
+        values: Mapping[str, str | int],
+        record: Mapping[str, str | int],
+    ) -> Transition:
+        """RUNNING -> the attempt's outcome, by the holder of the run's lease row."""
+        return self.runs.transition(
             job_id=job.job_id,
             scheduled_for=sf,
             target=target,
@@ -448,9 +456,6 @@ class Worker:
             set_values=values,
             append_attempt=record,
         )
-        if not done.applied:
-            raise LeaseLost(delivery.message_id)
-        return self._recorded(job, sf, attempt, error, replays, finished)
 
     def _wait_for_second(self, sf: str) -> None:
         early = (times.parse_stored(sf) - self.clock.now()).total_seconds()
