@@ -325,13 +325,8 @@ def serve_forever(config: LocalConfig | None = None) -> None:
     """Run the local stack until SIGINT/SIGTERM (what `make run` does)."""
     import signal
 
-    stack = LocalStack(config or LocalConfig.from_env()).start()
-    print(f"jobsched local stack: API {stack.api_url}  (embedded AWS {stack.endpoint_url})", flush=True)
-    print(
-        f"  tick every {stack.config.tick_seconds}s, "
-        f"look-ahead {stack.config.lookahead_seconds}s; Ctrl-C stops",
-        flush=True,
-    )
+    # The handlers go in before the API serves: a Ctrl-C that arrives as soon as /api/health
+    # answers must stop the stack cleanly, not raise KeyboardInterrupt out of start-up.
     done = threading.Event()
 
     def _stop(signum: int, frame: object) -> None:
@@ -339,6 +334,13 @@ def serve_forever(config: LocalConfig | None = None) -> None:
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+    stack = LocalStack(config or LocalConfig.from_env()).start()
+    print(f"jobsched local stack: API {stack.api_url}  (embedded AWS {stack.endpoint_url})", flush=True)
+    print(
+        f"  tick every {stack.config.tick_seconds}s, "
+        f"look-ahead {stack.config.lookahead_seconds}s; Ctrl-C stops",
+        flush=True,
+    )
     while not done.wait(0.5):
         pass
     print("jobsched local stack: stopping", flush=True)
