@@ -256,6 +256,9 @@ class Usage:
     rru: float = 0.0
     sqs_requests: float = 0.0
     sources: Counter[str] = field(default_factory=Counter)  # "<source>:<Service.Operation>"
+    # Units by the phase that spent them and where: "<phase>|wru|table:<name>", "<phase>|rru|index:<name>"
+    # (phases: what Meter.phase was, or "workflow" for the Step Functions integrations' calls).
+    by_phase: Counter[str] = field(default_factory=Counter)
 
     @property
     def total_wru(self) -> float:
@@ -266,7 +269,12 @@ class Usage:
     def copy(self) -> Usage:
         """An independent copy."""
         return Usage(
-            Counter(self.calls), Counter(self.wru), self.rru, self.sqs_requests, Counter(self.sources)
+            Counter(self.calls),
+            Counter(self.wru),
+            self.rru,
+            self.sqs_requests,
+            Counter(self.sources),
+            Counter(self.by_phase),
         )
 
     def __sub__(self, other: Usage) -> Usage:
@@ -276,7 +284,11 @@ class Usage:
         wru.subtract(other.wru)
         sources = Counter(self.sources)
         sources.subtract(other.sources)
-        return Usage(calls, wru, self.rru - other.rru, self.sqs_requests - other.sqs_requests, sources)
+        by_phase = Counter(self.by_phase)
+        by_phase.subtract(other.by_phase)
+        return Usage(
+            calls, wru, self.rru - other.rru, self.sqs_requests - other.sqs_requests, sources, by_phase
+        )
 
     def scaled(self, factor: float) -> dict[str, Any]:
         """A JSON-able view with every amount multiplied by `factor` (e.g. 1 / runs)."""
@@ -287,6 +299,7 @@ class Usage:
             "dynamodb_rru": self.rru * factor,
             "sqs_requests": self.sqs_requests * factor,
             "calls_by_source": {op: n * factor for op, n in sorted(self.sources.items()) if n},
+            "by_phase": {part: n * factor for part, n in sorted(self.by_phase.items()) if n},
         }
 
 
@@ -307,6 +320,9 @@ class Meter:
         self.reader = reader
         self.lock = threading.RLock()
         self.usage = Usage()
+        # Which part of jobsched is calling (set by the harness around each piece: "dispatch", "run",
+        # "api"); the Step Functions integrations' calls are "workflow" whatever it is.
+        self.phase = "other"
         # Per thread: time spent inside the meter (to take out of timings) and inside the calls
         # themselves (moto), as [thread CPU seconds, wall seconds].
         self.hook_time: dict[int, list[float]] = {}
@@ -383,12 +399,21 @@ class Meter:
             self._bill_dynamodb(op, params, parsed, error, context.get("bench_old") or {}, bill)
         elif service == "SQS":
             bill.sqs_requests += _sqs_requests(op, params)
+        phase = "workflow" if source == "sfn" else self.phase
+        for part, units in bill.wru.items():
+            if part.startswith(("table:", "index:")):
+                bill.by_phase[f"{phase}|wru|{part}"] += units
+        for part, units in bill.by_phase.copy().items():
+            if part.startswith("rru|"):
+                del bill.by_phase[part]
+                bill.by_phase[f"{phase}|{part}"] += units
         with self._mutex:
             self.usage.calls.update(bill.calls)
             self.usage.wru.update(bill.wru)
             self.usage.rru += bill.rru
             self.usage.sqs_requests += bill.sqs_requests
             self.usage.sources[f"{source}:{label}"] += 1
+            self.usage.by_phase.update(bill.by_phase)
 
     def _bill_dynamodb(
         self,
@@ -422,23 +447,32 @@ class Meter:
             return
         if error:
             return
+
+        def read(part: str, units: float) -> None:
+            bill.rru += units
+            bill.by_phase[f"rru|{part}"] += units  # the phase is added by _bill
+
         if op == "GetItem":
             shape = self.tables[params["TableName"]]
             item = parsed.get("Item")
             if "ProjectionExpression" in params or "AttributesToGet" in params:
                 item = self._get(shape, params["Key"])
-            bill.rru += read_units(item_size(item), consistent=bool(params.get("ConsistentRead")))
+            units = read_units(item_size(item), consistent=bool(params.get("ConsistentRead")))
+            read(f"table:{shape.name}", units)
         elif op in {"Query", "Scan"}:
-            bill.rru += self._query_units(op, params, parsed)
+            where = (
+                f"index:{params['IndexName']}" if params.get("IndexName") else f"table:{params['TableName']}"
+            )
+            read(where, self._query_units(op, params, parsed))
         elif op == "BatchGetItem":
             for table, items in (parsed.get("Responses") or {}).items():
                 consistent = bool(params["RequestItems"][table].get("ConsistentRead"))
-                bill.rru += sum(read_units(item_size(i), consistent=consistent) for i in items)
+                read(f"table:{table}", sum(read_units(item_size(i), consistent=consistent) for i in items))
         elif op == "TransactGetItems":
             for entry in params.get("TransactItems", []):
                 get = entry["Get"]
                 item = self._get(self.tables[get["TableName"]], get["Key"])
-                bill.rru += 2 * read_units(item_size(item), consistent=True)
+                read(f"table:{get['TableName']}", 2 * read_units(item_size(item), consistent=True))
 
     def _query_units(self, op: str, params: Mapping[str, Any], parsed: Mapping[str, Any]) -> float:
         shape = self.tables[params["TableName"]]

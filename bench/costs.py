@@ -96,6 +96,9 @@ TENANT = "bench"
 # Passes run at second 20 of each minute (EventBridge's rate(1 minute) fires at some second).
 T0 = datetime(2026, 11, 30, 12, 0, 20, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
+# The phase a timed function's AWS units are booked to (bench/billing.py: Meter.phase), for the
+# capacity plan: what the dispatcher spends ahead of the runs, and what the runs spend themselves.
+PHASES = {"dispatcher": "dispatch", "handover": "dispatch", "worker": "run", "api": "api"}
 MONTH_MINUTES = 30 * 24 * 60
 
 # ../shared/DESIGN.md, "Prices used for cost figures" (us-east-1 list prices, on demand), in $ per unit.
@@ -300,9 +303,11 @@ class Account:
             )
 
         before, start = totals(), cpu()
+        phase, self.meter.phase = self.meter.phase, PHASES[function]
         try:
             yield
         finally:
+            self.meter.phase = phase
             end, after = cpu(), totals()
             for i, into in enumerate((self.seconds, self.wall)):
                 spent = end[i] - start[i] - (after[0][i] - before[0][i]) - (after[2][i] - before[2][i])
@@ -771,8 +776,20 @@ def price(amounts: dict[str, float]) -> float:
     )
 
 
-def _table_wru(wru: Mapping[str, float], suffix: str) -> float:
-    return float(sum(v for k, v in wru.items() if k.startswith("table:") and k.endswith(f"-{suffix}")))
+def units_by_phase(by_phase: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """Usage.by_phase per run as `jobsched capacity` reads it: {phase: {"<table>_<wru|rru>": n}}.
+
+    Tables by their local names without the prefix ("table:bench-jobs" -> "jobs"); the due index as
+    "due_index".
+    """
+    out: dict[str, dict[str, float]] = {}
+    for key, n in by_phase.items():
+        phase, unit, where = key.split("|", 2)
+        kind, name = where.split(":", 1)
+        name = name.removeprefix(f"{PREFIX}-") if kind == "table" else f"{name}_index"
+        field_name = f"{name.replace('-', '_')}_{unit}"
+        out.setdefault(phase, {})[field_name] = out.get(phase, {}).get(field_name, 0.0) + n
+    return {phase: dict(sorted(units.items())) for phase, units in sorted(out.items())}
 
 
 def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> dict[str, Any]:
@@ -813,10 +830,10 @@ def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> di
         "sfn_transitions": measured.transitions / runs,
         "api_gateway_requests": api,
         "wru_breakdown": view["wru"],
-        # Per table (the local names end in "-<suffix>"). Not named jobs_wru/runs_wru on purpose:
-        # `jobsched capacity` reads jobs_wru as the dispatcher's writes at dispatch time, and this
-        # also holds the worker's overlap hold, written when the run starts.
-        "wru_by_table": {t: _table_wru(view["wru"], t) for t in ("jobs", "runs")},
+        # Each table's units by the phase that spent them: `jobsched capacity --costs` plans the
+        # dispatch phase's ahead of the burst and the run phase's (the overlap hold, the history)
+        # while it drains.
+        "units": units_by_phase(view["by_phase"]),
         "seconds_per_run": {
             "worker": measured.seconds.worker / runs,
             "dispatcher": dispatcher_seconds / runs,
@@ -872,6 +889,7 @@ def _scaled_usage(usage: Usage, factor: float) -> Usage:
         usage.rru * factor,
         usage.sqs_requests * factor,
         times(usage.sources),
+        times(usage.by_phase),
     )
 
 

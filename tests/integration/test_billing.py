@@ -198,6 +198,40 @@ def test_reads_cost_four_kb_units_halved_when_eventually_consistent(metered: tup
     assert meter.snapshot().rru - rru == 0.5 + 2
 
 
+def test_units_are_booked_to_the_phase_and_the_table_or_index_that_spent_them(
+    metered: tuple[Any, Meter],
+) -> None:
+    client, meter = metered
+    meter.phase = "dispatch"
+    client.put_item(TableName=TABLE, Item={**key("a"), "owner": {"S": "ann"}, "created": {"S": "1"}})
+    client.query(
+        TableName=TABLE,
+        IndexName="by_owner",
+        KeyConditionExpression="#o = :o",
+        ExpressionAttributeNames={"#o": "owner"},
+        ExpressionAttributeValues={":o": {"S": "ann"}},
+    )
+    meter.phase = "run"
+    client.get_item(TableName=TABLE, Key=key("a"), ConsistentRead=True)
+    client.update_item(
+        TableName=TABLE,
+        Key=key("a"),
+        UpdateExpression="SET note = :n",
+        ExpressionAttributeValues={":n": {"S": "x"}},
+    )
+    by_phase = meter.snapshot().by_phase
+    assert by_phase == {
+        f"dispatch|wru|table:{TABLE}": 1,
+        "dispatch|wru|index:by_owner": 1,
+        "dispatch|rru|index:by_owner": 0.5,
+        f"run|rru|table:{TABLE}": 1,
+        f"run|wru|table:{TABLE}": 1,  # "note" is not projected: no index write
+    }
+    usage = meter.snapshot()
+    assert sum(v for k, v in by_phase.items() if "|wru|" in k) == usage.total_wru
+    assert sum(v for k, v in by_phase.items() if "|rru|" in k) == usage.rru
+
+
 def test_the_pure_model_bills_an_index_entry_that_appears_as_one_put() -> None:
     shape = shape_from_description(
         {

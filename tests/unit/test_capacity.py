@@ -6,7 +6,19 @@ import math
 
 import pytest
 
-from jobsched.capacity import KIB, Check, ItemSizes, Limits, PerRunCosts, Plan, RunCost, Workload, plan
+from jobsched.capacity import (
+    KIB,
+    Check,
+    ItemSizes,
+    Latencies,
+    Limits,
+    PerRunCosts,
+    Plan,
+    RunCost,
+    Workload,
+    plan,
+    slot_cycle_s,
+)
 
 SEEDS = Workload(jobs=100_000_000, burst=2_000_000, window_s=60)
 
@@ -18,9 +30,11 @@ def check(p: Plan, name: str) -> Check:
 
 def test_the_interim_per_run_counts_are_the_defaults() -> None:
     recurring = PerRunCosts()["recurring"]
-    # 0.2 stamps (1 WRU on the job, 2 on the index: a key move) + 1 history write
-    assert recurring.dynamodb_wru == pytest.approx(0.2 + 0.4 + 1.0)
-    assert recurring.jobs_rru == 1.0  # one strongly consistent GetItem
+    # 0.2 stamps (1 WRU on the job, 2 on the index: a key move) + the overlap hold + 1 history write
+    assert recurring.dynamodb_wru == pytest.approx(0.2 + 0.4 + 1.0 + 1.0)
+    assert recurring.hold_wru == 1.0  # `skip`, the default: a compare-and-set on the job item
+    assert recurring.jobs_rru == 0.0  # the hold returns the job
+    assert recurring.runs_rru == 0.5  # the run row, eventually consistent
     assert recurring.sqs_requests == pytest.approx(0.3)
     assert recurring.lambda_invocations == pytest.approx(0.1)
     assert recurring.worker_ms == pytest.approx(15.0)  # 0.00375 GB-s at 256 MB
@@ -28,7 +42,8 @@ def test_the_interim_per_run_counts_are_the_defaults() -> None:
     # a burst job has one tick in the window: its stamp is not amortized
     burst = PerRunCosts()["burst"]
     assert (burst.job_writes, burst.jobs_wru, burst.due_index_wru) == pytest.approx((1.0, 1.0, 2.0))
-    assert burst.calls["DynamoDB.UpdateItem"] == pytest.approx(1.0)
+    assert burst.calls["DynamoDB.UpdateItem"] == pytest.approx(3.0)  # the stamp, the hold, the outcome
+    assert burst.hold_wru == recurring.hold_wru
     assert burst.runs_wru == recurring.runs_wru
 
 
@@ -37,7 +52,7 @@ def test_it_overlays_what_the_benchmark_measured_and_keeps_the_defaults_for_the_
         {
             "kinds": {
                 "recurring": {
-                    "dynamodb_wru": 3.2,  # twice the default total: every table's share doubles
+                    "dynamodb_wru": 5.2,  # twice the default total: every table's share doubles
                     "sqs_requests": 0.5,
                     "calls": {"DynamoDB.UpdateItem": 0.3},
                 },
@@ -47,9 +62,14 @@ def test_it_overlays_what_the_benchmark_measured_and_keeps_the_defaults_for_the_
         source="bench/results/costs.json",
     )
     recurring = costs["recurring"]
-    assert (recurring.jobs_wru, recurring.due_index_wru, recurring.runs_wru) == pytest.approx((0.4, 0.8, 2.0))
+    assert (
+        recurring.jobs_wru,
+        recurring.due_index_wru,
+        recurring.hold_wru,
+        recurring.runs_wru,
+    ) == pytest.approx((0.4, 0.8, 2.0, 2.0))
     assert recurring.sqs_requests == 0.5
-    assert recurring.jobs_rru == 1.0  # not measured: the default
+    assert recurring.runs_rru == 0.5  # not measured: the default
     assert recurring.calls["DynamoDB.UpdateItem"] == 0.3
     assert recurring.calls["DynamoDB.GetItem"] == 1.0
     # the burst kind follows the measured recurring run, one stamp per run
@@ -76,12 +96,42 @@ def test_it_takes_the_due_index_share_and_the_hourly_kind_from_the_benchmark_whe
     )
     recurring = costs["recurring"]
     assert recurring.due_index_wru == pytest.approx(0.5)
-    # the rest, 1.5, over the jobs and runs tables in the defaults' proportion (0.2 : 1.0)
-    assert (recurring.jobs_wru, recurring.runs_wru) == pytest.approx((0.25, 1.25))
+    # the rest, 1.5, over the stamps, the hold and the history in the defaults' proportion (0.2 : 1 : 1)
+    assert (recurring.jobs_wru, recurring.hold_wru, recurring.runs_wru) == pytest.approx(
+        (1.5 * 0.2 / 2.2, 1.5 / 2.2, 1.5 / 2.2)
+    )
     assert recurring.dynamodb_wru == pytest.approx(2.0)
     # an hourly job has one tick per hand-over window: the burst is made of those
     assert costs["burst"].dynamodb_wru == pytest.approx(4.0)
     assert costs["burst"].job_writes == 1.0
+
+
+def test_units_by_phase_set_each_table_exactly_holds_on_the_jobs_table_at_run_time() -> None:
+    # What `make bench` measures for an every-minute `skip` job: stamps and index moves at dispatch,
+    # the hold on the job and the history row when the run starts and ends.
+    measured = {
+        "dispatch": {"jobs_wru": 0.07, "due_index_wru": 0.14, "due_index_rru": 0.02},
+        "run": {"jobs_wru": 1.0, "runs_wru": 1.0, "runs_rru": 0.5},
+        "api": {"jobs_wru": 9.0},  # not planned: jobs are created outside the burst
+    }
+    costs = PerRunCosts.from_mapping(
+        {"kinds": {"recurring": {"dynamodb_wru": 2.21, "units": measured}, "burst": {"units": measured}}}
+    )
+    recurring = costs["recurring"]
+    assert (recurring.job_writes, recurring.jobs_wru, recurring.due_index_wru) == pytest.approx(
+        (0.07, 0.07, 0.14)
+    )
+    assert (recurring.hold_wru, recurring.runs_wru) == (1.0, 1.0)
+    assert (recurring.jobs_rru, recurring.runs_rru, recurring.due_index_rru) == (0.0, 0.5, 0.02)
+    with pytest.raises(ValueError, match=r"units\.run\.runs_wru"):
+        PerRunCosts.from_mapping({"kinds": {"recurring": {"units": {"run": {"runs_wru": "one"}}}}})
+
+    # The burst's holds land on the jobs table while it drains: planned and checked there
+    p = plan(SEEDS, per_run=costs)
+    assert p.rates["jobs_wcu_drain"] == pytest.approx(2_000_000 / 54 * 1.0 + 10_000 * (1.0 + 0.07))
+    assert check(p, "jobs table writes during the drain").value == p.rates["jobs_wcu_drain"]
+    assert p.rates["runs_rcu_drain"] == pytest.approx((2_000_000 / 54 + 10_000) * 0.5)
+    assert p.fleet.table_quota * p.quota_utilization >= p.rates["jobs_wcu_drain"]
 
 
 def test_it_tolerates_missing_kinds_and_keys_and_refuses_what_is_not_a_count() -> None:
@@ -176,7 +226,7 @@ def test_the_bill_prices_every_unit_at_the_design_prices() -> None:
     runs = 1_000 * 86_400
     passes, shards = 86_400 / 60, 8
     wru = lines["DynamoDB write request units"]
-    assert wru.units_per_day == pytest.approx(runs * 1.6 + passes * shards * 2)  # + lease writes
+    assert wru.units_per_day == pytest.approx(runs * 2.6 + passes * shards * 2)  # + lease writes
     assert wru.usd_per_day == pytest.approx(wru.units_per_day / 1e6 * 0.625)
     sqs = lines["SQS requests"]
     assert sqs.usd_per_day == pytest.approx(runs * 0.3 / 1e6 * 0.40)
@@ -224,3 +274,39 @@ def test_it_refuses_a_workload_or_fleet_out_of_range() -> None:
         plan(Workload(jobs=1, burst=1, window_s=0))
     with pytest.raises(ValueError, match="shards, concurrency"):
         plan(SEEDS, shards=0, concurrency=0)
+
+
+def test_a_worker_running_its_batch_at_once_cycles_faster_than_one_run_after_another() -> None:
+    cost, lat = RunCost(), Latencies()
+    calls_ms = (2 * lat.sqs_ms + lat.invoke_ms) * lat.mean_factor
+    one_by_one = slot_cycle_s(cost, lat, 10, threads=1)
+    at_once = slot_cycle_s(cost, lat, 10, threads=10)
+    # one after another: ten mean run times; at once: one round as slow as the slowest of ten
+    assert one_by_one * 1000 == pytest.approx(calls_ms + 10 * cost.worker_ms)
+    assert at_once * 1000 == pytest.approx(calls_ms + lat.round_ms(cost.worker_ms / lat.mean_factor, 10))
+    assert cost.worker_ms < (at_once * 1000 - calls_ms) < 10 * cost.worker_ms
+    # so the same burst needs fewer workers
+    assert (
+        plan(SEEDS, worker_threads=10).fleet.worker_concurrency
+        < plan(SEEDS, worker_threads=1).fleet.worker_concurrency
+    )
+    with pytest.raises(ValueError, match="worker threads"):
+        plan(SEEDS, worker_threads=0)
+
+
+def test_the_burst_alone_drains_within_the_default_quota_at_the_rate_it_allows() -> None:
+    # 2M due at midnight and no other load: at 90% of 40,000 units/s the history writes (and the
+    # overlap holds) allow 36,000 runs/s, which drains 2M in 55.6 s, inside the 60 s window.
+    alone = plan(Workload(jobs=100_000_000, burst=2_000_000, window_s=60, steady_rate=0))
+    assert alone.fleet.table_quota == 40_000
+    assert alone.rates["burst_runs_per_s_needed"] == pytest.approx(36_000)
+    assert alone.rates["runs_wcu_drain"] == pytest.approx(36_000)
+    assert alone.rates["jobs_wcu_drain"] == pytest.approx(36_000)
+    assert all(c.status == "ok" for c in alone.checks), [c for c in alone.checks if c.status != "ok"]
+    assert any("what 90% of the table quota allows: 55.6 s" in change for change in alone.changes)
+    # With the seeds' steady 10K runs/s on top, one history write per run is 43,333 units/s at the
+    # least (2M / 60 s + 10K): over 40,000 whatever the margins, so the quota must be raised.
+    seeds = plan(SEEDS)
+    assert 2_000_000 / 60 + 10_000 > 40_000
+    assert seeds.fleet.table_quota > 40_000
+    assert check(seeds, "runs table writes during the drain").status == "raise"

@@ -5,12 +5,15 @@ The model, in the order `plan()` decides (every number it uses is a field below,
 1. Worker side. A burst of B runs due on one second must be drained within the window S, with
    `margin` of it kept spare for latency tails: the fleet must start B / (S * margin) burst runs a
    second on top of the steady rate. A worker slot (one Lambda invocation of the SQS event-source
-   mapping) cycles ReceiveMessage -> invoke -> `batch` runs one after another -> DeleteMessageBatch,
-   so worker concurrency = runs per second * cycle / batch. Each started run costs its GetItem (jobs
-   table, strongly consistent) and its history write (runs table), so the drain is also bounded by
-   the on-demand per-table quota. The event-source mapping's standard mode adds concurrency at
-   300 a minute from wherever the steady load left it; when that ramp cannot drain the burst in
-   time, the plan switches to provisioned mode with enough minimum pollers (10 invokes each).
+   mapping) cycles ReceiveMessage -> invoke -> `batch` runs, `worker_threads` at a time ->
+   DeleteMessageBatch, so worker concurrency = runs per second * cycle / batch. Each started run
+   costs its overlap hold (jobs table), its read of the run row and its history write (runs table),
+   as `RunCost` has them, so the drain is also bounded by the on-demand per-table quota: when the
+   margin-ed rate would need a raised quota but the rate the current one allows still drains within
+   the window, the plan drains at that rate instead. The event-source mapping's standard mode adds
+   concurrency at 300 a minute from wherever the steady load left it; when that ramp cannot drain
+   the burst in time, the plan switches to provisioned mode with enough minimum pollers (10 invokes
+   each).
 2. Dispatch side. Pre-dispatch hands each tick to SQS up to the look-ahead ahead (DelaySeconds), so
    the burst must be read, sent and stamped before it is due. The first pass that sees it can start
    as late as look-ahead - tick before the due second (the rule's phase is arbitrary), and a pass
@@ -136,14 +139,19 @@ class RunCost:
     """What one run of a kind costs, per run, by table and service (averaged over the kind's runs).
 
     Dispatch-side units (job stamps, due-index moves and reads) are spent while the dispatcher hands
-    the run over; worker-side units (the job's GetItem, the history write) when the run starts.
+    the run over; run-side units (the overlap hold on the job, the reads, the history write) when
+    the run starts and ends. The defaults are a healthy run of an every-minute job under the default
+    overlap policy, `skip`: the hold is a compare-and-set on the job item that returns the job, so
+    the job needs no read of its own; the run row is read once, eventually consistent.
     """
 
     job_writes: float = 0.2  # the dispatcher's stamps per run (one per job per hand-over window, amortized)
-    jobs_wru: float = 0.2  # WRU on the jobs table: the stamps (a job item is <= 1 KB)
+    jobs_wru: float = 0.2  # WRU on the jobs table at dispatch: the stamps (a job item is <= 1 KB)
     due_index_wru: float = 0.4  # WRU on the due GSI: each stamp moves the key = a delete plus a put
+    hold_wru: float = 1.0  # WRU on the jobs table at run time: the overlap hold (0 under `allow`)
     runs_wru: float = 1.0  # WRU on the runs table: one history write
-    jobs_rru: float = 1.0  # RRU on the jobs table: one strongly consistent GetItem of the job
+    jobs_rru: float = 0.0  # RRU on the jobs table at run time: a GetItem of the job (`allow`: 1)
+    runs_rru: float = 0.5  # RRU on the runs table at run time: the run row, eventually consistent
     due_index_rru: float = 0.05  # RRU on the due GSI: a page of 100 entries x 400 B = 10 x 4 KB, halved
     sqs_requests: float = 0.3  # SendMessageBatch + ReceiveMessage + DeleteMessageBatch, 0.1 each
     lambda_invocations: float = 0.1  # worker invocations per run: batches of 10
@@ -152,8 +160,7 @@ class RunCost:
     worker_memory_mb: int = 256
     calls: Mapping[str, float] = field(
         default_factory=lambda: {
-            "DynamoDB.UpdateItem": 0.2,
-            "DynamoDB.PutItem": 1.0,
+            "DynamoDB.UpdateItem": 2.2,  # stamps, the hold, the outcome
             "DynamoDB.GetItem": 1.0,
             "DynamoDB.Query": 0.01,
             "SQS.SendMessageBatch": 0.1,
@@ -166,12 +173,12 @@ class RunCost:
     @property
     def dynamodb_wru(self) -> float:
         """Write request units per run, every table and index."""
-        return self.jobs_wru + self.due_index_wru + self.runs_wru
+        return self.jobs_wru + self.due_index_wru + self.hold_wru + self.runs_wru
 
     @property
     def dynamodb_rru(self) -> float:
         """Read request units per run, every table and index."""
-        return self.jobs_rru + self.due_index_rru
+        return self.jobs_rru + self.runs_rru + self.due_index_rru
 
     @property
     def worker_ms(self) -> float:
@@ -184,8 +191,8 @@ class RunCost:
             return self
         k = 1.0 / self.job_writes
         calls = dict(self.calls)
-        if "DynamoDB.UpdateItem" in calls:
-            calls["DynamoDB.UpdateItem"] = calls["DynamoDB.UpdateItem"] * k
+        if "DynamoDB.UpdateItem" in calls:  # the stamps go from job_writes to one per run
+            calls["DynamoDB.UpdateItem"] = calls["DynamoDB.UpdateItem"] + 1.0 - self.job_writes
         return replace(
             self,
             job_writes=1.0,
@@ -200,8 +207,10 @@ _FIELDS = (
     "job_writes",
     "jobs_wru",
     "due_index_wru",
+    "hold_wru",
     "runs_wru",
     "jobs_rru",
+    "runs_rru",
     "due_index_rru",
     "sqs_requests",
     "lambda_invocations",
@@ -238,12 +247,15 @@ class PerRunCosts:
         """Overlay counts measured by the benchmark on the defaults; missing kinds and keys keep theirs.
 
         Shape: {"kinds": {"recurring": {"dynamodb_wru": .., "dynamodb_rru": .., "sqs_requests": ..,
-        "lambda_invocations": .., "lambda_gb_seconds": .., "sfn_transitions": .., "calls": {..}}, ..}}.
-        A measured DynamoDB total is split over the tables in the proportions of the defaults, except
-        the due index's share when `wru_breakdown` names it ("index:due", as `make bench` writes it);
-        per-table keys (`jobs_wru`, `runs_wru`, ...) override the split. The "burst" kind, unless
-        given, is "recurring_hourly" if measured (one tick per hand-over window), else "recurring"
-        with one stamp per run.
+        "lambda_invocations": .., "lambda_gb_seconds": .., "sfn_transitions": .., "calls": {..},
+        "units": {"dispatch": {"jobs_wru": .., "due_index_wru": .., ..}, "run": {..}}}, ..}}.
+        `units` (as `make bench` writes it) gives each table's units by the phase that spent them, and
+        sets the per-table fields exactly: the dispatch phase's jobs writes are the stamps, the run
+        phase's (and its workflows') jobs writes are the holds. Without it, a measured DynamoDB total
+        is split over the tables in the proportions of the defaults, except the due index's share
+        when `wru_breakdown` names it ("index:due"). Per-table keys (`jobs_wru`, `hold_wru`, ...)
+        override either. The "burst" kind, unless given, is "recurring_hourly" if measured (one tick
+        per hand-over window), else "recurring" with one stamp per run.
         """
         raw = data.get("kinds", {})
         if not isinstance(raw, Mapping):
@@ -270,20 +282,33 @@ class PerRunCosts:
                 cost,
                 jobs_wru=cost.jobs_wru * k,
                 due_index_wru=cost.due_index_wru * k,
+                hold_wru=cost.hold_wru * k,
                 runs_wru=cost.runs_wru * k,
             )
         breakdown = given.get("wru_breakdown")
         if isinstance(breakdown, Mapping) and "index:due" in breakdown:
             due = _number(kind, "wru_breakdown.index:due", breakdown["index:due"])
             rest = max(0.0, cost.dynamodb_wru - due)
-            tables = cost.jobs_wru + cost.runs_wru
-            jobs_share = cost.jobs_wru / tables if tables > 0 else 0.0
+            tables = cost.jobs_wru + cost.hold_wru + cost.runs_wru
+            k = rest / tables if tables > 0 else 0.0
             cost = replace(
-                cost, due_index_wru=due, jobs_wru=rest * jobs_share, runs_wru=rest * (1 - jobs_share)
+                cost,
+                due_index_wru=due,
+                jobs_wru=cost.jobs_wru * k,
+                hold_wru=cost.hold_wru * k,
+                runs_wru=cost.runs_wru * k,
             )
         if "dynamodb_rru" in given and base.dynamodb_rru > 0:
             k = _number(kind, "dynamodb_rru", given["dynamodb_rru"]) / base.dynamodb_rru
-            cost = replace(cost, jobs_rru=cost.jobs_rru * k, due_index_rru=cost.due_index_rru * k)
+            cost = replace(
+                cost,
+                jobs_rru=cost.jobs_rru * k,
+                runs_rru=cost.runs_rru * k,
+                due_index_rru=cost.due_index_rru * k,
+            )
+        units = given.get("units")
+        if units is not None:
+            cost = replace(cost, **PerRunCosts._by_phase(kind, units))
         updates: dict[str, Any] = {
             key: _number(kind, key, given[key]) for key in _FIELDS if key in given and key not in _TOTALS
         }
@@ -296,6 +321,29 @@ class PerRunCosts:
                 **{str(k): _number(kind, f"calls.{k}", v) for k, v in calls.items()},
             }
         return replace(cost, **updates)
+
+    @staticmethod
+    def _by_phase(kind: str, units: Any) -> dict[str, Any]:
+        """The per-table fields from units by phase ("dispatch", "run", "workflow"; "api" is not planned)."""
+        if not isinstance(units, Mapping) or not all(isinstance(v, Mapping) for v in units.values()):
+            raise ValueError(f"costs: kinds.{kind}.units must map phases to objects")
+
+        def unit(phase: str, key: str) -> float:
+            value = units.get(phase, {}).get(key, 0.0)
+            return _number(kind, f"units.{phase}.{key}", value)
+
+        run_side = ("run", "workflow")
+        stamps = unit("dispatch", "jobs_wru")
+        return {
+            "job_writes": stamps,  # a job item is <= 1 KB: one WRU per stamp
+            "jobs_wru": stamps,
+            "due_index_wru": unit("dispatch", "due_index_wru"),
+            "due_index_rru": unit("dispatch", "due_index_rru"),
+            "hold_wru": sum(unit(p, "jobs_wru") for p in run_side),
+            "runs_wru": sum(unit(p, "runs_wru") for p in run_side),
+            "jobs_rru": sum(unit(p, "jobs_rru") for p in run_side),
+            "runs_rru": sum(unit(p, "runs_rru") for p in run_side),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +378,7 @@ class Fleet:
     lookahead_s: int  # JOBSCHED_LOOKAHEAD_SECONDS
     tick_s: int
     page_size: int
+    worker_threads: int  # JOBSCHED_WORKER_CONCURRENCY: runs of a batch a worker executes at once
     dispatcher_parallelism: int  # in-flight calls per shard pass (sends, then stamps)
     dispatch_pace: float  # runs/s per shard the dispatcher is held to (0: unpaced)
     worker_concurrency: int  # the mapping's maximum concurrency / the worker's reserved concurrency
@@ -412,14 +461,18 @@ def _units(size: int, unit: int) -> int:
     return max(1, math.ceil(size / unit))
 
 
-def slot_cycle_s(cost: RunCost, latencies: Latencies, batch: int, handler_ms: float = 0.0) -> float:
-    """One worker slot's mean cycle for a full batch: receive, invoke, the runs one after another, delete.
+def slot_cycle_s(
+    cost: RunCost, latencies: Latencies, batch: int, handler_ms: float = 0.0, threads: int = 1
+) -> float:
+    """One worker slot's mean cycle for a full batch: receive, invoke, the runs, delete.
 
-    Call latencies are p50s (their mean is `mean_factor` higher); the per-run time comes from measured
-    GB-seconds, already a mean.
+    The worker runs `threads` of its batch at once (JOBSCHED_WORKER_CONCURRENCY), in rounds as slow
+    as their slowest run. Call latencies are p50s (their mean is `mean_factor` higher); the per-run
+    time comes from measured GB-seconds, already a mean, and is drawn log-normal around it.
     """
     calls = (2 * latencies.sqs_ms + latencies.invoke_ms) * latencies.mean_factor
-    return (calls + batch * (cost.worker_ms + handler_ms)) / 1000
+    median = (cost.worker_ms + handler_ms) / latencies.mean_factor
+    return (calls + _rounds_ms(median, batch, max(1, threads), latencies)) / 1000
 
 
 def _rounds_ms(median_ms: float, calls: int, parallelism: int, latencies: Latencies) -> float:
@@ -523,6 +576,7 @@ def plan(
     tick_s: int = 60,
     page_size: int = 100,
     batch_size: int = 10,
+    worker_threads: int = 10,
     per_run: PerRunCosts | None = None,
     limits: Limits | None = None,
     latencies: Latencies | None = None,
@@ -551,6 +605,7 @@ def plan(
         "tick": tick_s >= 1,
         "page size": page_size >= 1,
         "batch size": batch_size >= 1,
+        "worker threads": worker_threads >= 1,
     }
     wrong = [name for name, fine in wanted.items() if not fine]
     if wrong:
@@ -562,11 +617,37 @@ def plan(
     changes: list[str] = []
 
     # -- 1. workers --------------------------------------------------------------------------------
-    cycle = slot_cycle_s(hot, lat, batch_size, workload.handler_ms)
+    cycle = slot_cycle_s(hot, lat, batch_size, workload.handler_ms, worker_threads)
     per_slot = batch_size / cycle  # runs/s one worker slot starts
     steady_concurrency = max(limits.esm_standard_initial, math.ceil(bg / per_slot))
     drain_budget = workload.window_s * margin
     burst_rate = burst / drain_budget if burst else 0.0
+    # Each table's units a second while the burst drains at `rate`, per run of it and of the steady
+    # load: (burst's, steady's). The jobs table takes the overlap holds while the steady stamps go on.
+    drain_loads = {
+        "runs table writes": (hot.runs_wru, steady.runs_wru),
+        "jobs table writes": (hot.hold_wru, steady.hold_wru + steady.jobs_wru),
+        "jobs table reads": (hot.jobs_rru, steady.jobs_rru),
+        "runs table reads": (hot.runs_rru, steady.runs_rru),
+    }
+    usable_now = limits.table_quota * quota_utilization
+    by_quota = min(
+        (
+            (usable_now - bg * per_steady) / per_burst
+            for per_burst, per_steady in drain_loads.values()
+            if per_burst
+        ),
+        default=math.inf,
+    )
+    if burst and by_quota < burst_rate and by_quota > 0 and burst / by_quota <= workload.window_s:
+        # The margin-ed rate would need a raised quota, but the rate the current one allows still
+        # drains within the window: drain at that rate, with less slack, instead of raising it.
+        burst_rate = by_quota
+        drain_budget = burst / by_quota
+        changes.append(
+            f"drain the burst at {by_quota:,.0f} runs/s, what {quota_utilization:.0%} of the table quota "
+            f"allows: {drain_budget:.1f} s of the {workload.window_s:g} s window"
+        )
     worker_rate = burst_rate + bg
     needed_concurrency = math.ceil(worker_rate / per_slot)
     worker_concurrency = concurrency if concurrency is not None else needed_concurrency
@@ -596,12 +677,14 @@ def plan(
     else:
         min_pollers = 0
         drain_s = std_drain
-    runs_wcu = burst_rate * hot.runs_wru + bg * steady.runs_wru
-    jobs_rcu_drain = burst_rate * hot.jobs_rru + bg * steady.jobs_rru
-    worker_quota = max(runs_wcu, jobs_rcu_drain)
+    runs_wcu, jobs_wcu_drain, jobs_rcu_drain, runs_rcu_drain = (
+        burst_rate * per_burst + bg * per_steady for per_burst, per_steady in drain_loads.values()
+    )
+    worker_quota = max(runs_wcu, jobs_wcu_drain, jobs_rcu_drain, runs_rcu_drain)
 
     # -- 2. dispatch ---------------------------------------------------------------------------------
-    bg_jobs_wcu = bg * steady.jobs_wru
+    # While the burst is handed over, the jobs table also takes the steady runs' stamps and holds.
+    bg_jobs_wcu = bg * (steady.jobs_wru + steady.hold_wru)
     bg_index_wcu = bg * steady.due_index_wru
     # A table is planned to run at most `quota_utilization` of its quota: the rest absorbs the steady
     # load's variance and retries.
@@ -724,7 +807,13 @@ def plan(
         "due index (GSI) writes during dispatch", dispatch_index_wcu, quota, "WCU/s", soft=limits.table_quota,
     )  # fmt: skip
     check("runs table writes during the drain", runs_wcu, quota, "WCU/s", soft=limits.table_quota)
-    check("jobs table reads during the drain", jobs_rcu_drain, quota, "RCU/s", soft=limits.table_quota)
+    check(
+        "jobs table writes during the drain", jobs_wcu_drain, quota, "WCU/s", soft=limits.table_quota,
+        note="the runs' overlap holds, and the steady load's stamps",
+    )  # fmt: skip
+    if jobs_rcu_drain > 0:
+        check("jobs table reads during the drain", jobs_rcu_drain, quota, "RCU/s", soft=limits.table_quota)
+    check("runs table reads during the drain", runs_rcu_drain, quota, "RCU/s", soft=limits.table_quota)
     check(
         "burst + steady runs due meanwhile drained within the window",
         drain_s,
@@ -846,7 +935,9 @@ def plan(
         "jobs_wcu_dispatch": dispatch_jobs_wcu,
         "due_index_wcu_dispatch": dispatch_index_wcu,
         "runs_wcu_drain": runs_wcu,
+        "jobs_wcu_drain": jobs_wcu_drain,
         "jobs_rcu_drain": jobs_rcu_drain,
+        "runs_rcu_drain": runs_rcu_drain,
         "lambda_concurrency_needed": float(account_needed),
         "new_worker_environments": float(new_envs),
         # Jitter that spreads the burst over at least this many seconds keeps the fleet ahead of it.
@@ -859,6 +950,7 @@ def plan(
         lookahead_s=lookahead,
         tick_s=tick_s,
         page_size=page_size,
+        worker_threads=worker_threads,
         dispatcher_parallelism=p,
         dispatch_pace=pace,
         worker_concurrency=worker_concurrency,

@@ -271,6 +271,7 @@ def _capacity_report(plan: Plan, sim: SimResult | None) -> str:
     mapping = f"{fleet.esm_mode} mode, maximum concurrency {fleet.worker_concurrency:,}"
     if fleet.esm_mode == "provisioned":
         mapping += f", {fleet.min_pollers} minimum pollers"
+    mapping += f"; batches of {fleet.batch_size}, {fleet.worker_threads} runs at once"
     settings = [
         ["shards (JOBSCHED_SHARD_COUNT)", f"{fleet.shards}"],
         ["look-ahead (JOBSCHED_LOOKAHEAD_SECONDS)", f"{fleet.lookahead_s} s"],
@@ -310,7 +311,9 @@ def _capacity_report(plan: Plan, sim: SimResult | None) -> str:
         ["jobs table WCU/s during dispatch", f"{r['jobs_wcu_dispatch']:,.0f}"],
         ["due index WCU/s during dispatch", f"{r['due_index_wcu_dispatch']:,.0f}"],
         ["runs table WCU/s during the drain", f"{r['runs_wcu_drain']:,.0f}"],
+        ["jobs table WCU/s during the drain (holds)", f"{r['jobs_wcu_drain']:,.0f}"],
         ["jobs table RCU/s during the drain", f"{r['jobs_rcu_drain']:,.0f}"],
+        ["runs table RCU/s during the drain", f"{r['runs_rcu_drain']:,.0f}"],
         [
             "drain, analytic (standard mode would take)",
             f"{_seconds(r['drain_s'])} ({_seconds(r['standard_mode_drain_s'])})",
@@ -349,9 +352,10 @@ def _capacity_report(plan: Plan, sim: SimResult | None) -> str:
                         f"{sim.peak_index_wcu:,.0f} / {sim.peak_jobs_wcu:,.0f} WCU/s",
                     ],
                     [
-                        "runs table writes / jobs table reads",
-                        f"{sim.peak_runs_wcu:,.0f} WCU/s / {sim.peak_jobs_rcu:,.0f} RCU/s",
+                        "runs table writes / reads",
+                        f"{sim.peak_runs_wcu:,.0f} WCU/s / {sim.peak_runs_rcu:,.0f} RCU/s",
                     ],
+                    ["jobs table reads", f"{sim.peak_jobs_rcu:,.0f} RCU/s"],
                     ["time spent waiting on DynamoDB limits", f"{sim.throttled_s:,.1f} s"],
                 ],
                 ["measured", "value"],
@@ -415,6 +419,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
                 lookahead_s=args.lookahead,
                 parallelism=args.parallelism,
                 concurrency=args.concurrency,
+                worker_threads=args.worker_threads,
                 esm_mode=args.esm,
                 per_run=per_run,
                 latencies=latencies,
@@ -576,6 +581,12 @@ def parser() -> argparse.ArgumentParser:
         "--parallelism", type=int, help="dispatcher calls in flight per shard (default: recommended)"
     )
     p.add_argument("--concurrency", type=int, help="worker concurrency (default: recommended)")
+    p.add_argument(
+        "--worker-threads",
+        type=int,
+        default=10,
+        help="runs of a batch a worker executes at once (JOBSCHED_WORKER_CONCURRENCY; CDK: 10)",
+    )
     p.add_argument("--esm", choices=["standard", "provisioned"], help="event-source mapping mode")
     p.add_argument("--table-quota", type=float, default=40_000.0, help="DynamoDB table-level quota now")
     p.add_argument("--account-concurrency", type=int, default=1_000, help="Lambda account concurrency now")

@@ -17,12 +17,14 @@ draws every latency, so a seed gives the same result every time. What one event 
   is rounded down and the worker waits out the rest) or at once when sent late, received oldest
   first (SQS standard orders best-effort; on one due second the order changes nobody's lateness).
 - Workers: one event per batch (at most `batch_size` runs): receive, a cold start when the batch
-  needs a new execution environment (at most 1,000 new ones per 10 s), invoke, its runs one after
-  another at one per-run time drawn for the batch, delete. A batch starts only while concurrency is
+  needs a new execution environment (at most 1,000 new ones per 10 s), invoke, its runs
+  `worker_threads` at a time (each round as slow as its slowest draw), delete. A batch starts only
+  while concurrency is
   below the smallest of the mapping's maximum concurrency, the account's concurrency less one per
   shard (the dispatchers), and the mapping's current level, which ramps while messages wait
   (standard: +300 a minute from the steady level; provisioned: +1,000 a minute from minimum
-  pollers x 10). A batch takes its runs' GetItems and history writes from the tables' limits first.
+  pollers x 10). A batch takes its runs' reads, overlap holds and history writes from the tables'
+  limits first.
 - Steady load: batches due as a Poisson process at the steady rate, handed over long before (so
   visible on their due second), sharing the queue, the fleet and the tables with the burst.
 
@@ -73,6 +75,7 @@ class SimResult:
     peak_jobs_wcu: float
     peak_runs_wcu: float
     peak_jobs_rcu: float
+    peak_runs_rcu: float
     throttled_s: float  # summed waits of pages and batches on a DynamoDB limit
     events: int
 
@@ -208,6 +211,7 @@ def simulate(
 
     k = fleet.shards
     batch = fleet.batch_size
+    threads = max(1, fleet.worker_threads)
     burst = wl.burst
     window = wl.window_s
     horizon = horizon_s if horizon_s is not None else 4 * max(window, 60.0)
@@ -220,10 +224,12 @@ def simulate(
 
     # -- limits --------------------------------------------------------------------------------------
     quota = fleet.table_quota
+    # The steady load's stamps are not simulated (its runs are): they take their share up front.
     jobs_w = _Rate(quota - steady_rate * steady_cost.jobs_wru)
     index_w = _Rate(quota - steady_rate * steady_cost.due_index_wru)
     runs_w = _Rate(quota)
     jobs_r = _Rate(quota)
+    runs_r = _Rate(quota)
     wru_delete = max(1, math.ceil(plan.sizes.due_entry / 1024))
     partitions = [_Rate(lim.partition_wcu) for _ in range(k)]
     paces = [_Pacer(fleet.dispatch_pace) for _ in range(k)]
@@ -258,7 +264,7 @@ def simulate(
     )
 
     # -- the worker fleet ----------------------------------------------------------------------------
-    cycle = slot_cycle_s(steady_cost, lat, batch, wl.handler_ms)
+    cycle = slot_cycle_s(steady_cost, lat, batch, wl.handler_ms, threads)
     steady_level = max(lim.esm_standard_initial, math.ceil(steady_rate * cycle / batch))
     if fleet.esm_mode == "provisioned":
         level = float(max(steady_level, fleet.min_pollers * lim.esm_invokes_per_poller))
@@ -273,12 +279,13 @@ def simulate(
     cold_starts = 0
     ready: deque[tuple[float, int, bool]] = deque()
     origin = min(first_pass, -3.0)
-    meters = {name: _Meter(origin, horizon) for name in ("index", "jobs_w", "runs_w", "jobs_r")}
+    meters = {name: _Meter(origin, horizon) for name in ("index", "jobs_w", "runs_w", "jobs_r", "runs_r")}
     meters["partition"] = _Meter(origin, horizon, keys=k)
     burst_hist, steady_hist = _Hist(horizon), _Hist(horizon)
     burst_bins, steady_bins = burst_hist.bins, steady_hist.bins
     last_bin = len(burst_bins) - 1
     reads_row, writes_row = meters["jobs_r"].seconds[0], meters["runs_w"].seconds[0]
+    holds_row, run_reads_row = meters["jobs_w"].seconds[0], meters["runs_r"].seconds[0]
     origin_s, last_second = meters["jobs_r"].origin, len(reads_row) - 1
     burst_left = burst
     drain_end = -math.inf
@@ -311,21 +318,35 @@ def simulate(
             invoked = t + draw(lat.sqs_ms) + draw(lat.invoke_ms) + cold
             cost = hot if is_burst else steady_cost
             reads, writes = n * cost.jobs_rru, n * cost.runs_wru
-            go = max(invoked, jobs_r.take(invoked, reads), runs_w.take(invoked, writes))
+            holds, run_reads = n * cost.hold_wru, n * cost.runs_rru
+            go = max(
+                invoked,
+                jobs_r.take(invoked, reads),
+                runs_w.take(invoked, writes),
+                jobs_w.take(invoked, holds),
+                runs_r.take(invoked, run_reads),
+            )
             throttled += go - invoked
             second = min(last_second, max(0, math.floor(go) - origin_s))
             reads_row[second] += reads
             writes_row[second] += writes
-            per_run = draw(per_run_ms if is_burst else steady_per_run_ms)
+            holds_row[second] += holds
+            run_reads_row[second] += run_reads
+            median = per_run_ms if is_burst else steady_per_run_ms
             begin = go if go > fire else fire
             late_ms = (begin - fire) * 1000
-            step_ms = per_run * 1000
-            if is_burst or fire >= 0:
-                bins = burst_bins if is_burst else steady_bins
-                for i in range(n):
-                    b = int(late_ms + i * step_ms)
-                    bins[b if b < last_bin else last_bin] += 1
-            end = begin + n * per_run + draw(lat.sqs_ms)
+            record = is_burst or fire >= 0
+            bins = burst_bins if is_burst else steady_bins
+            # The batch runs `threads` at once, each round as slow as its slowest run.
+            spent, left = 0.0, n
+            while left > 0:
+                c = threads if left > threads else left
+                if record:
+                    b = int(late_ms + spent * 1000)
+                    bins[b if b < last_bin else last_bin] += c
+                spent += slowest(median, c)
+                left -= c
+            end = begin + spent + draw(lat.sqs_ms)
             if is_burst:
                 burst_left -= n
                 if end > drain_end:
@@ -441,6 +462,7 @@ def simulate(
         peak_jobs_wcu=meters["jobs_w"].peak() + steady_rate * steady_cost.jobs_wru,
         peak_runs_wcu=meters["runs_w"].peak(),
         peak_jobs_rcu=meters["jobs_r"].peak(),
+        peak_runs_rcu=meters["runs_r"].peak(),
         throttled_s=throttled,
         events=events,
     )
