@@ -15,10 +15,15 @@ from jobsched_infra.stack import JobschedStack, new_app
 app = new_app(outdir=os.environ.get("CDK_OUTDIR") or str(REPO_ROOT / "cdk.out"))
 with_dependencies = os.environ.get("JOBSCHED_LAYER_NO_DEPS") != "1"
 layer_dir = build_layer(REPO_ROOT / "build" / "layer", with_dependencies=with_dependencies)
-# Fleet sizing (see `jobsched capacity`): `cdk deploy -c shards=24 -c dispatcher_invocations=6`.
+# Fleet sizing (see `jobsched capacity`):
+# `cdk deploy -c shards=24 -c dispatcher_invocations=6 -c dispatch_pace=750`.
 options = {
     key: int(app.node.try_get_context(name))
-    for key, name in (("shard_count", "shards"), ("dispatcher_invocations", "dispatcher_invocations"))
+    for key, name in (
+        ("shard_count", "shards"),
+        ("dispatcher_invocations", "dispatcher_invocations"),
+        ("dispatch_pace", "dispatch_pace"),
+    )
     if app.node.try_get_context(name) is not None
 }
 JobschedStack(

@@ -39,6 +39,9 @@ DEFAULT_SHARD_COUNT = 16
 # A recurring job's ticks go out this far ahead (SQS allows 900 s of delay), so a frequent job's
 # due entry moves once per 14 minutes instead of once per tick: the cheapest healthy run.
 HANDOVER_HORIZON_SECONDS = 840
+# Due entries a shard pass hands over per second at most: 80% of a due-index partition's 1,000 write
+# units a second, the partition a burst's entries move out of (`-c dispatch_pace=N`, 0: unpaced).
+DEFAULT_DISPATCH_PACE = 800
 # Runs per worker invocation (the SQS event source's batch), executed at once (worker_concurrency).
 WORKER_BATCH_SIZE = 10
 METRICS_NAMESPACE = "jobsched"
@@ -59,6 +62,7 @@ class JobschedStack(Stack):
         layer_dir: Path,
         shard_count: int = DEFAULT_SHARD_COUNT,
         dispatcher_invocations: int = 1,
+        dispatch_pace: int = DEFAULT_DISPATCH_PACE,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -92,6 +96,7 @@ class JobschedStack(Stack):
             c.TICK_SECONDS_ENV: str(int(TICK.to_seconds())),
             c.HANDOVER_HORIZON_SECONDS_ENV: str(HANDOVER_HORIZON_SECONDS),
             c.WORKER_CONCURRENCY_ENV: str(WORKER_BATCH_SIZE),
+            c.DISPATCH_PACE_ENV: str(dispatch_pace),
             POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
         }
 

@@ -12,7 +12,13 @@ from jobsched import constants as c
 from jobsched import resources
 from jobsched.workflows import dag_definition, failure_definition
 from jobsched_infra.layer import build_layer, layer_requirements
-from jobsched_infra.stack import DEFAULT_SHARD_COUNT, JobschedStack, new_app, template_json
+from jobsched_infra.stack import (
+    DEFAULT_DISPATCH_PACE,
+    DEFAULT_SHARD_COUNT,
+    JobschedStack,
+    new_app,
+    template_json,
+)
 from tests.infra.synth import Synth, listed_actions, state_machine_definition, synthesize, task_resources
 
 pytestmark = pytest.mark.infra
@@ -175,6 +181,8 @@ def test_it_tells_each_function_where_its_resources_are(synth: Synth, name: str)
     assert env[c.SHARD_COUNT_ENV] == str(DEFAULT_SHARD_COUNT) == "16"
     assert env[c.LEASE_SECONDS_ENV] == str(resources.EXECUTION_QUEUE.visibility_timeout_seconds)
     assert env[c.TICK_SECONDS_ENV] == "60"  # the rule's rate
+    # 80% of a due-index partition's 1,000 writes a second
+    assert env[c.DISPATCH_PACE_ENV] == str(DEFAULT_DISPATCH_PACE) == "800"
     assert env["POWERTOOLS_SERVICE_NAME"] == f"jobsched-{name}"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "jobsched"
     assert env.get(c.TENANT_SOURCE_ENV) == ("iam" if name == "api" else None)
@@ -229,12 +237,16 @@ def test_it_ticks_the_dispatcher_every_minute(synth: Synth) -> None:
 
 
 def test_a_fleet_ticks_several_dispatcher_invocations_each_with_its_shards(tmp_path: Path) -> None:
-    fleet = synthesize(tmp_path, shard_count=24, dispatcher_invocations=6)
+    fleet = synthesize(tmp_path, shard_count=24, dispatcher_invocations=6, dispatch_pace=750)
     rules = fleet.template.find_resources("AWS::Events::Rule")
     targets = [t for rule in rules.values() for t in rule["Properties"]["Targets"]]
     assert len(rules) == 2 and len(targets) == 6  # at most 5 targets per rule
     groups = [json.loads(t["Input"])["shards"] for t in targets]
     assert sorted(s for g in groups for s in g) == list(range(24)) and all(len(g) == 4 for g in groups)
+    env = fleet.resource(fleet.logical_id(fleet.function("dispatcher")))["Properties"]["Environment"][
+        "Variables"
+    ]
+    assert env[c.DISPATCH_PACE_ENV] == "750"
 
 
 def test_it_feeds_the_worker_from_the_execution_queue_with_partial_batch_failures(synth: Synth) -> None:

@@ -849,7 +849,8 @@ def plan(
         )
     changes.append(
         f"dispatcher: one invocation per shard per tick, {p} calls in flight (boto3 max_pool_connections "
-        f">= {p}), paced at {pace:,.0f} runs/s per shard"
+        f">= {p}), paced at {math.floor(pace):,} due entries/s per shard: JOBSCHED_DISPATCH_PACE="
+        f"{math.floor(pace)} (cdk deploy -c dispatch_pace={math.floor(pace)})"
     )
     if mode == "provisioned":
         changes.append(

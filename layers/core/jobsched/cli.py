@@ -266,7 +266,7 @@ def _capacity_report(plan: Plan, sim: SimResult | None) -> str:
     ]
     dispatcher = (
         f"one invocation per shard per tick, {fleet.dispatcher_parallelism} calls in flight, "
-        f"paced at {fleet.dispatch_pace:,.0f} runs/s per shard"
+        f"paced at {math.floor(fleet.dispatch_pace):,} due entries/s per shard (JOBSCHED_DISPATCH_PACE)"
     )
     mapping = f"{fleet.esm_mode} mode, maximum concurrency {fleet.worker_concurrency:,}"
     if fleet.esm_mode == "provisioned":

@@ -42,6 +42,10 @@ class Settings(BaseModel):
     # slow handler no longer holds up the rest of its batch, and an invocation's billed duration
     # is about its slowest run rather than the sum of its runs.
     worker_concurrency: int = Field(default=1, ge=1, le=10)
+    # Due entries a shard pass hands over per second at most (0: as fast as its calls return). Each
+    # moves out of its "<minute>#<shard>" due-index partition, one write unit, and a partition takes
+    # 1,000 a second: a burst's shard is paced below that (`jobsched capacity` says how far).
+    dispatch_pace: int = Field(default=0, ge=0, le=100_000)
     handler_modules: tuple[str, ...] = ()
 
     @classmethod
@@ -64,6 +68,7 @@ class Settings(BaseModel):
             "lease_seconds": c.LEASE_SECONDS_ENV,
             "handover_horizon_seconds": c.HANDOVER_HORIZON_SECONDS_ENV,
             "worker_concurrency": c.WORKER_CONCURRENCY_ENV,
+            "dispatch_pace": c.DISPATCH_PACE_ENV,
         }
         for field, name in optional.items():
             if env.get(name):
@@ -90,6 +95,7 @@ class Settings(BaseModel):
             c.LEASE_SECONDS_ENV: str(self.lease_seconds),
             c.HANDOVER_HORIZON_SECONDS_ENV: str(self.handover_horizon_seconds),
             c.WORKER_CONCURRENCY_ENV: str(self.worker_concurrency),
+            c.DISPATCH_PACE_ENV: str(self.dispatch_pace),
         }
         if self.handler_modules:
             env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -192,6 +193,26 @@ class ShardReport:
     jobs: int = 0
     runs_sent: int = 0
     interrupted: bool = False
+    paced_out: bool = False  # the pace would have kept the pass past its lease: the rest is next pass's
+
+
+@dataclass
+class Pace:
+    """At most `rate` items a second, a page at a time: a page may start once the pages before it
+    have had their share of time (1 / rate a item), so a burst goes out at the rate, not above it.
+
+    Hand-written rather than a rate-limiting library: it is four lines, it must run on the
+    dispatcher's own monotonic clock (tests drive it), and a pass sleeps rather than retries.
+    """
+
+    rate: float
+    ready_at: float = -math.inf  # when the next page may start, on the monotonic clock
+
+    def wait(self, items: int, now: float) -> float:
+        """Seconds to wait before a page of `items` goes out at `now`; books its share of time."""
+        start = max(now, self.ready_at)
+        self.ready_at = start + items / self.rate
+        return start - now
 
 
 @dataclass
@@ -227,6 +248,9 @@ class Dispatcher:
     # page of 100 jobs is 10 sends and 100 conditional writes, ~5 ms each, so sequential calls
     # would cap a shard near 150 runs/s (the boto3 connection pool is sized for it in wiring).
     io_workers: int = 16
+    # Real time, for the pace only (the schedule's time is `clock`): tests substitute both.
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
 
     # -- the EventBridge tick ---------------------------------------------------------------------
     def dispatch_all(self, shards: Iterable[int] | None = None) -> DispatchReport:
@@ -243,12 +267,15 @@ class Dispatcher:
         now = self.clock.now()
         # The lease runs out before the next tick, so a pass that died holding it delays its
         # shard by one tick at most; a live pass finishes well within it (one page is ~100 jobs).
-        lease = self.jobs.acquire_shard(
-            shard, owner=self.owner, now=now, lease_seconds=max(10, self.settings.tick_seconds - 5)
-        )
+        lease_seconds = max(10, self.settings.tick_seconds - 5)
+        lease = self.jobs.acquire_shard(shard, owner=self.owner, now=now, lease_seconds=lease_seconds)
         if lease is None:
             return report
         report.leased = True
+        # A paced pass stops before its lease runs out (with a tenth of it to spare for the page in
+        # flight and the release), so no other dispatcher takes the shard while it still sends.
+        pace = Pace(self.settings.dispatch_pace) if self.settings.dispatch_pace else None
+        stop_at = self.monotonic() + 0.9 * lease_seconds
         until = now + timedelta(seconds=self.settings.lookahead_seconds)
         # Always re-read the recent past too: an API request that crashed between writing a
         # due-soon job and handing it over leaves an entry behind the last window; this finds it.
@@ -272,15 +299,25 @@ class Dispatcher:
             for name in buckets:
                 watermark = name
                 cursor: dict[str, Any] | None = None
-                while True:
+                while not report.paced_out:
                     page = self.jobs.due_page(f"{name}#{shard}", until=until, cursor=cursor, limit=PAGE_SIZE)
                     report.items_read += page.items_read
                     entries = [DueEntry.from_index(e) for e in page.entries]
+                    if pace and entries:
+                        wait = pace.wait(len(entries), self.monotonic())
+                        if self.monotonic() + wait > stop_at:
+                            # The page stays in the index; the next pass starts at this bucket.
+                            report.paced_out = True
+                            break
+                        if wait > 0:
+                            self.sleep(wait)
                     report.jobs += len(entries)
                     report.runs_sent += self.hand_over(entries, now=now, until=until)
                     cursor = page.cursor
                     if not cursor:
                         break
+                if report.paced_out:
+                    break
                 report.buckets += 1
         except (JobschedError, ClientError, BotoCoreError) as exc:
             report.interrupted = True
