@@ -39,7 +39,11 @@ Assumptions (printed with the table):
   queue and its redrive queue) are a fixed cost per minute; scheduled EventBridge rules are free;
   X-Ray, CloudWatch Logs/metrics and storage are not counted.
 
-Results: a table on stdout and JSON (bench/results/costs.json, or --out). `run(quick)` and
+Results: a table on stdout and JSON (bench/results/costs.json, or --out); per kind, besides the
+priced amounts, `units`: every table's read and write units per run by the phase that spent them
+("dispatch": the hand-over's stamps and index moves; "run": the worker's hold, reads and history;
+"api"; "workflow": the Step Functions integrations), which `jobsched capacity --costs` plans with.
+`run(quick)` and
 `render(results)` are what `python -m bench` calls. It runs against whatever `jobsched` is first on
 the path (e.g. PYTHONPATH=/tmp/before/layers/core to measure another checkout's core).
 """
