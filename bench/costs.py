@@ -747,6 +747,11 @@ KINDS: tuple[Kind, ...] = (
         _recurring("* * * * *", 30, 5, 20, overlap_policy="allow"),
     ),
     Kind("recurring_hourly", "hourly", _recurring("0 * * * *", 360, 120, 20)),
+    Kind(
+        "recurring_4kb",
+        "every minute, skip, 4 KB payload",
+        _recurring("* * * * *", 28, 14, 10, payload={"seconds": 0, "blob": "x" * 4000}),
+    ),
     Kind("one_off", "one-off via API, due in 5 min", _one_offs(timedelta(minutes=5), 20)),
     Kind("one_off_due_soon", "one-off via API, due in 30 s", _one_offs(timedelta(seconds=30), 20)),
     Kind(
@@ -761,7 +766,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     Kind("dag_member", "DAG node (A,B -> C -> D, one-off, via API)", _dags(5)),
 )
-_HANDLERS = {"retried_once": "demo.flaky", "retried_twice": "demo.flaky"}
+_HANDLERS = {"retried_once": "demo.flaky", "retried_twice": "demo.flaky", "recurring_4kb": "demo.sleep"}
 
 
 # -- pricing ----------------------------------------------------------------------------------------------
