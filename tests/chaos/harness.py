@@ -237,7 +237,14 @@ def run(
             # at once would record it CANCELLED, or never hand it over, and read as a loss.
             faults.active = crashes.active = False
         if step % 40 == 0 and step < load_seconds - 60:
-            create(CreateJobRequest(type="recurring", handler="chaos.effect", cron_expr="*/10 * * * * *"))
+            # Every other recurring job carries a payload too big for its job item: stored apart and
+            # read by each run, under the same faults.
+            pad = {"pad": "p" * 600} if step % 80 == 0 else {}
+            create(
+                CreateJobRequest(
+                    type="recurring", handler="chaos.effect", cron_expr="*/10 * * * * *", payload=pad
+                )
+            )
             create(
                 CreateJobRequest(
                     type="one_off",

@@ -310,3 +310,10 @@ def test_the_burst_alone_drains_within_the_default_quota_at_the_rate_it_allows()
     assert 2_000_000 / 60 + 10_000 > 40_000
     assert seeds.fleet.table_quota > 40_000
     assert check(seeds, "runs table writes during the drain").status == "raise"
+
+
+def test_the_model_stops_a_paced_pass_where_the_dispatcher_does() -> None:
+    from jobsched import capacity
+    from jobsched.services import dispatch
+
+    assert capacity.PASS_SHARE_OF_LEASE == dispatch.PASS_SHARE_OF_LEASE

@@ -16,8 +16,8 @@ The model, in the order `plan()` decides (every number it uses is a field below,
    each).
 2. Dispatch side. Pre-dispatch hands each tick to SQS up to the look-ahead ahead (DelaySeconds), so
    the burst must be read, sent and stamped before it is due. The first pass that sees it can start
-   as late as look-ahead - tick before the due second (the rule's phase is arbitrary), and a pass
-   holds its shard lease tick - 5 s, so that is the dispatch budget. Stamping a burst job moves its
+   as late as look-ahead - tick before the due second (the rule's phase is arbitrary), and a paced
+   pass works 90% of its shard lease (tick - 5 s), so that is the dispatch budget. Stamping a burst job moves its
    due-index key (a delete on "<burst minute>#<shard>" and a put on its next tick's partition), so
    each burst run costs 1 job write + 2 index writes; the index is a GSI with its own per-table
    quota. The look-ahead is lengthened (never past SQS's 900 s delay cap) until the dispatch rate
@@ -41,6 +41,9 @@ from typing import Any, Literal
 
 KIB = 1024
 SECONDS_PER_DAY = 86_400
+# services/dispatch.py's PASS_SHARE_OF_LEASE (this module imports nothing that does I/O; a test
+# checks the two agree): a paced pass stops at this share of its lease.
+PASS_SHARE_OF_LEASE = 0.9
 
 EsmMode = Literal["standard", "provisioned"]
 Status = Literal["ok", "raise", "over"]
@@ -393,6 +396,11 @@ class Fleet:
         """How long one pass may hold a shard (dispatch.py: tick - 5 s, at least 10 s)."""
         return max(10, self.tick_s - 5)
 
+    @property
+    def pass_s(self) -> float:
+        """How long a paced pass works before it leaves the rest to the next one."""
+        return PASS_SHARE_OF_LEASE * self.lease_s
+
 
 @dataclass(frozen=True, slots=True)
 class Check:
@@ -533,7 +541,7 @@ def standard_drain_s(
     return math.inf
 
 
-def dispatch_budget_s(lookahead_s: int, tick_s: int, lease_s: int, steady_pass_s: float) -> float:
+def dispatch_budget_s(lookahead_s: int, tick_s: int, lease_s: float, steady_pass_s: float) -> float:
     """Seconds a shard can spend on a burst before it is due, in the worst phase of the tick.
 
     The first pass that sees the burst can start as late as look-ahead - tick before it; every pass
@@ -690,6 +698,7 @@ def plan(
     # load's variance and retries.
     quota = max(limits.table_quota, _round_up(worker_quota / quota_utilization, 1_000))
     lease = max(10, tick_s - 5)
+    working = PASS_SHARE_OF_LEASE * lease  # what a paced pass spends before it stops
     wru_per_index_write = _units(sizes.due_entry, KIB)
     partition_cap = headroom * limits.partition_wcu / wru_per_index_write
 
@@ -703,7 +712,7 @@ def plan(
         p = parallelism or 8
         for _ in range(4):
             steady_pass = steady_pass_seconds(bg, steady.job_writes, k, tick_s, lookahead, page_size, p, lat)
-            budget = dispatch_budget_s(lookahead, tick_s, lease, steady_pass)
+            budget = dispatch_budget_s(lookahead, tick_s, working, steady_pass)
             seconds = budget * margin
             if shards is None:
                 k = 1

@@ -7,7 +7,7 @@ draws every latency, so a seed gives the same result every time. What one event 
   its SendMessageBatch calls, then its stamps, with `dispatcher_parallelism` calls in flight; a round
   of parallel calls lasts as long as the slowest of its draws. A shard's pass starts at each tick,
   the first one look-ahead - `pass_phase_s` before the burst (default phase: one tick, the worst),
-  spends the steady load's share of the pass first, and stops after its lease; the next tick's
+  spends the steady load's share of the pass first, and stops at 90% of its lease; the next tick's
   pass resumes where it stopped (entries stay in the index until stamped, as in dispatch.py).
 - Rate limits hold per 100 ms window; a call over one waits exactly until there is room (ideal
   back-off: optimistic about real throttling and retries, which is what the plan's headroom is for).
@@ -425,7 +425,7 @@ def simulate(
             start_batches(t)
         elif kind == _PAGE:
             assert isinstance(payload, int)
-            if t - pass_start[payload] >= fleet.lease_s:
+            if t - pass_start[payload] >= fleet.pass_s:
                 push(pass_start[payload] + fleet.tick_s, _PASS, payload)
             else:
                 page(payload, t)

@@ -65,6 +65,9 @@ MAX_DELAY_SECONDS = 900  # SQS's cap on a message's DelaySeconds
 SEND_BATCH = 10  # SQS's cap on a SendMessageBatch
 T = TypeVar("T")
 FIRST_PASS_LOOKBACK_MINUTES = 60
+# A paced pass stops at this share of its lease, with the rest to spare for the page in flight and
+# the release, so no other dispatcher takes the shard while it still sends.
+PASS_SHARE_OF_LEASE = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,10 +275,8 @@ class Dispatcher:
         if lease is None:
             return report
         report.leased = True
-        # A paced pass stops before its lease runs out (with a tenth of it to spare for the page in
-        # flight and the release), so no other dispatcher takes the shard while it still sends.
         pace = Pace(self.settings.dispatch_pace) if self.settings.dispatch_pace else None
-        stop_at = self.monotonic() + 0.9 * lease_seconds
+        stop_at = self.monotonic() + PASS_SHARE_OF_LEASE * lease_seconds
         until = now + timedelta(seconds=self.settings.lookahead_seconds)
         # Always re-read the recent past too: an API request that crashed between writing a
         # due-soon job and handing it over leaves an entry behind the last window; this finds it.
