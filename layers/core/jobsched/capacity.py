@@ -17,8 +17,9 @@ The model, in the order `plan()` decides (every number it uses is a field below,
 2. Dispatch side. Pre-dispatch hands each tick to SQS up to the look-ahead ahead (DelaySeconds), so
    the burst must be read, sent and stamped before it is due. The first pass that sees it can start
    as late as look-ahead - tick before the due second (the rule's phase is arbitrary), and a paced
-   pass works 90% of its shard lease (tick - 5 s), so that is the dispatch budget. Stamping a burst job moves its
-   due-index key (a delete on "<burst minute>#<shard>" and a put on its next tick's partition), so
+   pass works 90% of its shard lease (tick - 5 s), so that is the dispatch budget. Stamping a
+   burst job moves its due-index key (a delete on "<burst minute>#<shard>" and a put on its next
+   tick's partition), so
    each burst run costs 1 job write + 2 index writes; the index is a GSI with its own per-table
    quota. The look-ahead is lengthened (never past SQS's 900 s delay cap) until the dispatch rate
    fits the quota, then K shards are chosen so the busiest "<minute>#<shard>" partition takes at
