@@ -45,6 +45,8 @@ SECONDS_PER_DAY = 86_400
 # services/dispatch.py's PASS_SHARE_OF_LEASE (this module imports nothing that does I/O; a test
 # checks the two agree): a paced pass stops at this share of its lease.
 PASS_SHARE_OF_LEASE = 0.9
+# services/dispatch.py's Dispatcher.io_workers: the calls a shard pass keeps in flight at most.
+DISPATCHER_IO_WORKERS = 16
 
 EsmMode = Literal["standard", "provisioned"]
 Status = Literal["ok", "raise", "over"]
@@ -734,7 +736,7 @@ def plan(
                 # and that the steady load takes at most half a pass.
                 need = 1.25 * min(pace, busiest(k) / seconds if seconds > 0 else pace)
                 p = 1
-                while p < 64 and (
+                while p < DISPATCHER_IO_WORKERS and (
                     page_size / page_seconds(page_size, hot.job_writes, p, lat) < need
                     or steady_pass_seconds(bg, steady.job_writes, k, tick_s, lookahead, page_size, p, lat)
                     > lease / 2

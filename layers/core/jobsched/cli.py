@@ -245,6 +245,8 @@ def _looks_numeric(text: str) -> bool:
 
 
 def _num(value: float) -> str:
+    if not math.isfinite(value):
+        return "inf"
     return f"{value:,.0f}" if abs(value - round(value)) < 1e-9 or abs(value) >= 1_000 else f"{value:,.1f}"
 
 
