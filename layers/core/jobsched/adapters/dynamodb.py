@@ -449,30 +449,44 @@ class JobStore:
         item = job_to_item(job, shard_count=self.shard_count)
         moves: list[Any] = [self._edge(u, job, add=True) for u in added]
         moves += [self._edge(u, job, add=False) for u in removed]
+        return self._versioned_transaction(
+            job.job_id,
+            update="SET depends_on = :deps, root_schedule = :root, updated_at = :now ADD version :one",
+            values={
+                ":deps": item["depends_on"],
+                ":root": item.get("root_schedule", _enc("once")),
+                ":now": item["updated_at"],
+                ":one": _enc(1),
+                ":v": _enc(expected_version),
+            },
+            others=moves,
+        )
+
+    def _versioned_transaction(
+        self,
+        job_id: str,
+        *,
+        update: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+        others: Sequence[Any] = (),
+    ) -> bool:
+        """Update the job item if its version is still :v, with `others`, all in one transaction.
+
+        False when the transaction is cancelled (the version moved, or one of `others` refused).
+        """
+        job_update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+            "UpdateExpression": update,
+            "ConditionExpression": "version = :v",
+            "ExpressionAttributeValues": values,
+        }
+        if names:
+            job_update["ExpressionAttributeNames"] = names
         try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": {"PK": item["PK"], "SK": item["SK"]},
-                            "UpdateExpression": (
-                                "SET depends_on = :deps, root_schedule = :root, updated_at = :now"
-                                " ADD version :one"
-                            ),
-                            "ConditionExpression": "version = :v",
-                            "ExpressionAttributeValues": {
-                                ":deps": item["depends_on"],
-                                ":root": item.get("root_schedule", _enc("once")),
-                                ":now": item["updated_at"],
-                                ":one": _enc(1),
-                                ":v": _enc(expected_version),
-                            },
-                        }
-                    },
-                    *moves,
-                ]
-            )
+            items: list[Any] = [{"Update": job_update}, *others]
+            self.client.transact_write_items(TransactItems=items)
         except ClientError as exc:
             if _error_code(exc) == "TransactionCanceledException":
                 return False
@@ -614,31 +628,13 @@ class JobStore:
             return self._guarded_update(job.job_id, update, "version = :v", values, names)
         # A payload stored apart lands with the edit or not at all (an edit refused for its version
         # leaves nothing behind); an unchanged one is put again, the same bytes under the same key.
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": {"PK": item["PK"], "SK": item["SK"]},
-                            "UpdateExpression": update,
-                            "ConditionExpression": "version = :v",
-                            "ExpressionAttributeNames": names,
-                            "ExpressionAttributeValues": values,
-                        }
-                    },
-                    {"Put": {"TableName": self.table, "Item": stored_apart}},
-                ]
-            )
-        except ClientError as exc:
-            if _error_code(exc) == "TransactionCanceledException":
-                reasons = exc.response.get("CancellationReasons", [])
-                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                    return False
-                raise TransientStoreError("the edit was cancelled; retry it") from exc
-            _raise_transient(exc)
-            raise
-        return True
+        return self._versioned_transaction(
+            job.job_id,
+            update=update,
+            values=values,
+            names=names,
+            others=[{"Put": {"TableName": self.table, "Item": stored_apart}}],
+        )
 
     # -- the overlap guard ------------------------------------------------------------------------
     #
