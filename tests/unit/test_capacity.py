@@ -318,5 +318,5 @@ def test_the_model_stops_a_paced_pass_where_the_dispatcher_does() -> None:
 
     assert capacity.PASS_SHARE_OF_LEASE == dispatch.PASS_SHARE_OF_LEASE
     # and never asks a pass for more calls in flight than the dispatcher keeps
-    assert capacity.DISPATCHER_IO_WORKERS == dispatch.Dispatcher.io_workers
+    assert dispatch.Dispatcher.io_workers == capacity.DISPATCHER_IO_WORKERS
     assert plan(SEEDS).fleet.dispatcher_parallelism <= dispatch.Dispatcher.io_workers
