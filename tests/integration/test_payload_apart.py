@@ -134,3 +134,21 @@ def test_a_run_of_a_big_payload_job_reads_its_payload_once_eventually_consistent
     # on top of what a small job's run reads
     payload_reads = [g for g in gets if g["Key"]["SK"]["S"].startswith("PAYLOAD#")]
     assert len(payload_reads) == 1 and payload_reads[0]["ConsistentRead"] is False
+
+
+def test_a_one_off_reads_its_payload_once_although_its_run_reads_the_job_three_times(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # The run reads the job, again for its dependants, and gets it back when it completes it:
+    # the payload, content-addressed, is read once.
+    svc.job_service.submit(
+        CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5), payload=BIG),
+        tenant="t",
+        idempotency_key=None,
+    )
+    gets: list[dict] = []
+    svc.jobs.client.meta.events.register(
+        "before-parameter-build.dynamodb.GetItem", lambda params, **_: gets.append(dict(params))
+    )
+    assert pump.run_due(T0 + timedelta(seconds=5))["succeeded"] == 1
+    assert len([g for g in gets if g["Key"]["SK"]["S"].startswith("PAYLOAD#")]) == 1

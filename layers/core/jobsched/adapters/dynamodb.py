@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -131,10 +133,7 @@ def parse_run_id(run_id: str) -> tuple[str, datetime]:
 # per KB. Out of line, a 4 KB payload costs its run 0.5 RRU (one eventually consistent read)
 # instead of 4 more WRU on each of those writes.
 INLINE_PAYLOAD_BYTES = 256
-
-
-def _payload_text(payload: Mapping[str, Any]) -> str:
-    return json.dumps(payload, separators=(",", ":"))
+PAYLOAD_CACHE_ENTRIES = 64  # per JobStore (a Lambda container): at most 2 MiB of the largest payloads
 
 
 def _payload_ref(text: str) -> str | None:
@@ -144,22 +143,18 @@ def _payload_ref(text: str) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def payload_item(job: Job) -> dict[str, Any] | None:
-    """The item a large payload is stored in (None: the job item holds it)."""
-    text = _payload_text(job.payload)
-    ref = _payload_ref(text)
-    if ref is None:
-        return None
-    return {"PK": _enc(job_pk(job.job_id)), "SK": _enc(f"PAYLOAD#{ref}"), "payload": _enc(text)}
-
-
 def job_to_item(job: Job, *, shard_count: int) -> dict[str, Any]:
     """The stored form of a job; a pending tick also puts it in the due index.
 
     A payload over INLINE_PAYLOAD_BYTES is not in it: the job item names it (`payload_ref`) and
-    payload_item(job) holds it.
+    job_items() also answers the item that holds it.
     """
-    text = _payload_text(job.payload)
+    return job_items(job, shard_count=shard_count)[0]
+
+
+def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The job item, and the item its payload is stored in when it is too big to be inline (or None)."""
+    text = json.dumps(job.payload, separators=(",", ":"))
     ref = _payload_ref(text)
     item: dict[str, Any] = {
         "PK": _enc(job_pk(job.job_id)),
@@ -200,7 +195,10 @@ def job_to_item(job: Job, *, shard_count: int) -> dict[str, Any]:
         item["paused_at"] = _enc(times.stored(job.paused_at))
     if job.resume_from:
         item["resume_from"] = _enc(times.stored(job.resume_from))
-    return item
+    stored_apart = None
+    if ref:
+        stored_apart = {"PK": item["PK"], "SK": _enc(f"PAYLOAD#{ref}"), "payload": _enc(text)}
+    return item, stored_apart
 
 
 def due_key_for(job_id: str, next_run_at: datetime, *, written: datetime, shards: int) -> str:
@@ -334,6 +332,11 @@ class JobStore:
     shard_count: int
     due_index: str = "due"
     reads: dict[str, int] = field(default_factory=lambda: {"due_items": 0})
+    # Payloads stored apart, as JSON text by reference. Content-addressed, so never stale: a run
+    # that reads its job more than once (the hold, its dependants, its completion) reads the
+    # payload once, and a warm worker not at all for a job it ran before. The oldest go first.
+    _payloads: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False, compare=False)
+    _payloads_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     # -- jobs ---------------------------------------------------------------------------------
     def create_with_idempotency(
@@ -361,7 +364,7 @@ class JobStore:
         }
         edges: list[Any] = [self._edge(upstream, job, add=True) for upstream in job.depends_on]
         # After the edges: a refused edge's reason is read by its position (reasons[2:]).
-        stored_apart = payload_item(job)
+        job_item, stored_apart = job_items(job, shard_count=self.shard_count)
         payload_put: list[Any] = (
             [{"Put": {"TableName": self.table, "Item": stored_apart}}] if stored_apart else []
         )
@@ -379,7 +382,7 @@ class JobStore:
                     {
                         "Put": {
                             "TableName": self.table,
-                            "Item": job_to_item(job, shard_count=self.shard_count),
+                            "Item": job_item,
                             "ConditionExpression": "attribute_not_exists(PK)",
                         }
                     },
@@ -504,7 +507,18 @@ class JobStore:
         ref = raw.get("payload_ref")
         if ref is None:
             return job_from_item(raw)
-        key = {"PK": raw["PK"], "SK": _enc(f"PAYLOAD#{ref['S']}")}
+        with self._payloads_lock:
+            text = self._payloads.get(ref["S"])
+        if text is None:
+            text = self._read_payload(raw["PK"], ref["S"], job_id=raw["job_id"]["S"])
+            with self._payloads_lock:
+                self._payloads[ref["S"]] = text
+                if len(self._payloads) > PAYLOAD_CACHE_ENTRIES:
+                    self._payloads.popitem(last=False)
+        return job_from_item(raw, payload=json.loads(text))  # parsed per read: each Job its own
+
+    def _read_payload(self, pk: Mapping[str, str], ref: str, *, job_id: str) -> str:
+        key = {"PK": dict(pk), "SK": _enc(f"PAYLOAD#{ref}")}
         # Written before (or with) the job item and never changed, so an eventually consistent read
         # finds it unless it is only just written; then a consistent one does.
         for consistent in (False, True):
@@ -516,8 +530,8 @@ class JobStore:
                 _raise_transient(exc)
                 raise
             if got:
-                return job_from_item(raw, payload=json.loads(got["payload"]["S"]))
-        raise TransientStoreError(f"the payload of job {raw['job_id']['S']} is not readable yet")
+                return str(got["payload"]["S"])
+        raise TransientStoreError(f"the payload of job {job_id} is not readable yet")
 
     def stamp_next_tick(
         self,
@@ -593,7 +607,7 @@ class JobStore:
         One conditional UpdateItem: the edit and the recomputed next tick land together or not at
         all, and the run-time attributes (overlap guard, dispatched count) are left as they are.
         """
-        item = job_to_item(job, shard_count=self.shard_count)
+        item, stored_apart = job_items(job, shard_count=self.shard_count)
         definition = {
             k: v
             for k, v in item.items()
@@ -623,7 +637,6 @@ class JobStore:
         update = "SET " + ", ".join(sets) + " ADD version :one"
         if removes:
             update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
-        stored_apart = payload_item(job)
         if stored_apart is None:
             return self._guarded_update(job.job_id, update, "version = :v", values, names)
         # A payload stored apart lands with the edit or not at all (an edit refused for its version
@@ -1189,6 +1202,7 @@ __all__ = [
     "Transition",
     "execution_from_item",
     "job_from_item",
+    "job_items",
     "job_to_item",
     "parse_run_id",
     "run_id_for",
