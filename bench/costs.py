@@ -695,13 +695,7 @@ def _one_offs(due_in: timedelta, jobs: int) -> Callable[[Account, bool], tuple[W
                     {"type": "one_off", "run_at": run_at.isoformat(), "handler": "demo.echo", "name": f"o{i}"}
                 )
             acct.settle()
-            k = 0
-            while acct.outcomes["succeeded"] - succeeded < n:
-                if k > 30:
-                    raise RuntimeError(f"one-offs did not all succeed: {acct.outcomes}")
-                acct.minute(T0 + k * MINUTE)
-                passes[0] += 1
-                k += 1
+            _minutes_until(acct, passes, succeeded + n, "one-offs")
         return measured[0], acct.outcomes["succeeded"] - succeeded
 
     return drive
@@ -722,16 +716,21 @@ def _dags(count: int) -> Callable[[Account, bool], tuple[Window, int]]:
                     {"type": "dependent", "depends_on": [a, b], "handler": "demo.echo", "name": f"c{d}"}
                 )
                 acct.post({"type": "dependent", "depends_on": [c], "handler": "demo.echo", "name": f"d{d}"})
-            k = 0
-            while acct.outcomes["succeeded"] - succeeded < 4 * n:
-                if k > 30:
-                    raise RuntimeError(f"the DAGs did not all succeed: {acct.outcomes}")
-                acct.minute(T0 + k * MINUTE)
-                passes[0] += 1
-                k += 1
+            _minutes_until(acct, passes, succeeded + 4 * n, "the DAGs")
         return measured[0], acct.outcomes["succeeded"] - succeeded
 
     return drive
+
+
+def _minutes_until(acct: Account, passes: list[int], succeeded: int, what: str) -> None:
+    """Minutes from T0 (a dispatcher pass, then what is due) until `succeeded` runs have succeeded."""
+    for k in range(31):
+        if acct.outcomes["succeeded"] >= succeeded:
+            return
+        acct.minute(T0 + k * MINUTE)
+        passes[0] += 1
+    if acct.outcomes["succeeded"] < succeeded:
+        raise RuntimeError(f"{what} did not all succeed: {acct.outcomes}")
 
 
 _FLAKY_RETRY = {

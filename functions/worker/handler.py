@@ -36,18 +36,19 @@ def _run(record: SQSRecord) -> Outcome:
     return services.worker.process(Delivery(record.message_id, record.receipt_handle, record.body))
 
 
-def record_handler(record: SQSRecord) -> str:
-    """Process one run message; an exception leaves the message in the queue (batch item failure)."""
-    outcome = _run(record)
+def _counted(outcome: Outcome) -> str:
     metrics.add_metric(name=f"Runs_{outcome.value}", unit=MetricUnit.Count, value=1)
     return outcome.value
+
+
+def record_handler(record: SQSRecord) -> str:
+    """Process one run message; an exception leaves the message in the queue (batch item failure)."""
+    return _counted(_run(record))
 
 
 async def async_record_handler(record: SQSRecord) -> str:
     """The run on a thread of the event loop's pool; the metric on the loop's own thread."""
-    outcome = await asyncio.to_thread(_run, record)
-    metrics.add_metric(name=f"Runs_{outcome.value}", unit=MetricUnit.Count, value=1)
-    return outcome.value
+    return _counted(await asyncio.to_thread(_run, record))
 
 
 @logger.inject_lambda_context
