@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -32,9 +32,18 @@ class ClockedQueue(RunQueue):
     def __init__(self, base: RunQueue) -> None:
         super().__init__(client=base.client, queue_url=base.queue_url)
         self.requested_delays: list[int] = []
+        self.sent: list[RunMessage] = []
+        # Visibility a worker asked for, by receipt handle: played by the Pump on the fake clock
+        # (moto would play it in real time, and the message would vanish from the test).
+        self.visibility: dict[str, int] = {}
+
+    def extend(self, receipt_handle: str, *, seconds: int) -> bool:
+        self.visibility[receipt_handle] = seconds
+        return True
 
     def send(self, outgoing: Sequence[Outgoing]) -> None:
         self.requested_delays.extend(o.delay_seconds for o in outgoing)
+        self.sent.extend(o.message for o in outgoing)
         super().send([Outgoing(o.message, 0) for o in outgoing])
 
 
@@ -82,7 +91,11 @@ class Pump:
 
     svc: Services
     clock: FakeClock
+    # Play SQS's visibility on the fake clock: a message a worker leaves in the queue surfaces again
+    # when its visibility timeout (the lease, or what the worker set) has run out, not at once.
+    honour_visibility: bool = False
     in_flight: list[str] = field(default_factory=list)
+    not_before: dict[str, datetime] = field(default_factory=dict)
     outcomes: Counter[str] = field(default_factory=Counter)
     # Its own client: the mapping's receives and deletes are not the services' calls.
     sqs: Any = field(default_factory=lambda: boto3.client("sqs"))
@@ -118,8 +131,13 @@ class Pump:
         tried: set[str] = set()
         try:
             while True:
-                messages = sorted(self.receive_all(), key=_scheduled_for)
-                due = [m for m in messages if m["MessageId"] not in tried and _scheduled_for(m) <= until]
+                messages = sorted(self.receive_all(), key=self._visible_at)
+                due = [
+                    m
+                    for m in messages
+                    if (self.honour_visibility or m["MessageId"] not in tried)
+                    and self._visible_at(m) <= until
+                ]
                 for other in messages:
                     if other not in due:
                         self._release(other)
@@ -139,17 +157,27 @@ class Pump:
         self.outcomes.update(done)
         return done
 
+    def _visible_at(self, m: dict[str, Any]) -> datetime:
+        return max(_scheduled_for(m), self.not_before.get(m["MessageId"], _scheduled_for(m)))
+
     def _deliver(self, m: dict[str, Any]) -> str:
-        sf = _scheduled_for(m)
+        sf = self._visible_at(m)
         if sf > self.clock.now():
             self.clock.set(sf)
+        received = self.clock.now()
         try:
             outcome = self.svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
         except Crash:
             self.in_flight.append(m["ReceiptHandle"])
             return "crashed"
         except InFlightElsewhere:
-            # Left in the queue: it comes back on the next pump (played visibility timeout).
+            # Left in the queue: it comes back on a later pump, once its visibility has run out
+            # (honour_visibility), or at once.
+            asked = getattr(self.svc.worker.queue, "visibility", {}).pop(m["ReceiptHandle"], None)
+            if self.honour_visibility:
+                seconds = self.svc.settings.lease_seconds if asked is None else asked
+                base = received if asked is None else self.clock.now()
+                self.not_before[m["MessageId"]] = base + timedelta(seconds=seconds)
             self._release(m)
             return "left"
         self.sqs.delete_message(QueueUrl=self.svc.queue.queue_url, ReceiptHandle=m["ReceiptHandle"])

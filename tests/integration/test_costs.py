@@ -87,12 +87,13 @@ def an_hour_of(
         # it is not read), read the run row, record the outcome. The hold (lease/2 = 15 s here)
         # lapses before the next tick, so it is not released: no third write
         ("* * * * *", "skip", 0, {"GetItem": 1, "UpdateItem": 2}, 60),
-        # overlap "allow": read the job and the run row; the outcome is the run's only write
-        ("* * * * *", "allow", 0, {"GetItem": 2, "UpdateItem": 1}, 60),
+        # overlap "allow": count the run on the job (the write answers the job, so it is not read),
+        # read the run row, record the outcome, uncount: the start marker a cancel must see
+        ("* * * * *", "allow", 0, {"GetItem": 1, "UpdateItem": 3}, 60),
         # a 10-second cron under "skip": the next tick comes while the hold is live: released
         ("*/10 * * * * *", "skip", 0, {"GetItem": 1, "UpdateItem": 3}, 60),
         # the AWS setting: ticks go out 840 s ahead, so the job's entry moves once per 14 minutes
-        ("* * * * *", "allow", 840, {"GetItem": 2, "UpdateItem": 1}, 4),
+        ("* * * * *", "allow", 840, {"GetItem": 1, "UpdateItem": 3}, 4),
     ],
 )
 def test_aws_calls_per_healthy_recurring_run(
@@ -158,10 +159,11 @@ def test_a_healthy_run_reads_no_more_than_its_own_items(svc: Services, pump: Pum
     )
     counter.reset()
     pump.run_due(T0 + timedelta(seconds=5))
-    # the job (twice: its dependants are read again once the success is recorded, see DagService.join),
-    # the run row, the outcome in one write (PENDING -> LEASED -> RUNNING -> SUCCEEDED), and the
-    # one-off job marked COMPLETED
-    assert counter.calls == Counter({"DynamoDB.GetItem": 3, "DynamoDB.UpdateItem": 2})
+    # the run's start marker on its job (the slot: the write answers the job, so it is not read),
+    # the run row, the outcome in one write (PENDING -> LEASED -> RUNNING -> SUCCEEDED), the job
+    # again (its dependants are read once the success is recorded, see DagService.join), and the
+    # one-off job marked COMPLETED (the same write frees the slot)
+    assert counter.calls == Counter({"DynamoDB.GetItem": 2, "DynamoDB.UpdateItem": 3})
 
 
 def test_a_burst_page_is_sent_and_stamped_with_calls_in_flight(served: Services) -> None:

@@ -6,9 +6,11 @@ T0 = 12:00:00Z; "every minute" is `* * * * *`, first tick 12:01.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
 
 from jobsched.domain import times
@@ -16,9 +18,10 @@ from jobsched.domain.models import BackfillRequest, CreateJobRequest, PatchJobRe
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.handlers import HandlerRegistry, RunContext, registry
 from jobsched.ports import FakeClock
-from jobsched.wiring import Services
+from jobsched.settings import Settings
+from jobsched.wiring import Services, build
 from tests.conftest import T0
-from tests.support import Pump, run_rows
+from tests.support import Pump, run_rows, use_clocked_queue
 
 
 def at(minute: int, second: int = 0) -> datetime:
@@ -52,15 +55,19 @@ def tick_every_minute(svc: Services, clock: FakeClock, pump: Pump, until: dateti
 @pytest.mark.parametrize(
     ("catchup", "max_catchup", "expected"),
     [
-        # the pause covers five ticks: 12:01 (already handed over, skipped when due) and 12:02-12:05
-        ("one", 10, {"12:02:00": "SKIPPED:coalesced", "12:03:00": "SKIPPED:coalesced",
-                     "12:04:00": "SKIPPED:coalesced", "12:05:00": "SUCCEEDED"}),
-        ("none", 10, {"12:02:00": "SKIPPED:missed", "12:03:00": "SKIPPED:missed",
-                      "12:04:00": "SKIPPED:missed", "12:05:00": "SKIPPED:missed"}),
-        ("all", 10, {"12:02:00": "SUCCEEDED", "12:03:00": "SUCCEEDED", "12:04:00": "SUCCEEDED",
+        # the pause covers five ticks: 12:01 (handed over before the pause, left alone when due while
+        # paused) and 12:02-12:05 (never handed over): all five follow the policy alike
+        ("one", 10, {"12:01:00": "SKIPPED:coalesced", "12:02:00": "SKIPPED:coalesced",
+                     "12:03:00": "SKIPPED:coalesced", "12:04:00": "SKIPPED:coalesced",
                      "12:05:00": "SUCCEEDED"}),
-        ("all", 2, {"12:02:00": "SKIPPED:catchup_limit", "12:03:00": "SKIPPED:catchup_limit",
-                    "12:04:00": "SUCCEEDED", "12:05:00": "SUCCEEDED"}),
+        ("none", 10, {"12:01:00": "SKIPPED:missed", "12:02:00": "SKIPPED:missed",
+                      "12:03:00": "SKIPPED:missed", "12:04:00": "SKIPPED:missed",
+                      "12:05:00": "SKIPPED:missed"}),
+        ("all", 10, {"12:01:00": "SUCCEEDED", "12:02:00": "SUCCEEDED", "12:03:00": "SUCCEEDED",
+                     "12:04:00": "SUCCEEDED", "12:05:00": "SUCCEEDED"}),
+        ("all", 2, {"12:01:00": "SKIPPED:catchup_limit", "12:02:00": "SKIPPED:catchup_limit",
+                    "12:03:00": "SKIPPED:catchup_limit", "12:04:00": "SUCCEEDED",
+                    "12:05:00": "SUCCEEDED"}),
     ],
 )  # fmt: skip
 def test_it_pauses_for_five_ticks_and_resumes_by_the_catchup_policy(
@@ -70,6 +77,7 @@ def test_it_pauses_for_five_ticks_and_resumes_by_the_catchup_policy(
     clock.set(at(0, 30))
     assert svc.schedule.pause(job_id, tenant="t").status == "PAUSED"
     tick_every_minute(svc, clock, pump, at(5, 30))  # 12:01 comes due while paused
+    assert "12:01:00" not in fates(svc, job_id)  # left to the resume: nothing written while paused
     clock.set(at(5, 30))
     control = svc.schedule.resume(job_id, tenant="t")
     assert control.status == "SCHEDULED" and control.next_run_at == times.iso(
@@ -78,11 +86,67 @@ def test_it_pauses_for_five_ticks_and_resumes_by_the_catchup_policy(
     pump.run_due(at(5, 30))
     tick_every_minute(svc, clock, pump, at(7, 30))
     assert {k: v for k, v in fates(svc, job_id).items() if k <= "12:07:00"} == {
-        "12:01:00": "SKIPPED:paused",
         **expected,
         "12:06:00": "SUCCEEDED",
         "12:07:00": "SUCCEEDED",
     }
+
+
+def test_catchup_all_runs_every_missed_tick_up_to_max_catchup(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given catchup "all" with the default max_catchup 10, paused over 7 ticks (12:01-12:07)
+    job_id = recurring(svc, catchup="all")
+    clock.set(at(0, 30))
+    svc.schedule.pause(job_id, tenant="t")
+    tick_every_minute(svc, clock, pump, at(7, 30))
+    # When it resumes
+    clock.set(at(7, 30))
+    svc.schedule.resume(job_id, tenant="t")
+    pump.run_due(at(7, 30))
+    # Then all 7 run: 7 <= 10 (it used to run the newest 3 and skip 4 as "catchup_limit")
+    got = fates(svc, job_id)
+    assert [got[f"12:0{m}:00"] for m in range(1, 8)] == ["SUCCEEDED"] * 7
+
+
+def test_a_short_pause_follows_catchup_for_ticks_handed_over_far_ahead(
+    aws: Settings, clock: FakeClock
+) -> None:
+    # Given the AWS hand-over horizon (840 s): an every-minute job's next 14 ticks are in the queue
+    svc = _services(aws, clock, handover_horizon_seconds=840)
+    pump = Pump(svc, clock)
+    job_id = recurring(svc, catchup="none")
+    assert svc.jobs.get_job(job_id).next_run_at == at(15)  # type: ignore[union-attr]
+    # When it is paused over 12:01-12:03 (a 3-minute pause, far shorter than the horizon)
+    clock.set(at(0, 30))
+    svc.schedule.pause(job_id, tenant="t")
+    pump.run_due(at(3, 30))
+    clock.set(at(3, 30))
+    svc.schedule.resume(job_id, tenant="t")
+    pump.run_due(at(6, 30))
+    # Then the pause's ticks follow catchup "none" (SKIPPED "missed", not "paused"); the ticks
+    # handed over for after the resume run, once each, and nothing is handed over twice
+    got = fates(svc, job_id)
+    assert [got[f"12:0{m}:00"] for m in (1, 2, 3)] == ["SKIPPED:missed"] * 3
+    assert [got[f"12:0{m}:00"] for m in (4, 5, 6)] == ["SUCCEEDED"] * 3
+    # the resume's hand-over went on from 12:15, the first tick not handed over, to its horizon
+    assert svc.jobs.get_job(job_id).next_run_at == at(18)  # type: ignore[union-attr]
+    sent = Counter(m.scheduled_for for m in svc.queue.sent)  # type: ignore[attr-defined]
+    assert max(sent.values()) == 1 and pump.outcomes["duplicate"] == 0
+
+
+def _services(aws: Settings, clock: FakeClock, **settings: Any) -> Services:
+    services = build(
+        aws.model_copy(update=settings),
+        dynamodb=boto3.client("dynamodb"),
+        sqs=boto3.client("sqs"),
+        stepfunctions=boto3.client("stepfunctions"),
+        clock=clock,
+    )
+    services.worker.sleep = lambda seconds: clock.advance(seconds)
+    services.dispatcher.max_workers = services.dispatcher.io_workers = 1
+    use_clocked_queue(services)
+    return services
 
 
 def test_a_dispatcher_outage_is_caught_up_by_the_policy(svc: Services, pump: Pump, clock: FakeClock) -> None:
@@ -291,7 +355,7 @@ def test_a_tick_held_up_front_but_not_started_gives_the_job_back(
     job_id = recurring(svc)  # 12:01 handed over at creation, guarded
     svc.schedule.pause(job_id, tenant="t")
     pump.run_due(at(1))
-    assert fates(svc, job_id) == {"12:01:00": "SKIPPED:paused"}
+    assert fates(svc, job_id) == {} and pump.outcomes["paused"] == 1  # left to the resume
     assert svc.jobs.get_job(job_id).active_run is None  # type: ignore[union-attr]
     svc.schedule.resume(job_id, tenant="t")
     tick_every_minute(svc, clock, pump, at(3, 30))

@@ -29,6 +29,13 @@ class RunContext:
     attempt: int
     effect_key: str
     """Idempotency key of the run's effect: (job_id, scheduled_for), stable across attempts."""
+    beat: Callable[[], None] | None = None
+    """The worker's heartbeat for this run (None outside a worker)."""
+
+    def heartbeat(self) -> None:
+        """Renew this run's leases now (the worker also renews them every lease/3 on its own)."""
+        if self.beat is not None:
+            self.beat()
 
 
 Handler = Callable[[dict[str, Any], RunContext], Any]

@@ -241,7 +241,12 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         root_schedule=item.get("root_schedule"),
         active_run=item.get("active_run"),
         active_until=_opt_time(item.get("active_until")),
+        active_message=item.get("active_message"),
         buffered_run=item.get("buffered_run"),
+        buffered_kind=item.get("buffered_kind"),
+        buffered_until=_opt_time(item.get("buffered_until")),
+        running=max(0, int(item.get("running", 0))),
+        running_until=_opt_time(item.get("running_until")),
         idempotent=item.get("idempotent", True),
         next_run_at=_opt_time(item.get("next_run_at")),
         created_at=times.parse_stored(item["created_at"]),
@@ -575,8 +580,12 @@ class JobStore:
         sources: Iterable[JobStatus],
         now: datetime,
         leave_index: bool,
+        release_slot: bool = False,
     ) -> tuple[bool, Job | None]:
-        """Compare-and-set the job status; returns (applied, job as it stands after the call)."""
+        """Compare-and-set the job status; returns (applied, job as it stands after the call).
+
+        `release_slot`: the write also frees the job's slot (a one-off's run completing it).
+        """
         names = {"#s": "status"}
         src = sorted({s.value for s in sources})
         values: dict[str, Any] = {":t": _enc(target.value), ":now": _enc(times.stored(now))}
@@ -584,8 +593,10 @@ class JobStore:
         values_of_src = [f":s{i}" for i in range(len(src))]
         update = "SET #s = :t, updated_at = :now ADD version :one"
         values[":one"] = _enc(1)
-        if leave_index:
-            update += " REMOVE next_run_at, due_key"
+        removes = [*(("next_run_at", "due_key") if leave_index else ()),
+                   *(("active_run", "active_until", "active_message") if release_slot else ())]
+        if removes:
+            update += " REMOVE " + ", ".join(removes)
         applied, result = _conditional(
             self.client.update_item,
             TableName=self.table,
@@ -649,81 +660,114 @@ class JobStore:
             others=[{"Put": {"TableName": self.table, "Item": stored_apart}}],
         )
 
-    # -- the overlap guard ------------------------------------------------------------------------
+    # -- start markers: the slot (overlap guard) and the count ------------------------------------------
     #
     #   worker A (tick 10:00)                    worker B (tick 10:10, A still running)
-    #   hold: active_run absent -> 10:00  ok
-    #                                            hold: active_run = 10:00, live -> refused
+    #   hold: slot free -> 10:00 (message a)  ok
+    #                                            hold: slot = 10:00, live -> refused
     #                                              skip:       run 10:10 -> SKIPPED ("overlap")
-    #                                              buffer_one: buffered_run absent -> 10:10, wait
-    #   release: active_run = 10:00 -> removed
-    #                                            hold (retry): active_run absent -> 10:10 ok
+    #                                              buffer_one: buffered slot free -> 10:10, sleep
+    #   release: slot = 10:00 -> freed; it answers
+    #   the buffered 10:10: A sends it a wake-up
+    #                                            hold (wake-up): buffered_run = 10:10 -> slot ok
     #
-    # A holder that dies stops renewing active_until, so its claim expires with its lease.
+    #   cancel (API)                             any run's start
+    #   job SCHEDULED, no live marker -> CANCELLED
+    #                                            hold/count: status <> CANCELLED -> refused: no run
+    #   -- or the other way round --
+    #                                            hold/count -> live marker
+    #   cancel: live marker -> refused -> 409
     #
-    # A healthy run does not release the job when its hold runs out before the job's next tick
-    # (a write saved per run); a tick that does find a live hold checks whether that run is already
-    # finished and, if so, replaces it (`stale`) with a compare-and-set on the finished run's name.
+    # Every condition is on the one job item, so a cancel and a run's start cannot both win. A
+    # holder that dies stops renewing its lease (active_until, running_until): its marker lapses.
+    #
+    # A healthy run of a `skip` job does not release the slot when its lease runs out before the
+    # job's next tick (a write saved per run); a tick that finds a live slot checks whether that run
+    # is already finished and, if so, replaces it (`stale`) with a compare-and-set on its name.
+    # A live buffered tick owns the next turn: no other tick takes the slot from under it.
+    _SLOT_FREE = (
+        "(attribute_not_exists(active_run) OR active_until < :now"
+        " OR (active_run = :run AND active_message = :msg){stale})"
+        " AND (attribute_not_exists(buffered_run) OR buffered_run = :run OR buffered_until < :now)"
+    )
+
+    def _hold_values(self, run: str, message: str, until: datetime, now: datetime) -> dict[str, Any]:
+        return {
+            ":run": _enc(run),
+            ":msg": _enc(message),
+            ":until": _enc(times.stored(until)),
+            ":now": _enc(times.stored(now)),
+            ":cancelled": _enc(JobStatus.CANCELLED.value),
+        }
+
     def hold_job(
         self,
         job_id: str,
         *,
         run: str,
+        message: str,
         until: datetime,
         now: datetime,
         was_buffered: bool,
         stale: str | None = None,
     ) -> bool:
-        """Make `run` the job's active run: if none is, it already is, or the holder's lease expired."""
-        update = "SET active_run = :run, active_until = :until"
-        condition = "attribute_not_exists(active_run) OR active_run = :run OR active_until < :now"
-        values: dict[str, Any] = {
-            ":run": _enc(run),
-            ":until": _enc(times.stored(until)),
-            ":now": _enc(times.stored(now)),
-        }
+        """Make `run` (carried by `message`) the job's holder: if the slot is free, lapsed, already
+        this message's, or held by the finished run `stale`; never on a cancelled job."""
+        update = "SET active_run = :run, active_until = :until, active_message = :msg"
+        values = self._hold_values(run, message, until, now)
         if stale is not None:
-            condition += " OR active_run = :stale"
             values[":stale"] = _enc(stale)
+        condition = "#s <> :cancelled AND " + self._SLOT_FREE.format(
+            stale=" OR active_run = :stale" if stale else ""
+        )
         if was_buffered:
-            update += " REMOVE buffered_run, buffered_until"
-        return self._guarded_update(job_id, update, condition, values)
+            update += " REMOVE buffered_run, buffered_until, buffered_kind"
+        return self._guarded_update(job_id, update, condition, values, {"#s": "status"})
 
     def hold_and_read(
-        self, job_id: str, *, run: str, until: datetime, now: datetime
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
     ) -> tuple[bool, Job | None]:
         """hold_job (without the buffered slot) that also answers the job: (held, the job or None)."""
         applied, item = _conditional(
             self.client.update_item,
             TableName=self.table,
             Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
-            UpdateExpression="SET active_run = :run, active_until = :until",
-            ConditionExpression="attribute_exists(PK) AND (attribute_not_exists(active_run)"
-            " OR active_run = :run OR active_until < :now)",
-            ExpressionAttributeValues={
-                ":run": _enc(run),
-                ":until": _enc(times.stored(until)),
-                ":now": _enc(times.stored(now)),
-            },
+            UpdateExpression="SET active_run = :run, active_until = :until, active_message = :msg",
+            ConditionExpression="attribute_exists(PK) AND #s <> :cancelled AND "
+            + self._SLOT_FREE.format(stale=""),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=self._hold_values(run, message, until, now),
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         return applied, self._job(item) if item else None
 
-    def buffer_behind(self, job_id: str, *, run: str, until: datetime, now: datetime) -> bool:
-        """Take the job's one waiting slot for `run`: if free, already ours, or its holder went away."""
+    def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
+        """Take the job's one waiting slot for `run` until `until`: if free, ours, or lapsed."""
         return self._guarded_update(
             job_id,
-            "SET buffered_run = :run, buffered_until = :until",
+            "SET buffered_run = :run, buffered_until = :until, buffered_kind = :kind",
             "attribute_not_exists(buffered_run) OR buffered_run = :run OR buffered_until < :now",
-            {":run": _enc(run), ":until": _enc(times.stored(until)), ":now": _enc(times.stored(now))},
+            {
+                ":run": _enc(run),
+                ":kind": _enc(kind),
+                ":until": _enc(times.stored(until)),
+                ":now": _enc(times.stored(now)),
+            },
         )
 
-    def release_job(self, job_id: str, *, run: str) -> bool:
-        """Give the job up if `run` holds it."""
-        return self._guarded_update(
-            job_id, "REMOVE active_run, active_until", "active_run = :run", {":run": _enc(run)}
+    def release_job(self, job_id: str, *, run: str) -> Job | None:
+        """Give the slot up if `run` holds it; the job as it stood (to wake its buffered tick), or None."""
+        applied, item = _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+            UpdateExpression="REMOVE active_run, active_until, active_message",
+            ConditionExpression="active_run = :run",
+            ExpressionAttributeValues={":run": _enc(run)},
+            ReturnValues="ALL_OLD",
         )
+        return self._job(item) if applied and item else None
 
     def extend_hold(self, job_id: str, *, run: str, until: datetime) -> bool:
         """Push the active run's claim on the job to `until` (the heartbeat)."""
@@ -733,6 +777,72 @@ class JobStore:
             "active_run = :run",
             {":run": _enc(run), ":until": _enc(times.stored(until))},
         )
+
+    def count_and_read(self, job_id: str, *, until: datetime, now: datetime) -> tuple[bool, Job | None]:
+        """Count a run as started on its job (never a cancelled one); (counted, the job or None)."""
+        applied, item = _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+            UpdateExpression="SET running_until = :until ADD running :one",
+            ConditionExpression="attribute_exists(PK) AND #s <> :cancelled",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":one": _enc(1),
+                ":until": _enc(times.stored(until)),
+                ":cancelled": _enc(JobStatus.CANCELLED.value),
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return applied, self._job(item) if item else None
+
+    def uncount(self, job_id: str) -> bool:
+        """A counted run is over (whatever its outcome)."""
+        return self._guarded_update(
+            job_id, "ADD running :minus", "running > :zero", {":minus": _enc(-1), ":zero": _enc(0)}
+        )
+
+    def extend_count(self, job_id: str, *, until: datetime) -> bool:
+        """Push the counted runs' lease to `until` (the heartbeat of one of them)."""
+        return self._guarded_update(
+            job_id,
+            "SET running_until = :until",
+            "running > :zero",
+            {":until": _enc(times.stored(until)), ":zero": _enc(0)},
+        )
+
+    def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
+        """SCHEDULED|PAUSED -> CANCELLED, only while no run has a live start marker (see above).
+
+        `stale`: the slot's holder, known to be finished. Returns (applied, the job after or as it stood).
+        """
+        values: dict[str, Any] = {
+            ":t": _enc(JobStatus.CANCELLED.value),
+            ":s0": _enc(JobStatus.SCHEDULED.value),
+            ":s1": _enc(JobStatus.PAUSED.value),
+            ":now": _enc(times.stored(now)),
+            ":one": _enc(1),
+            ":zero": _enc(0),
+        }
+        no_slot = "(attribute_not_exists(active_run) OR active_until < :now{stale})".format(
+            stale=" OR active_run = :stale" if stale else ""
+        )
+        if stale:
+            values[":stale"] = _enc(stale)
+        no_count = "(attribute_not_exists(running) OR running <= :zero OR running_until < :now)"
+        applied, result = _conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
+            UpdateExpression="SET #s = :t, updated_at = :now ADD version :one REMOVE next_run_at, due_key",
+            ConditionExpression=f"attribute_exists(PK) AND #s IN (:s0, :s1) AND {no_slot} AND {no_count}",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return applied, self._job(result) if result else None
 
     def _guarded_update(
         self,

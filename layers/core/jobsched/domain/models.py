@@ -239,10 +239,21 @@ class Job(BaseModel):
     dispatched: int = 0
     paused_at: datetime | None = None
     resume_from: datetime | None = None
-    # The overlap guard: the run holding the job (and its lease), and the one tick buffered behind it.
+    # The start markers every run writes on its job before its handler runs, so that a cancel (a
+    # compare-and-set on this item) either sees the run and answers 409, or wins before it starts:
+    # - the slot (one-offs, and recurring jobs whose overlap policy guards): the run holding the
+    #   job, the message carrying it, and its lease; and the one tick buffered behind it (buffer_one),
+    #   with its kind and how long it waits for the slot;
+    # - the count (every other run: overlap "allow", backfills, dependants): runs started and not
+    #   yet finished, and the lease of the newest of them (a crashed run stops renewing it).
     active_run: str | None = None
     active_until: datetime | None = None
+    active_message: str | None = None
     buffered_run: str | None = None
+    buffered_kind: str | None = None
+    buffered_until: datetime | None = None
+    running: int = 0
+    running_until: datetime | None = None
     # The DAG: this job's upstreams, the jobs that wait for it, and the schedule its periods come from
     # ("once" for chains rooted in one-off jobs, "<cron>@<timezone>" for recurring roots).
     depends_on: tuple[str, ...] = ()
@@ -309,10 +320,20 @@ class RunMessage(BaseModel):
     job_id: str
     scheduled_for: str  # stored form, see jobsched.domain.times.stored
     kind: Literal["scheduled", "manual", "backfill", "dependant"] = "scheduled"
-    # The sender saw an overlap policy that guards (skip, buffer_one): the worker's hold on the job
-    # is then its read of the job too (one conditional write returning the job instead of a read
-    # and a write). A hint only: the worker decides from the job it gets back.
+    # The sender saw a job whose runs take its slot (takes_slot): the worker's hold on the job is
+    # then its read of the job too (one conditional write returning the job instead of a read and
+    # a write). Without it the worker counts the run on the job instead (the same one write). A hint
+    # only: the worker decides from the job it gets back.
     guard: bool = False
+
+
+def takes_slot(job_type: str, overlap_policy: str) -> bool:
+    """Whether a job's runs hold its single slot while they run (else they are counted on it).
+
+    A one-off has one run, and a recurring job whose overlap policy guards (skip, buffer_one) runs
+    one tick at a time: the slot is both the overlap guard and the start marker a cancel checks.
+    """
+    return job_type == "one_off" or (job_type == "recurring" and overlap_policy != "allow")
 
 
 class JobCreated(BaseModel):

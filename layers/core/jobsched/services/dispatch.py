@@ -49,7 +49,7 @@ from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
-from jobsched.domain.models import Job, RunMessage, SchedulePolicy
+from jobsched.domain.models import Job, RunMessage, SchedulePolicy, takes_slot
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
 from jobsched.ports import Clock, CrashPoints, no_crash
@@ -133,7 +133,9 @@ def jitter_offset(job_id: str, jitter_seconds: int) -> int:
     return int.from_bytes(digest, "big") % (jitter_seconds + 1)
 
 
-def plan_ticks(entry: DueEntry, *, until: datetime, missed_before: datetime) -> Plan:
+def plan_ticks(
+    entry: DueEntry, *, until: datetime, missed_before: datetime, queued_before: datetime | None = None
+) -> Plan:
     """Decide the fate of a job's ticks from its pending one up to `until` (pure: no I/O).
 
     A tick earlier than `missed_before` was missed (downtime or a pause: the dispatcher hands ticks
@@ -142,6 +144,9 @@ def plan_ticks(entry: DueEntry, *, until: datetime, missed_before: datetime) -> 
     the newest, "none" runs none; every other missed tick is recorded SKIPPED with the reason.
     Policies are exact for up to MAX_MISSED_PER_PASS missed ticks; an older backlog is recorded
     SKIPPED ("catchup_backlog") one pass at a time until the rest fits.
+
+    `queued_before`: ticks not missed but earlier than this were handed over already (a resume
+    re-plans a pause from its start: its later ticks still wait in the queue) and are not sent again.
     """
     plan = Plan(entry=entry)
     policy = entry.policy
@@ -162,15 +167,17 @@ def plan_ticks(entry: DueEntry, *, until: datetime, missed_before: datetime) -> 
         last = missed[-1]
     else:
         keep = {"none": 0, "one": 1, "all": policy.max_catchup}[policy.catchup]
-        kept = missed[len(missed) - keep :] if keep else []
+        kept = missed[max(0, len(missed) - keep) :] if keep else []
         reason = {"none": "missed", "one": "coalesced", "all": "catchup_limit"}[policy.catchup]
         plan.skip = [(t, reason) for t in missed[: len(missed) - len(kept)]]
         plan.run = list(kept)
         due = [] if missed else [first]
         due += schedule.ticks(missed[-1] if missed else first, until, limit=MAX_TICKS_PER_PASS - len(due))
-        plan.run += due
-        last = max([*missed, *plan.run]) if (missed or plan.run) else first
+        last = max([*missed, *due]) if (missed or due) else first
+        plan.run += [t for t in due if queued_before is None or t >= queued_before]
     plan.following = schedule.next_after(last)
+    if queued_before is not None and plan.following < queued_before:
+        plan.following = queued_before  # the ticks up to it wait in the queue already
     # Lifetime bounds: nothing after end_at, at most max_runs ticks handed over.
     if policy.end_at is not None:
         plan.run = [t for t in plan.run if t <= policy.end_at]
@@ -340,6 +347,7 @@ class Dispatcher:
         now: datetime,
         until: datetime,
         missed_before: datetime | None = None,
+        queued_before: datetime | None = None,
     ) -> int:
         """Hand every tick <= until of these jobs to the queue (steps 1-3 above); returns runs sent.
 
@@ -353,7 +361,12 @@ class Dispatcher:
                 seconds=self.settings.lookahead_seconds + self.settings.tick_seconds
             )
         plans = [
-            plan_ticks(e, until=self._horizon(e, now=now, until=until), missed_before=missed_before)
+            plan_ticks(
+                e,
+                until=self._horizon(e, now=now, until=until),
+                missed_before=missed_before,
+                queued_before=queued_before,
+            )
             for e in entries
         ]
         plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
@@ -376,7 +389,7 @@ class Dispatcher:
                     if row.execution and row.execution.status != RunStatus.PENDING:
                         continue  # sent and received before; a second message would be a duplicate
                 fire_at = tick + timedelta(seconds=offset)
-                guard = entry.type == "recurring" and entry.policy.overlap_policy != "allow"
+                guard = takes_slot(entry.type, entry.policy.overlap_policy)
                 message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
                 outgoing.append((message, fire_at))
         self.crash("dispatch.before_send")

@@ -17,6 +17,7 @@ from jobsched.domain.models import (
     Job,
     ReplayAccepted,
     RunMessage,
+    takes_slot,
 )
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict, NotFound, ValidationFailed
@@ -63,7 +64,9 @@ class FailureService:
             "pk": job_pk(job.job_id),
             "sk": run_sk(sf),
             "queue_url": self.settings.execution_queue_url,
-            "message": RunMessage(job_id=job.job_id, scheduled_for=sf).model_dump_json(),
+            "message": RunMessage(
+                job_id=job.job_id, scheduled_for=sf, guard=takes_slot(job.type, job.policy.overlap_policy)
+            ).model_dump_json(),
             "topic_arn": self.settings.alert_topic_arn,
             "dl_key": dead_letter_key(job.tenant),
             "dl_sk": f"{times.stored(now)}#{run.run_id}",
@@ -167,7 +170,9 @@ class FailureService:
             "pk": job_pk(job_id),
             "sk": run_sk(sf),
             "queue_url": self.settings.execution_queue_url,
-            "message": RunMessage(job_id=job_id, scheduled_for=sf).model_dump_json(),
+            "message": RunMessage(
+                job_id=job_id, scheduled_for=sf, guard=takes_slot(job.type, job.policy.overlap_policy)
+            ).model_dump_json(),
         }
         self.workflows.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
         return ReplayAccepted(run_id=run_id, job_id=job_id, status=RunStatus.PENDING.value)

@@ -25,7 +25,7 @@ from jobsched.domain.models import (
     JobView,
     SchedulePolicy,
 )
-from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
 from jobsched.handlers import HandlerRegistry
 from jobsched.ports import Clock
@@ -38,6 +38,8 @@ RUN_AT_FUTURE_LIMIT = timedelta(days=366 * 10)
 RECENT_EXECUTIONS = 20
 # How far back DELETE looks for a RUNNING or PENDING run of the job (newest first).
 CANCEL_SCAN_RUNS = 200
+# A cancel refused because its job changed (a run started or ended meanwhile) reads it again.
+CANCEL_ATTEMPTS = 3
 IDEMPOTENCY_KEY_MAX = 128
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -145,26 +147,44 @@ class JobService:
         return self.dag.graph(self.owned(job_id, tenant))
 
     def cancel(self, job_id: str, *, tenant: str) -> CancelResult:
-        """Compare-and-set SCHEDULED -> CANCELLED; 409 while a run is RUNNING; a repeat is 200."""
+        """Compare-and-set SCHEDULED|PAUSED -> CANCELLED; 409 while a run is in progress; a repeat is 200.
+
+        "In progress" is a live start marker on the job (JobStore's slot or count), which every run
+        writes before its handler runs, on the same item this compare-and-set reads: either the
+        cancel sees the run (409, nothing changed), or it wins and the run never starts.
+
+            read job ── live marker? ── yes ──> a finished holder (a skip job's lapsing slot)? ── no ──> 409
+                           │ no                        │ yes
+                           v                           v
+            CAS: status, and no live marker (or that finished holder) ── refused: read again
+                           │ applied                                   (a run started meanwhile)
+                           v
+            dependants cancelled; PENDING runs swept (a worker that meets one sees the job)
+        """
         job = self.owned(job_id, tenant)
-        now = self.clock.now()
-        if job.status == JobStatus.COMPLETED:
-            raise Conflict(f"job {job_id} has already completed")
         recent = self.runs.recent(job.job_id, limit=CANCEL_SCAN_RUNS)
-        if job.status == JobStatus.SCHEDULED:
-            if any(r.status in (RunStatus.RUNNING, RunStatus.LEASED) for r in recent):
-                raise Conflict(f"job {job_id} has a run in progress; it cannot be cancelled mid-flight")
-            applied, current = self.jobs.set_job_status(
-                job.job_id,
-                target=JobStatus.CANCELLED,
-                sources=[JobStatus.SCHEDULED],
-                now=now,
-                leave_index=True,
-            )
-            if not applied and (current is None or current.status != JobStatus.CANCELLED):
-                raise Conflict(
-                    f"job {job_id} changed while cancelling; it is {current.status if current else 'gone'}"
-                )
+        now = self.clock.now()
+        if job.status != JobStatus.CANCELLED and any(
+            r.status in HELD and r.lease_until is not None and r.lease_until >= now for r in recent
+        ):
+            # A leased run's row lease outlives its job marker when its worker dies: refuse while
+            # either is live (the message comes back only when the row's lease is over).
+            raise Conflict(f"job {job_id} has a run in progress; it cannot be cancelled mid-flight")
+        for _ in range(CANCEL_ATTEMPTS):
+            if job.status == JobStatus.CANCELLED:
+                break
+            if job.status == JobStatus.COMPLETED:
+                raise Conflict(f"job {job_id} has already completed")
+            now = self.clock.now()
+            stale = self._in_progress(job, now)
+            applied, current = self.jobs.cancel_job(job.job_id, now=now, stale=stale)
+            if applied:
+                break
+            if current is None:
+                raise NotFound(f"job '{job_id}' not found", field="job_id")
+            job = current
+        else:
+            raise Conflict(f"job {job_id} changed while cancelling; retry")
         # Dependants of a cancelled job could never fire: they are cancelled with it.
         self.dag.cancel_dependants(job)
         # Runs already handed to the queue must not fire. A worker that meets one of them checks
@@ -175,9 +195,21 @@ class JobService:
                     job_id=job.job_id,
                     scheduled_for=times.stored(run.scheduled_for),
                     target=RunStatus.CANCELLED,
-                    now=now,
+                    now=self.clock.now(),
                 )
         return CancelResult(job_id=job.job_id, status=JobStatus.CANCELLED.value)
+
+    def _in_progress(self, job: Job, now: datetime) -> str | None:
+        """Raise 409 if a run of the job is in progress; else the slot's finished holder, if any."""
+        busy = Conflict(f"job {job.job_id} has a run in progress; it cannot be cancelled mid-flight")
+        if job.running > 0 and job.running_until is not None and job.running_until >= now:
+            raise busy
+        if job.active_run is None or job.active_until is None or job.active_until < now:
+            return None
+        holder = self.runs.get(job.job_id, times.parse_stored(job.active_run))
+        if holder is None or holder.status in (RunStatus.PENDING, *HELD):
+            raise busy  # no row, or PENDING: a run on the fast path writes its row when it ends
+        return job.active_run  # finished; a healthy skip run leaves its slot to lapse
 
     # -- helpers ----------------------------------------------------------------------------------------
     def owned(self, job_id: str, tenant: str) -> Job:
@@ -242,7 +274,9 @@ class JobService:
             raise ValidationFailed("end_at: must be after start_at", field="end_at")
         return schedule
 
-    def hand_over_if_due_soon(self, job: Job, *, missed_before: datetime | None = None) -> None:
+    def hand_over_if_due_soon(
+        self, job: Job, *, missed_before: datetime | None = None, queued_before: datetime | None = None
+    ) -> None:
         """Hand a tick the next dispatcher pass may not reach in time to the queue now."""
         if job.next_run_at is None or job.status != JobStatus.SCHEDULED:
             return
@@ -250,7 +284,9 @@ class JobService:
         until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
         if job.next_run_at > until:
             return
-        self.dispatcher.hand_over([DueEntry.of(job)], now=now, until=until, missed_before=missed_before)
+        self.dispatcher.hand_over(
+            [DueEntry.of(job)], now=now, until=until, missed_before=missed_before, queued_before=queued_before
+        )
 
 
 def _view(job: Job, runs: list[Execution]) -> JobView:

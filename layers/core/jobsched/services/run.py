@@ -38,9 +38,9 @@ from aws_lambda_powertools import Logger
 
 from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore, Transition, execution_from_item, run_id_for
-from jobsched.adapters.sqs import RunQueue
+from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
-from jobsched.domain.models import Execution, Job, RunError, RunMessage
+from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import Clock, CrashPoints, no_crash
@@ -57,12 +57,18 @@ logger = Logger(child=True)
 MAX_EARLY_WAIT_SECONDS = 2.0
 MAX_RESULT_BYTES = 16 * 1024
 MAX_ERROR_CHARS = 2000
+# A buffered tick's message sleeps at most this long before it looks again (its holder wakes it).
+MAX_BUFFER_WAIT_SECONDS = 840
+# A tick that finds the slot free but a sleeping buffered tick ahead of it wakes that one and looks
+# again after this long.
+WAKE_RETRY_SECONDS = 2
 LOST_MESSAGE = "a worker died holding this run and the job is not idempotent: not re-run automatically"
 
 
 class Outcome(StrEnum):
     """What processing one message did."""
 
+    PAUSED = "paused"  # a tick of a pause: acknowledged, nothing written; the resume decides its fate
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     DUPLICATE = "duplicate"
@@ -117,64 +123,87 @@ class Worker:
     fast_path: bool = True
 
     def process(self, delivery: Delivery) -> Outcome:
-        """Run the message's run at most to one recorded result; raise to leave the message queued."""
+        """Run the message's run at most to one recorded result; raise to leave the message queued.
+
+        First of all the run marks its start on its job, in one conditional write that also reads
+        the job (see JobStore's start markers): the slot for one-offs and guarded recurring jobs,
+        the count for every other run. A cancel is a compare-and-set on the same item, so either
+        it sees this run and answers 409, or it won first and this run never starts.
+        """
         message = RunMessage.model_validate_json(delivery.body)
         sf = message.scheduled_for
-        held: bool | None = None  # None: not tried yet
+        now = self.clock.now()
+        until = now + timedelta(seconds=self.hold_seconds())
+        held = counted = False
         if message.guard and message.kind != "backfill":
-            now = self.clock.now()
-            until = now + timedelta(seconds=self.hold_seconds())
-            held, job = self.jobs.hold_and_read(message.job_id, run=sf, until=until, now=now)
+            held, job = self.jobs.hold_and_read(
+                message.job_id, run=sf, message=delivery.message_id, until=until, now=now
+            )
         else:
-            job = self.jobs.get_job(message.job_id)
+            counted, job = self.jobs.count_and_read(message.job_id, until=until, now=now)
         try:
             outcome, settled = self._process(message, job, delivery, held=held)
         except Exception:
             # Held up front, then an error (or a wait): give it back. (A run that got past its gate
             # released it already; a second release is a refused no-op.) A process death, a
-            # BaseException, gives nothing back: the hold lapses with its lease, as on AWS.
+            # BaseException, gives nothing back: the markers lapse with their leases, as on AWS.
             if held and job is not None:
-                self.jobs.release_job(job.job_id, run=sf)
+                self._release(job, sf)
+            if counted:
+                self.jobs.uncount(message.job_id)
             raise
         if held and job is not None and not settled:
-            self.jobs.release_job(job.job_id, run=sf)  # held for a tick that did not start
+            self._release(job, sf)  # held for a tick that did not start
+        if counted:
+            self.jobs.uncount(message.job_id)
         return outcome
 
     def _process(
-        self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool | None
+        self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool
     ) -> tuple[Outcome, bool]:
         """(what happened, whether the run got past its gate: then its hold is dealt with here)."""
         sf = message.scheduled_for
         if job is None or job.status == JobStatus.CANCELLED:
-            self.runs.transition(
-                job_id=message.job_id,
-                scheduled_for=sf,
-                target=RunStatus.CANCELLED,
-                now=self.clock.now(),
-                create_if_missing=self.runs.new_row(job.job_id, job.tenant, sf, kind=message.kind)
-                if job
-                else None,
-            )
-            return Outcome.CANCELLED, False
+            return self._cancelled(message, job), False
         # Backfills are an operator's explicit, rate-limited request for past ticks: no gate. A manual
         # run honours the overlap policy only.
         kind = message.kind
         gate = None if kind == "backfill" else self._gate(job, sf, delivery, kind=kind, held=held)
         if gate is not None:
             return gate, False
-        holds = self._guards_overlap(job) and message.kind != "backfill"
+        holds = self._holds_slot(job, kind)
         # Released on a failure and on every way out but a process death (BaseException: Crash,
         # SystemExit), which releases nothing: the hold then expires with its lease, as on AWS. A
-        # success releases only when the hold would still be live at the job's next tick.
+        # success releases when a tick may be waiting for the slot (buffer_one always; skip when the
+        # hold would still be live at the job's next tick); a one-off's completion frees it.
         try:
             outcome = self._run(job, sf, delivery, kind=message.kind)
         except Exception:
             if holds:
-                self.jobs.release_job(job.job_id, run=sf)
+                self._release(job, sf)
             raise
-        if holds and (outcome != Outcome.SUCCEEDED or self._next_tick_within_hold(job, sf)):
-            self.jobs.release_job(job.job_id, run=sf)
+        if holds and outcome == Outcome.SUCCEEDED and job.type == "one_off":
+            return outcome, True  # the job's COMPLETED write freed the slot
+        if holds and (
+            outcome != Outcome.SUCCEEDED
+            or job.policy.overlap_policy == "buffer_one"
+            or self._next_tick_within_hold(job, sf)
+        ):
+            self._release(job, sf)
         return outcome, holds
+
+    def _cancelled(self, message: RunMessage, job: Job | None) -> Outcome:
+        """The job was cancelled before this run started: the run never starts, and says so."""
+        self.runs.transition(
+            job_id=message.job_id,
+            scheduled_for=message.scheduled_for,
+            target=RunStatus.CANCELLED,
+            now=self.clock.now(),
+            create_if_missing=None
+            if job is None
+            else self.runs.new_row(job.job_id, job.tenant, message.scheduled_for, kind=message.kind),
+        )
+        return Outcome.CANCELLED
 
     def hold_seconds(self) -> int:
         # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
@@ -187,19 +216,47 @@ class Worker:
         following = cron.parse(job.cron_expr, job.timezone).next_after(times.parse_stored(sf))
         return following <= self.clock.now() + timedelta(seconds=self.hold_seconds())
 
-    def _guards_overlap(self, job: Job) -> bool:
-        return job.type == "recurring" and job.policy.overlap_policy != "allow"
+    @staticmethod
+    def _holds_slot(job: Job, kind: str) -> bool:
+        """Whether this run holds the job's slot (else it is counted): see models.takes_slot."""
+        return kind != "backfill" and takes_slot(job.type, job.policy.overlap_policy)
 
-    def _gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool | None) -> Outcome | None:
-        """Whether the tick may start now: paused job, rescheduled job, starting deadline, overlap.
+    def _release(self, job: Job, sf: str) -> None:
+        """Free the slot `sf` holds, and wake the tick buffered behind it, if one waits."""
+        old = self.jobs.release_job(job.job_id, run=sf)
+        if old is None or old.buffered_run in (None, sf) or not _live(old.buffered_until, self.clock.now()):
+            return
+        assert old.buffered_run is not None
+        self._wake(job.job_id, old.buffered_run, old.buffered_kind)
+
+    def _wake(self, job_id: str, run: str, kind: str | None) -> None:
+        """Send the buffered tick `run` a copy of its message, due now: the slot is free for it.
+
+        The sleeping original stays queued (the durable carrier if this copy is lost); whichever
+        copy comes second finds the run holding the slot or finished and is dropped.
+        """
+        message = RunMessage(job_id=job_id, scheduled_for=run, kind=kind or "scheduled", guard=True)
+        self.queue.send([Outgoing(message, 0)])
+
+    def _buffer_wait(self, job: Job) -> int:
+        """How long a buffered tick's message sleeps: its holder wakes it on release, so this only
+        bounds the wait when the waker died in between (the next tick to arrive wakes it, too)."""
+        timeout = job.retry.timeout_seconds
+        bound = MAX_BUFFER_WAIT_SECONDS if timeout is None else min(MAX_BUFFER_WAIT_SECONDS, timeout)
+        return max(self.settings.lease_seconds, bound + self.settings.lease_seconds)
+
+    def _gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool) -> Outcome | None:
+        """Whether the tick may start now: paused job, rescheduled job, starting deadline, the slot.
 
         The overlap check is a compare-and-set on the job at the moment the run is about to start
         (ticks are handed over ahead of time, so this is the only moment that knows).
         """
         now = self.clock.now()
         manual = kind == "manual"
-        if job.status == JobStatus.PAUSED and not manual:
-            return self._skip(job, sf, "paused", kind=kind, first_attempt_only=False)
+        if job.status == JobStatus.PAUSED and not manual and self._new_tick_of_pause(job, sf):
+            # Not written: the resume decides the fate of every tick of the pause by the catch-up
+            # policy, handed over or not (services/schedule.py resume).
+            return Outcome.PAUSED
         if kind == "scheduled" and not self._still_a_tick(job, sf):
             # Handed over before an edit moved the schedule: the edited schedule has its own ticks.
             return self._skip(job, sf, "rescheduled", kind=kind, first_attempt_only=True)
@@ -214,36 +271,74 @@ class Worker:
             skipped = self._skip(job, sf, "deadline", kind=kind, first_attempt_only=True)
             if skipped is not None:
                 return skipped
-        if not self._guards_overlap(job):
+        if not self._holds_slot(job, kind):
             return None
         until = now + timedelta(seconds=self.hold_seconds())
         buffered = job.buffered_run == sf
         if held and not buffered:
             return None
-        if self.jobs.hold_job(job.job_id, run=sf, until=until, now=now, was_buffered=buffered):
+        msg = delivery.message_id
+        if self.jobs.hold_job(job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered):
             return None
-        stale = self._finished_holder(job.job_id)
+        current = self.jobs.get_job(job.job_id)
+        if current is None or current.status == JobStatus.CANCELLED:
+            return self._cancelled(RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind), current)
+        holder_live = current.active_run is not None and _live(current.active_until, now)
+        if holder_live and current.active_run == sf:
+            # Another copy of this very run's message holds the slot (a wake-up and its sleeping
+            # original, or a duplicate delivery): that copy carries the run; this one is spare.
+            return Outcome.DUPLICATE
+        stale = self._finished_holder(current) if holder_live else None
         if stale is not None and self.jobs.hold_job(
-            job.job_id, run=sf, until=until, now=now, was_buffered=buffered, stale=stale
+            job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered, stale=stale
         ):
             return None
-        if policy.overlap_policy == "buffer_one" and self.jobs.buffer_behind(
-            job.job_id, run=sf, until=until, now=now
-        ):
-            raise WaitBehind(delivery.message_id)
+        if job.type == "one_off":
+            raise WaitBehind(delivery.message_id)  # nothing but its own copies holds a one-off's slot
+        if policy.overlap_policy == "buffer_one":
+            waiting = current.buffered_run
+            if waiting not in (None, sf) and _live(current.buffered_until, now) and (
+                not holder_live or stale is not None
+            ):
+                # The slot is free, but the tick buffered before this one owns the next turn and
+                # sleeps (its waker died): wake it, and look again once it holds the slot.
+                if self._finished(job, sf):
+                    return Outcome.DUPLICATE
+                assert waiting is not None
+                self._wake(job.job_id, waiting, current.buffered_kind)
+                self.queue.extend(delivery.receipt_handle, seconds=WAKE_RETRY_SECONDS)
+                raise WaitBehind(delivery.message_id)
+            wait = self._buffer_wait(job)
+            claim_until = now + timedelta(seconds=wait + self.settings.lease_seconds)
+            if self.jobs.buffer_behind(job.job_id, run=sf, kind=kind, until=claim_until, now=now):
+                # The message sleeps until the holder's release wakes a copy of it (or `wait` ends).
+                self.queue.extend(delivery.receipt_handle, seconds=wait)
+                raise WaitBehind(delivery.message_id)
         skipped = self._skip(job, sf, "overlap", kind=kind, first_attempt_only=True)
         if skipped is not None:
             return skipped
         # A retry of a run that already started once is not dropped for overlap: it waits.
         raise WaitBehind(delivery.message_id)
 
-    def _finished_holder(self, job_id: str) -> str | None:
+    def _new_tick_of_pause(self, job: Job, sf: str) -> bool:
+        """Whether `sf` came due during the job's pause and has not started (then it waits for the
+        resume); a tick due before the pause, or a retry of a run that started, goes on."""
+        if job.paused_at is not None and times.parse_stored(sf) <= job.paused_at:
+            return False
+        row = self.runs.get_raw(job.job_id, sf)
+        return int((row or {}).get("attempt", {}).get("N", "0")) == 0
+
+    def _finished(self, job: Job, sf: str) -> bool:
+        row = self.runs.get_raw(job.job_id, sf)
+        status = (row or {}).get("status", {}).get("S")
+        return status is not None and RunStatus(status) in TERMINAL
+
+    def _finished_holder(self, current: Job) -> str | None:
         """The run holding the job, if its row says it is over (it was not released: see hold_job)."""
-        current = self.jobs.get_job(job_id)
-        holder = current.active_run if current else None
+        holder = current.active_run
         if holder is None:
             return None
-        row = self.runs.get_raw(job_id, holder)
+        row = self.runs.get_raw(current.job_id, holder)
         status = (row or {}).get("status", {}).get("S")
         # No row, or PENDING: the holder is running on the fast path (it writes once, at the end).
         if status is None or status == RunStatus.PENDING.value or status in {s.value for s in HELD}:
@@ -292,8 +387,8 @@ class Worker:
         status = (row or {}).get("status", {}).get("S")
         created = self.runs.new_row(job.job_id, job.tenant, sf, kind=kind)
         if self.fast_path and job.idempotent and status in (None, RunStatus.PENDING.value):
-            return self._run_fast(job, sf, delivery, row, created)
-        return self._run_leased(job, sf, delivery, created)
+            return self._run_fast(job, sf, delivery, row, created, kind=kind)
+        return self._run_leased(job, sf, delivery, created, kind=kind)
 
     def _run_fast(
         self,
@@ -302,6 +397,8 @@ class Worker:
         delivery: Delivery,
         row: dict[str, Any] | None,
         created: Mapping[str, str | int],
+        *,
+        kind: str,
     ) -> Outcome:
         """The healthy path: run, then record the outcome in ONE conditional write.
 
@@ -339,7 +436,7 @@ class Worker:
             ).applied
 
         error, result, heartbeat = self._execute(
-            job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease
+            job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease, kind=kind
         )
         finished = self.clock.now()
         values, record, target = self._outcome(started, finished, attempt, result, error)
@@ -366,7 +463,9 @@ class Worker:
             return refused
         return self._recorded(job, sf, attempt, error, replays, finished)
 
-    def _run_leased(self, job: Job, sf: str, delivery: Delivery, created: Mapping[str, str | int]) -> Outcome:
+    def _run_leased(
+        self, job: Job, sf: str, delivery: Delivery, created: Mapping[str, str | int], *, kind: str
+    ) -> Outcome:
         """Lease first, then run: for takeovers of a dead worker's run and non-idempotent jobs."""
         now = self.clock.now()
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
@@ -428,7 +527,9 @@ class Worker:
             )
             self.crash("run.after_handler")
         else:
-            error, result, _ = self._execute(job, sf, delivery, attempt=attempt, owner=owner, persist=None)
+            error, result, _ = self._execute(
+                job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind
+            )
         finished = self.clock.now()
         values, record, target = self._outcome(started, finished, attempt, result, error)
         done = self._record_held(job, sf, owner, target, finished, values, record)
@@ -471,10 +572,20 @@ class Worker:
         attempt: int,
         owner: str,
         persist: Callable[[datetime], bool] | None,
+        kind: str,
     ) -> tuple[tuple[str, str] | None, object, _Heartbeat]:
         """Call the handler under a heartbeat; (error or None, result, the heartbeat)."""
         scheduled_for = times.parse_stored(sf)
         key = run_id_for(job.job_id, scheduled_for)
+        heartbeat = _Heartbeat(
+            self,
+            delivery,
+            owner=owner,
+            job_id=job.job_id,
+            scheduled_for=sf,
+            claim="slot" if self._holds_slot(job, kind) else "count",
+            persist=persist,
+        )
         context = RunContext(
             job_id=job.job_id,
             run_id=key,
@@ -482,15 +593,7 @@ class Worker:
             scheduled_for=scheduled_for,
             attempt=attempt,
             effect_key=key,
-        )
-        heartbeat = _Heartbeat(
-            self,
-            delivery,
-            owner=owner,
-            job_id=job.job_id,
-            scheduled_for=sf,
-            holds_job=self._guards_overlap(job),
-            persist=persist,
+            beat=heartbeat.beat,
         )
         heartbeat.start()
         try:
@@ -573,6 +676,7 @@ class Worker:
                 sources=[JobStatus.SCHEDULED],
                 now=finished,
                 leave_index=True,
+                release_slot=job.type == "one_off",
             )
         return Outcome.SUCCEEDED
 
@@ -630,6 +734,10 @@ class Worker:
             return None, (type(exc).__name__, message)
 
 
+def _live(until: datetime | None, now: datetime) -> bool:
+    return until is not None and until >= now
+
+
 def _bounded_json(value: object) -> str:
     text = json.dumps(value, default=str, separators=(",", ":"))
     if len(text.encode()) > MAX_RESULT_BYTES:
@@ -652,12 +760,13 @@ class _Heartbeat:
         owner: str,
         job_id: str,
         scheduled_for: str,
-        holds_job: bool,
+        claim: str,
         persist: Callable[[datetime], bool] | None,
     ) -> None:
         self._worker, self._delivery = worker, delivery
         self._owner, self._job_id, self._sf = owner, job_id, scheduled_for
-        self._holds_job = holds_job
+        self._claim = claim  # the start marker on the job to renew: "slot" or "count"
+        self._lock = threading.Lock()
         self._persist = persist
         self.persisted = False  # the first beat wrote the fast path's lease row
         self._leased = persist is None  # this worker holds a lease row to extend
@@ -672,22 +781,30 @@ class _Heartbeat:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        settings = self._worker.settings
-        lease = settings.lease_seconds
-        while not self._stop.wait(lease / 3):
-            now = self._worker.clock.now()
-            until = now + timedelta(seconds=lease)
-            self._worker.queue.extend(self._delivery.receipt_handle, seconds=lease)
-            if self._persist is not None:
-                # Refused: another delivery recorded or holds the run; this one's result will lose.
-                self.persisted = self._persist(until)
-                self._persist = None
-                self._leased = self.persisted
-            elif self._leased:
-                self._worker.runs.extend_lease(
-                    job_id=self._job_id, scheduled_for=self._sf, owner=self._owner, until=until
-                )
-            if self._holds_job:
-                self._worker.jobs.extend_hold(
-                    self._job_id, run=self._sf, until=now + timedelta(seconds=self._worker.hold_seconds())
-                )
+        while not self._stop.wait(self._worker.settings.lease_seconds / 3):
+            self.beat()
+
+    def beat(self) -> None:
+        """Renew every lease this run holds now (also what a handler's ctx.heartbeat() does)."""
+        with self._lock:
+            self._beat()
+
+    def _beat(self) -> None:
+        lease = self._worker.settings.lease_seconds
+        now = self._worker.clock.now()
+        until = now + timedelta(seconds=lease)
+        self._worker.queue.extend(self._delivery.receipt_handle, seconds=lease)
+        if self._persist is not None:
+            # Refused: another delivery recorded or holds the run; this one's result will lose.
+            self.persisted = self._persist(until)
+            self._persist = None
+            self._leased = self.persisted
+        elif self._leased:
+            self._worker.runs.extend_lease(
+                job_id=self._job_id, scheduled_for=self._sf, owner=self._owner, until=until
+            )
+        hold_until = now + timedelta(seconds=self._worker.hold_seconds())
+        if self._claim == "slot":
+            self._worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until)
+        else:
+            self._worker.jobs.extend_count(self._job_id, until=hold_until)

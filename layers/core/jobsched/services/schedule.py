@@ -27,6 +27,7 @@ from jobsched.domain.models import (
     RunPage,
     RunView,
     SchedulePolicy,
+    takes_slot,
 )
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
@@ -65,7 +66,8 @@ class ScheduleService:
 
     # -- pause / resume ---------------------------------------------------------------------------
     def pause(self, job_id: str, *, tenant: str) -> JobControl:
-        """Stop handing ticks over; ticks already handed over are SKIPPED ("paused") when they come due."""
+        """Stop handing ticks over and starting new ticks; ticks already handed over that come due
+        during the pause are left to the resume (the worker writes nothing for them)."""
         job = self.job_service.owned(job_id, tenant)
         if job.status == JobStatus.PAUSED:
             return JobControl(job_id=job.job_id, status=job.status.value)
@@ -94,19 +96,36 @@ class ScheduleService:
         if job.status != JobStatus.PAUSED:
             raise Conflict(f"job {job_id} is {job.status.value}, not PAUSED")
         now = times.truncate_ms(self.clock.now())
+        # Every tick that came due during the pause was missed, whether it had been handed over
+        # before the pause (the worker left it alone) or not: the plan starts at the pause's first
+        # tick and the catch-up policy decides. Ticks handed over and not yet due still wait in
+        # the queue; they are not sent again.
+        first = self._first_tick_of_pause(job)
+        replan = first is not None and job.resume_from is not None and first < min(now, job.resume_from)
         resumed = job.model_copy(
             update={
                 "status": JobStatus.SCHEDULED,
-                "next_run_at": job.resume_from,
+                "next_run_at": first if replan else job.resume_from,
                 "paused_at": None,
                 "resume_from": None,
                 "updated_at": now,
             }
         )
         self._save(job, resumed)
-        # Every tick that came due during the pause was missed: the catch-up policy decides.
-        self.job_service.hand_over_if_due_soon(resumed, missed_before=now)
+        self.job_service.hand_over_if_due_soon(
+            resumed, missed_before=now, queued_before=job.resume_from if replan else None
+        )
         return self._control(self.job_service.owned(job_id, tenant))
+
+    @staticmethod
+    def _first_tick_of_pause(job: Job) -> datetime | None:
+        """The job's first tick after it was paused (a tick due before the pause ran as usual)."""
+        if job.type != "recurring" or job.cron_expr is None or job.paused_at is None:
+            return None
+        after = job.paused_at
+        if job.policy.start_at is not None and job.policy.start_at > after:
+            after = job.policy.start_at - timedelta(milliseconds=1)
+        return cron.parse(job.cron_expr, job.timezone).next_after(after)
 
     # -- run now ----------------------------------------------------------------------------------
     def run_now(self, job_id: str, *, tenant: str) -> JobControl:
@@ -124,7 +143,7 @@ class ScheduleService:
             job_id=job.job_id,
             scheduled_for=times.stored(now),
             kind="manual",
-            guard=job.policy.overlap_policy != "allow",
+            guard=takes_slot(job.type, job.policy.overlap_policy),
         )
         self.queue.send([Outgoing(message, 0)])
         return JobControl(job_id=job.job_id, status=job.status.value, run_id=run_id_for(job.job_id, now))
