@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -262,6 +263,13 @@ BAD_CONTROLS: list[tuple[str, str, str, Any, int, str]] = [
     ("runs with an unknown status", "GET", "/api/jobs/{id}/runs?status=HAPPY", None, 400, "status"),
     ("runs with a bad cursor", "GET", "/api/jobs/{id}/runs?cursor=xyz", None, 400, "cursor"),
     ("runs with limit 0", "GET", "/api/jobs/{id}/runs?limit=0", None, 400, "limit"),
+    ("runs with an unknown kind", "GET", "/api/jobs/{id}/runs?kind=weekly", None, 400,
+     "kind: must be one of scheduled, manual, backfill, dependant"),
+    ("PATCH oversized payload", "PATCH", "/api/jobs/{id}", {"payload": {"b": "x" * 40_000}}, 400, "payload"),
+    ("PATCH backoff max below initial", "PATCH", "/api/jobs/{id}",
+     {"backoff": {"initial_seconds": 10, "max_seconds": 5}}, 400, "max_seconds"),
+    ("PATCH a cron with 4 fields", "PATCH", "/api/jobs/{id}", {"cron_expr": "* * * *"}, 400, "5 fields"),
+    ("PATCH an unknown timezone", "PATCH", "/api/jobs/{id}", {"timezone": "Mars/Base"}, 400, "timezone"),
 ]  # fmt: skip
 
 
@@ -281,6 +289,84 @@ def test_bad_recurring_controls_are_clear_4xx(
     assert got == status, answer
     assert word.lower() in answer["error"]["message"].lower(), answer
     assert job_items(aws) == before
+
+
+BAD_REQUESTS_BY_NAME = {name: request for name, request, _, _ in BAD_REQUESTS}
+
+
+def repeated_field(message: str) -> str | None:
+    """The part of an error message that repeats its field ("cron_expr: cron_expr '...'"), if any."""
+    for part in message.split("; "):
+        field, sep, problem = part.partition(": ")
+        name = field.rsplit(".", 1)[-1]
+        if sep and re.match(rf"{re.escape(name)}\b", problem, re.IGNORECASE):
+            return part
+    return None
+
+
+@pytest.mark.parametrize(
+    ("name", "method", "path", "body", "headers"),
+    [("POST " + name, "POST", "/api/jobs", r.get("body"), r.get("headers")) for name, r, _, _ in BAD_REQUESTS]
+    + [(name, method, path, body, None) for name, method, path, body, _, _ in BAD_CONTROLS],
+    ids=[b[0] for b in BAD_REQUESTS] + [b[0] for b in BAD_CONTROLS],
+)
+def test_an_error_message_names_its_field_once(
+    call: Call, name: str, method: str, path: str, body: Any, headers: dict[str, str] | None
+) -> None:
+    # Given a request the API refuses (each bad request and bad control above)
+    _, job = call(
+        "POST", "/api/jobs", {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"}
+    )
+    if path == "/api/jobs" and not name.startswith("POST "):
+        body = {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo", **body}
+    # When it is sent
+    raw = dict(BAD_REQUESTS_BY_NAME.get(name.removeprefix("POST "), {})).get("raw")
+    got, answer = call(method, path.replace("{id}", job["job_id"]), body, headers, raw=raw)
+    # Then the message says "<field>: <problem>" with the field said once
+    assert 400 <= got < 500, answer
+    message = answer["error"]["message"]
+    assert repeated_field(message) is None, message
+    assert not message.startswith(("query.", "path.", "header.")), message
+
+
+def test_a_payload_is_measured_in_utf8_bytes_of_its_json(call: Call) -> None:
+    # Given a payload of 12,000 "é": 24,000 bytes as UTF-8 JSON (72,000 if each were escaped as \u00e9)
+    payload = {"s": "é" * 12_000}
+    body = {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo", "payload": payload}
+    # When it is created (sent as UTF-8, as a client does) and then edited to the same payload again
+    status, created = call("POST", "/api/jobs", raw=json.dumps(body, ensure_ascii=False))
+    # Then both are accepted under the 32,768-byte limit, and the payload comes back as it was sent
+    assert status == 201, created
+    edit = json.dumps({"payload": {**payload, "t": "ü"}}, ensure_ascii=False)
+    status, edited = call("PATCH", f"/api/jobs/{created['job_id']}", raw=edit)
+    assert status == 200, edited
+    assert edited["payload"] == {**payload, "t": "ü"}
+    # And a payload over the limit in UTF-8 bytes is refused with its UTF-8 size
+    over = {**body, "payload": {"s": "é" * 16_400}}
+    status, err = call("POST", "/api/jobs", raw=json.dumps(over, ensure_ascii=False))
+    assert status == 400 and err["error"]["message"] == (
+        "payload: is 32808 bytes as UTF-8 JSON; the limit is 32768"
+    ), err
+
+
+def test_runs_are_listed_by_kind(call: Call) -> None:
+    # Given a recurring job with a manual run and two backfilled ticks
+    _, job = call(
+        "POST", "/api/jobs", {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"}
+    )
+    job_id = job["job_id"]
+    assert call("POST", f"/api/jobs/{job_id}/run")[0] == 202
+    start = (datetime.now(UTC) - timedelta(hours=5)).replace(minute=0, second=0, microsecond=0)
+    window = {"from": start.isoformat(), "to": (start + timedelta(hours=2)).isoformat()}
+    assert call("POST", f"/api/jobs/{job_id}/backfill", window)[0] == 202
+    # When its runs are listed by kind
+    kinds = {}
+    for kind in ("backfill", "manual", "dependant"):
+        status, page = call("GET", f"/api/jobs/{job_id}/runs?kind={kind}")
+        assert status == 200, page
+        kinds[kind] = [r["kind"] for r in page["items"]]
+    # Then each listing holds that kind's runs only
+    assert kinds == {"backfill": ["backfill", "backfill"], "manual": ["manual"], "dependant": []}
 
 
 def test_patch_null_clears_what_a_job_may_lack(call: Call) -> None:

@@ -135,7 +135,10 @@ def _error(status: int, code: str, message: str) -> Response[Any]:
 def _describe(errors: list[Any]) -> str:
     parts = []
     for err in errors:
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body",)]
+        # "body", "query", "path" and "header" say where a field is, not which: the message names
+        # the field (`limit`, not `query.limit`), once; the validators' own messages do not repeat it.
+        loc = [str(p) for p in err.get("loc", ())]
+        loc = loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc
         # pydantic names the union/validator step in loc for model-level errors; keep field names
         field = ".".join(p for p in loc if not p.startswith("function-")) or "body"
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
@@ -293,6 +296,7 @@ def build_app(
         limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_PAGE)] = 20,
         cursor: Annotated[str | None, Query(max_length=2048)] = None,
         status: Annotated[str | None, Query(max_length=32)] = None,
+        kind: Annotated[str | None, Query(max_length=32)] = None,
         from_: Annotated[datetime | None, Query(alias="from")] = None,
         to: Annotated[datetime | None, Query()] = None,
     ) -> RunPage:
@@ -311,6 +315,7 @@ def build_app(
             start=from_,
             end=to,
             status=status or None,
+            kind=kind or None,
             cursor=cursor or None,
             limit=limit,
         )

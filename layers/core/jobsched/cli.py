@@ -53,7 +53,8 @@ def call(
 ) -> int:
     """Send one API request, print the JSON answer, return a shell exit code."""
     url = _api_url(args) + path
-    body = json.dumps(payload).encode() if payload is not None else None
+    # UTF-8 as it is, not \u escapes: an "é" is 2 bytes of the 64 KiB body, not 6.
+    body = json.dumps(payload, ensure_ascii=False).encode() if payload is not None else None
     hdrs = {"Content-Type": "application/json", **(headers or {})}
     if getattr(args, "tenant", None):
         hdrs[c.TENANT_HEADER] = args.tenant
@@ -70,7 +71,7 @@ def call(
         print(f"jobsched: cannot reach {url}: {err.reason}", file=sys.stderr)
         return 2
     try:
-        print(json.dumps(json.loads(text), indent=2))
+        print(json.dumps(json.loads(text), indent=2, ensure_ascii=False))
     except json.JSONDecodeError:
         print(text)
     return 0 if status < 400 else 1
@@ -84,25 +85,65 @@ def cmd_local(args: argparse.Namespace) -> int:
     return 0
 
 
+class UsageError(Exception):
+    """A command line that cannot make a request; main() prints it and exits with status 2."""
+
+
+# (flag dest, body field) of the job fields both `submit` and `edit` take.
+_JOB_FLAGS = (
+    ("handler", "handler"),
+    ("name", "name"),
+    ("payload", "payload"),
+    ("cron", "cron_expr"),
+    ("timezone", "timezone"),
+    ("max_attempts", "max_attempts"),
+    ("backoff", "backoff"),
+    ("timeout", "timeout_seconds"),
+    ("overlap", "overlap_policy"),
+    ("catchup", "catchup"),
+    ("max_catchup", "max_catchup"),
+    ("jitter", "jitter_seconds"),
+)
+# The flag that says when a job runs, and the type it implies when --type is not given.
+_TYPE_OF_FLAG = (
+    ("run_at", "--run-at", "one_off"),
+    ("cron", "--cron", "recurring"),
+    ("depends_on", "--depends-on", "dependent"),
+)
+
+
+def _job_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The body fields the job flags name (a flag not given is left out)."""
+    return {field: getattr(args, dest) for dest, field in _JOB_FLAGS if getattr(args, dest) is not None}
+
+
+def submit_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The POST /api/jobs body: --json, overridden by the flags; the type from --type or implied."""
+    body: dict[str, Any] = {**(args.json or {}), **_job_fields(args)}
+    if args.run_at is not None:
+        body["run_at"] = args.run_at
+    if args.depends_on is not None:
+        body["depends_on"] = [upstream for upstream in args.depends_on.split(",") if upstream]
+    implied = {kind: flag for dest, flag, kind in _TYPE_OF_FLAG if getattr(args, dest) is not None}
+    if args.type is not None:
+        body["type"] = args.type
+    elif len(implied) > 1:
+        raise UsageError(
+            f"submit: {' and '.join(implied.values())} imply different job types; pass --type or one of them"
+        )
+    elif implied:
+        body["type"] = next(iter(implied))
+    if "type" not in body:
+        raise UsageError(
+            "submit: say when the job runs: --run-at (one_off), --cron (recurring), "
+            "--depends-on (dependent), or --type"
+        )
+    return body
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     """POST /api/jobs."""
-    body: dict[str, Any] = json.loads(args.json) if args.json else {}
-    if args.handler:
-        body["handler"] = args.handler
-    if args.payload:
-        body["payload"] = json.loads(args.payload)
-    if args.depends_on:
-        body.update(type="dependent", depends_on=args.depends_on.split(","))
-    if args.name:
-        body["name"] = args.name
-    if args.cron:
-        body.update(type="recurring", cron_expr=args.cron)
-    if args.run_at:
-        body.update(type="one_off", run_at=args.run_at)
-    if args.timezone:
-        body["timezone"] = args.timezone
-    if args.max_attempts:
-        body["max_attempts"] = args.max_attempts
+    body = submit_body(args)
     key = args.idempotency_key or str(uuid.uuid4())
     return call(args, "POST", "/api/jobs", body, {c.IDEMPOTENCY_HEADER: key})
 
@@ -138,22 +179,14 @@ def cmd_control(args: argparse.Namespace) -> int:
     return call(args, "POST", f"/api/jobs/{args.job_id}/{args.action}")
 
 
+def edit_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The PATCH /api/jobs/{id} body: --json, overridden by the flags."""
+    return {**(args.json or {}), **_job_fields(args)}
+
+
 def cmd_edit(args: argparse.Namespace) -> int:
     """PATCH /api/jobs/{id}."""
-    body: dict[str, Any] = json.loads(args.json) if args.json else {}
-    for flag, field in (
-        ("cron", "cron_expr"),
-        ("timezone", "timezone"),
-        ("overlap", "overlap_policy"),
-        ("catchup", "catchup"),
-    ):
-        if getattr(args, flag):
-            body[field] = getattr(args, flag)
-    if args.payload:
-        body["payload"] = json.loads(args.payload)
-    if args.jitter is not None:
-        body["jitter_seconds"] = args.jitter
-    return call(args, "PATCH", f"/api/jobs/{args.job_id}", body)
+    return call(args, "PATCH", f"/api/jobs/{args.job_id}", edit_body(args))
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
@@ -201,7 +234,6 @@ def cmd_graph(args: argparse.Namespace) -> int:
 def cmd_cron_next(args: argparse.Namespace) -> int:
     """Print the next N fire times exactly as the dispatcher computes them."""
     from jobsched import cron
-    from jobsched.domain import times
 
     try:
         schedule = cron.parse(args.expr, args.tz)
@@ -211,9 +243,11 @@ def cmd_cron_next(args: argparse.Namespace) -> int:
     except (cron.CronError, ValueError) as exc:
         print(f"jobsched: {exc}", file=sys.stderr)
         return 2
+    zone = UTC if args.utc else ZoneInfo(schedule.timezone)
     for _ in range(args.n):
         after = schedule.next_after(after)
-        print(times.iso(after) if args.utc else after.astimezone(ZoneInfo(schedule.timezone)).isoformat())
+        # Milliseconds in either zone, as the API shows every timestamp (times.iso).
+        print(after.astimezone(zone).isoformat(timespec="milliseconds"))
     return 0
 
 
@@ -471,8 +505,47 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return 0 if all(plan.ok and (sim is None or sim.met) for plan, sim in results) else 1
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """An argument that is a JSON object (argparse reports anything else as a usage error)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def _add_job_flags(p: argparse.ArgumentParser) -> None:
+    """The job fields `submit` and `edit` both take (see _JOB_FLAGS)."""
+    from typing import get_args
+
+    from jobsched.domain.models import CatchupPolicy, OverlapPolicy
+
+    p.add_argument("--handler", help="a registered handler's dotted name")
+    p.add_argument("--name", help="a label")
+    p.add_argument("--payload", type=_json_object, help="JSON object")
+    p.add_argument("--cron", help="cron expression (recurring job)")
+    p.add_argument("--timezone", help="IANA timezone the cron fields are read in (default UTC)")
+    p.add_argument("--max-attempts", type=int, help="attempts in all, 1..25")
+    p.add_argument(
+        "--backoff",
+        type=_json_object,
+        help="JSON object with initial_seconds, multiplier, max_seconds, jitter (see the API)",
+    )
+    p.add_argument("--timeout", type=int, help="timeout_seconds of one attempt, 1..43200")
+    p.add_argument("--overlap", choices=get_args(OverlapPolicy), help="overlap_policy (recurring)")
+    p.add_argument("--catchup", choices=get_args(CatchupPolicy), help="catch-up policy (recurring)")
+    p.add_argument("--max-catchup", type=int, help="with --catchup all: how many missed ticks still run")
+    p.add_argument("--jitter", type=int, help="jitter_seconds (recurring)")
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser."""
+    from typing import get_args
+
+    from jobsched.domain.models import JobType
+
     top = argparse.ArgumentParser(prog="jobsched", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True)
 
@@ -486,16 +559,18 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("local", help="run the local stack (what `make run` starts)").set_defaults(func=cmd_local)
 
     p = client("submit", "create a job")
-    p.add_argument("--handler")
-    p.add_argument("--payload", help="JSON object")
-    p.add_argument("--cron", help="cron expression (recurring job)")
+    p.add_argument(
+        "--type",
+        choices=get_args(JobType),
+        help="default: implied by --run-at, --cron or --depends-on",
+    )
     p.add_argument("--run-at", help="ISO-8601 time with offset (one-off job)")
-    p.add_argument("--timezone")
-    p.add_argument("--max-attempts", type=int)
-    p.add_argument("--idempotency-key")
     p.add_argument("--depends-on", help="comma-separated upstream job ids (a dependent job)")
-    p.add_argument("--name")
-    p.add_argument("--json", help="the whole request body as JSON (flags override its fields)")
+    _add_job_flags(p)
+    p.add_argument("--idempotency-key")
+    p.add_argument(
+        "--json", type=_json_object, help="the whole request body as JSON (flags override its fields)"
+    )
     p.set_defaults(func=cmd_submit)
 
     p = client("get", "show a job and its recent runs")
@@ -517,13 +592,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = client("edit", "change a job (PATCH)")
     p.add_argument("job_id")
-    p.add_argument("--cron")
-    p.add_argument("--timezone")
-    p.add_argument("--payload", help="JSON object")
-    p.add_argument("--overlap", choices=["skip", "buffer_one", "allow"])
-    p.add_argument("--catchup", choices=["one", "none", "all"])
-    p.add_argument("--jitter", type=int, help="jitter_seconds")
-    p.add_argument("--json", help="the PATCH body as JSON (flags override its fields)")
+    _add_job_flags(p)
+    p.add_argument("--json", type=_json_object, help="the PATCH body as JSON (flags override its fields)")
     p.set_defaults(func=cmd_edit)
 
     p = client("backfill", "create the runs of every past tick in [from, to) that has none")
@@ -607,7 +677,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `jobsched` script."""
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"jobsched: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -61,7 +61,15 @@ __all__ = ["CronError", "CronSchedule", "parse", "seconds_field"]
 
 
 class CronError(ValueError):
-    """A cron expression or timezone that cannot be used; message names the problem."""
+    """A cron expression or timezone that cannot be used.
+
+    `field` names the input at fault ("cron_expr" or "timezone"); the message states the problem
+    and quotes the value, without the field's name, so a caller that prefixes it says it once.
+    """
+
+    def __init__(self, message: str, *, field: str = "cron_expr") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 _MACROS: Final[dict[str, str]] = {
@@ -120,7 +128,7 @@ _ONE_SECOND: Final = timedelta(seconds=1)
 
 
 def _fail(expr: str, message: str) -> CronError:
-    return CronError(f"cron_expr '{expr}': {message}")
+    return CronError(f"'{expr}': {message}")
 
 
 def _value(token: str, spec: _FieldSpec, expr: str, text: str) -> int:
@@ -186,12 +194,12 @@ def _check_fires(expr: str, fields: dict[str, frozenset[int]]) -> None:
 
 def _load_zone(timezone: str) -> ZoneInfo:
     if not isinstance(timezone, str) or not timezone:
-        raise CronError(f"unknown timezone '{timezone}'")
+        raise CronError(f"'{timezone}' is not an IANA timezone", field="timezone")
     try:
         return ZoneInfo(timezone)
     # ValueError covers names zoneinfo refuses outright (absolute paths, '..').
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise CronError(f"unknown timezone '{timezone}'") from exc
+        raise CronError(f"'{timezone}' is not an IANA timezone", field="timezone") from exc
 
 
 def _aware_utc(moment: datetime, name: str) -> datetime:
@@ -230,7 +238,7 @@ class CronSchedule:
 
     def __post_init__(self) -> None:
         if not isinstance(self.expr, str):
-            raise CronError(f"cron_expr must be a string, got {type(self.expr).__name__}")
+            raise CronError(f"must be a string, got {type(self.expr).__name__}")
         expr = " ".join(self.expr.split())
         text = _MACROS.get(expr.lower(), expr)
         if text.startswith("@"):
@@ -241,7 +249,7 @@ class CronSchedule:
         parts = text.split()
         if len(parts) not in (5, 6):
             raise CronError(
-                "cron_expr must have 5 fields (minute hour day-of-month month day-of-week) "
+                "must have 5 fields (minute hour day-of-month month day-of-week) "
                 "or 6 (second minute hour day-of-month month day-of-week); "
                 f"got {len(parts)} in '{expr}'"
             )

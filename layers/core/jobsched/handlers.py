@@ -8,6 +8,8 @@ a failed attempt. Runs are at least once, so a handler makes its side effect ide
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -73,7 +75,17 @@ class HandlerRegistry:
         return sorted(self._handlers)
 
     def load_modules(self, modules: Iterable[str]) -> None:
-        """Import modules that register their handlers on `registry` at import time."""
+        """Import modules that register their handlers on `registry` at import time.
+
+        They are found on sys.path and in the working directory: `jobsched local` runs as a console
+        script, whose sys.path holds .venv/bin but not the directory it was started from, so
+        JOBSCHED_HANDLER_MODULES=mypkg.jobs would otherwise need PYTHONPATH=. as well. The directory
+        is searched last, so it shadows no installed package; on Lambda it is the task root, already
+        on sys.path.
+        """
+        modules = list(modules)
+        if modules and os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
         for module in modules:
             importlib.import_module(module)
 

@@ -1244,8 +1244,9 @@ class RunStore:
         status: str | None,
         limit: int,
         cursor: dict[str, Any] | None,
+        kind: str | None = None,
     ) -> tuple[list[Execution], dict[str, Any] | None]:
-        """Runs of a job with start <= scheduled_for < end, newest first, optionally of one status."""
+        """Runs of a job with start <= scheduled_for < end, newest first, of one status and kind if given."""
         low = run_sk(times.stored(start)) if start else "RUN#"
         high = run_sk(times.stored(end)) if end else "RUN$"  # "$" sorts after every "#..." key
         kwargs: dict[str, Any] = {
@@ -1258,10 +1259,22 @@ class RunStore:
             },
             "ScanIndexForward": False,
         }
+        filters: list[str] = []
+        names: dict[str, str] = {}
         if status:
-            kwargs["FilterExpression"] = "#s = :status"
-            kwargs["ExpressionAttributeNames"] = {"#s": "status"}
+            filters.append("#s = :status")
+            names["#s"] = "status"
             kwargs["ExpressionAttributeValues"][":status"] = _enc(status)
+        if kind:
+            # A row without `kind` is a scheduled one (execution_from_item reads it so).
+            filters.append(
+                "(#k = :kind OR attribute_not_exists(#k))" if kind == "scheduled" else "#k = :kind"
+            )
+            names["#k"] = "kind"
+            kwargs["ExpressionAttributeValues"][":kind"] = _enc(kind)
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+            kwargs["ExpressionAttributeNames"] = names
         if cursor:
             kwargs["ExclusiveStartKey"] = cursor
         rows: list[Execution] = []

@@ -22,6 +22,8 @@ from jobsched.domain.status import JobStatus, RunStatus
 JobType = Literal["one_off", "recurring", "dependent"]
 OverlapPolicy = Literal["skip", "buffer_one", "allow"]
 CatchupPolicy = Literal["one", "none", "all"]
+RunKind = Literal["scheduled", "manual", "backfill", "dependant"]
+"""Why a run exists: its job's own tick, a run-now, a backfill, or its upstreams' completion."""
 MAX_JITTER_SECONDS = 3600
 MAX_CATCHUP_LIMIT = 1000
 # DAG bounds: upstreams of one job, and jobs in the graph around it (both ways).
@@ -37,6 +39,21 @@ MAX_ATTEMPTS_LIMIT = 25
 # and 0001-01-01T00:00+01:00 or 9999-12-31T23:59-01:00 overflow when converted to UTC.
 EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_TIME = datetime(3000, 1, 1, tzinfo=UTC)
+
+
+def payload_bytes(payload: dict[str, Any]) -> int:
+    """The size a payload counts against MAX_PAYLOAD_BYTES: its compact JSON as UTF-8.
+
+    Not json.dumps' default ASCII escaping, which counts an "é" (2 bytes in UTF-8) as 6 ("\\u00e9").
+    """
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _checked_payload(value: dict[str, Any]) -> dict[str, Any]:
+    size = payload_bytes(value)
+    if size > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"is {size} bytes as UTF-8 JSON; the limit is {MAX_PAYLOAD_BYTES}")
+    return value
 
 
 def in_time_window(value: datetime) -> datetime:
@@ -67,7 +84,7 @@ class Backoff(BaseModel):
     @model_validator(mode="after")
     def _max_not_below_initial(self) -> Backoff:
         if self.max_seconds < self.initial_seconds:
-            raise ValueError("backoff.max_seconds must be >= backoff.initial_seconds")
+            raise ValueError("max_seconds must be >= initial_seconds")
         return self
 
     def delay(self, attempt: int) -> float:
@@ -156,10 +173,7 @@ class CreateJobRequest(BaseModel):
     @field_validator("payload")
     @classmethod
     def _payload_size(cls, value: dict[str, Any]) -> dict[str, Any]:
-        size = len(json.dumps(value, separators=(",", ":")).encode())
-        if size > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
-        return value
+        return _checked_payload(value)
 
     @field_validator("depends_on")
     @classmethod
@@ -319,7 +333,7 @@ class RunMessage(BaseModel):
     v: Literal[1] = 1
     job_id: str
     scheduled_for: str  # stored form, see jobsched.domain.times.stored
-    kind: Literal["scheduled", "manual", "backfill", "dependant"] = "scheduled"
+    kind: RunKind = "scheduled"
     # The sender saw a job whose runs take its slot (takes_slot): the worker's hold on the job is
     # then its read of the job too (one conditional write returning the job instead of a read and
     # a write). Without it the worker counts the run on the job instead (the same one write). A hint
@@ -513,11 +527,7 @@ class PatchJobRequest(BaseModel):
     @field_validator("payload")
     @classmethod
     def _payload_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None:
-            size = len(json.dumps(value, separators=(",", ":")).encode())
-            if size > MAX_PAYLOAD_BYTES:
-                raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
-        return value
+        return None if value is None else _checked_payload(value)
 
     @model_validator(mode="after")
     def _something_to_change(self) -> PatchJobRequest:

@@ -254,7 +254,10 @@ class LocalStack:
             return len(messages)
         except Exception as exc:
             # An invocation error returns the whole batch to the queue, as the mapping does on AWS.
-            print(f"jobsched local: worker invocation failed: {exc!r}", flush=True)
+            # str(), not repr(): powertools' BatchProcessingError ("All records failed processing.
+            # N individual errors logged separately below.") lists each record's traceback in its
+            # str(), as the Lambda runtime logs it on AWS; its repr() is the first line alone.
+            print(f"jobsched local: worker invocation failed: {type(exc).__name__}: {exc}", flush=True)
             return len(messages)
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]

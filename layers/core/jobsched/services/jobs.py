@@ -263,7 +263,7 @@ class JobService:
         try:
             schedule = cron.parse(cron_expr, timezone)
         except cron.CronError as exc:
-            raise ValidationFailed(f"cron_expr: {exc}", field="cron_expr") from exc
+            raise ValidationFailed(f"{exc.field}: {exc}", field=exc.field) from exc
         if policy.jitter_seconds and policy.jitter_seconds >= schedule.min_interval_seconds():
             raise ValidationFailed(
                 f"jitter_seconds: {policy.jitter_seconds} s is not shorter than the schedule's interval "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore, run_id_for
@@ -23,6 +23,7 @@ from jobsched.domain.models import (
     JobControl,
     PatchJobRequest,
     RetryPolicy,
+    RunKind,
     RunMessage,
     RunPage,
     RunView,
@@ -303,8 +304,9 @@ class ScheduleService:
         status: str | None,
         cursor: str | None,
         limit: int,
+        kind: str | None = None,
     ) -> RunPage:
-        """Runs newest first, with lateness (start - scheduled_for) and duration."""
+        """Runs newest first, optionally of one status and kind, with lateness and duration."""
         job = self.job_service.owned(job_id, tenant)
         if not 1 <= limit <= MAX_HISTORY_PAGE:
             raise ValidationFailed(f"limit: must be between 1 and {MAX_HISTORY_PAGE}", field="limit")
@@ -312,6 +314,8 @@ class ScheduleService:
             raise ValidationFailed(
                 f"status: must be one of {', '.join(RunStatus.__members__)}", field="status"
             )
+        if kind is not None and kind not in get_args(RunKind):
+            raise ValidationFailed(f"kind: must be one of {', '.join(get_args(RunKind))}", field="kind")
         if start and end and start >= end:
             raise ValidationFailed("from: must be before to", field="from")
         rows, last = self.runs.history(
@@ -319,6 +323,7 @@ class ScheduleService:
             start=start,
             end=end,
             status=status,
+            kind=kind,
             limit=limit,
             cursor=self._start(cursor, job.job_id),
         )

@@ -1,0 +1,91 @@
+"""The `jobsched` client commands over HTTP, against the API Lambda (moto behind it)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from jobsched import cli
+from jobsched.local import events, lambdas
+
+
+@pytest.fixture
+def api_url(api: ModuleType) -> Iterator[str]:
+    """The API Lambda served over HTTP on a free loopback port, as the local stack serves it."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            event = events.api_gateway_event(self.command, self.path, dict(self.headers.items()), body)
+            out = api.lambda_handler(event, lambdas.LambdaContext("api"))
+            payload = (out.get("body") or "").encode()
+            self.send_response(out["statusCode"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)  # port 0: a free one
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = cli.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_submit_sends_every_policy_flag_and_edit_changes_the_handler(
+    api_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a recurring job submitted with the policy flags and no --type
+    code, out = run(
+        capsys,
+        "submit", "--api-url", api_url, "--handler", "demo.echo", "--cron", "0 2 * * *",
+        "--overlap", "buffer_one", "--catchup", "all", "--max-catchup", "3", "--timeout", "60",
+        "--backoff", '{"initial_seconds": 5, "max_seconds": 600}', "--max-attempts", "4",
+    )  # fmt: skip
+    assert code == 0, out
+    job_id = json.loads(out)["job_id"]
+    # When its handler is changed with edit --handler
+    code, out = run(capsys, "edit", "--api-url", api_url, job_id, "--handler", "demo.fail")
+    # Then the API took every flag, and the edit
+    assert code == 0, out
+    job = json.loads(out)
+    assert job["handler"] == "demo.fail" and job["type"] == "recurring"
+    assert (job["overlap_policy"], job["catchup"], job["max_catchup"]) == ("buffer_one", "all", 3)
+    assert (job["timeout_seconds"], job["max_attempts"]) == (60, 4)
+    assert (job["backoff"]["initial_seconds"], job["backoff"]["max_seconds"]) == (5, 600)
+
+
+def test_non_ascii_text_is_sent_and_printed_as_itself(
+    api_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a job whose name and payload are not ASCII
+    code, out = run(
+        capsys, "submit", "--api-url", api_url, "--handler", "demo.echo", "--cron", "0 2 * * *",
+        "--name", "café nightly", "--payload", '{"greeting": "grüß dich, 東京"}',
+    )  # fmt: skip
+    assert code == 0, out
+    # When it is shown
+    code, out = run(capsys, "get", "--api-url", api_url, json.loads(out)["job_id"])
+    # Then the text prints as itself, not as \\u escapes
+    assert code == 0
+    assert '"name": "café nightly"' in out and '"greeting": "grüß dich, 東京"' in out
+    assert "\\u" not in out
