@@ -33,13 +33,14 @@ class ClockedQueue(RunQueue):
         super().__init__(client=base.client, queue_url=base.queue_url)
         self.requested_delays: list[int] = []
         self.sent: list[RunMessage] = []
-        # Visibility a worker asked for, by receipt handle: played by the Pump on the fake clock
-        # (moto would play it in real time, and the message would vanish from the test).
+        # Visibility a worker asked for, by receipt handle: played by the Pump on the fake clock.
         self.visibility: dict[str, int] = {}
 
     def extend(self, receipt_handle: str, *, seconds: int) -> bool:
+        # Recorded for the Pump (fake time), and passed on: moto keeps the message hidden in real
+        # time meanwhile, as the heartbeat means it to be.
         self.visibility[receipt_handle] = seconds
-        return True
+        return super().extend(receipt_handle, seconds=seconds)
 
     def send(self, outgoing: Sequence[Outgoing]) -> None:
         self.requested_delays.extend(o.delay_seconds for o in outgoing)

@@ -10,7 +10,6 @@ The effects ledger records every handler invocation; check() proves the invarian
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
@@ -37,6 +36,7 @@ from tests.support import ClockedQueue, provision
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SETTLE_SECONDS = 150  # fault-free simulated seconds after the load: more than two dispatcher passes
+MAX_SKEW_GAP = timedelta(seconds=4)  # workers' clocks are skewed by up to ±2 s
 WRITES = {"PutItem", "UpdateItem", "TransactWriteItems", "SendMessageBatch", "SendMessage", "StartExecution"}
 
 
@@ -119,9 +119,17 @@ class Ledger:
     invocations: list[tuple[str, str, int, float]] = field(default_factory=list)  # job, sf, attempt, when
     committed: Counter[str] = field(default_factory=Counter)
     fail: dict[str, int] = field(default_factory=dict)
+    # Every start and end of a handler, and every cancel the API answered 200, in one order.
+    events: list[tuple[str, str]] = field(default_factory=list)  # (what, job_id)
+    # A long handler's fake seconds are played by the harness: the fleet goes on meanwhile.
+    busy: Any = None
 
     def handler(self, payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         self.invocations.append((ctx.job_id, times.stored(ctx.scheduled_for), ctx.attempt, time.monotonic()))
+        self.events.append(("start", ctx.job_id))
+        if payload.get("hold") and self.busy is not None:
+            self.busy(int(payload["hold"]), ctx)
+        self.events.append(("end", ctx.job_id))
         if payload.get("fail_times", 0) >= ctx.attempt:
             raise RuntimeError(f"chaos handler fails attempt {ctx.attempt}")
         if self.committed[ctx.effect_key] == 0:  # the exactly-once effect: idempotent by effect key
@@ -202,6 +210,28 @@ def run(
         svc.queue = svc.dispatcher.queue = svc.worker.queue = svc.schedule.queue = queue
         return svc
 
+    running: list[RunContext] = []  # long handlers in progress, outermost first
+
+    def busy(seconds: int, ctx: RunContext) -> None:
+        """A long handler: its fake seconds pass one by one while dispatchers and other workers go on
+        (a slow poller among them). Every running handler heartbeats every lease/3, as the worker's
+        thread would (nested ones play the seconds of the outer ones too)."""
+        running.append(ctx)
+        try:
+            for i in range(1, seconds + 1):
+                clock.advance(1)
+                if int((clock.now() - T0).total_seconds()) % (settings.lease_seconds // 3) == 0:
+                    for each in running:
+                        attempt(each.heartbeat)
+                if len(running) < 3 and i < seconds:
+                    second()
+        finally:
+            running.remove(ctx)
+
+    ledger.busy = busy
+    policies = ["skip", "buffer_one", "allow"]
+    cancels: dict[int, str] = {}  # step -> a one-off to cancel then, at a random moment of its life
+
     api = process(0.0)
     dispatchers = [process(rng.uniform(-2, 2)) for _ in range(2)]
     workers = [process(rng.uniform(-2, 2)) for _ in range(2)]
@@ -228,58 +258,22 @@ def run(
 
     backoff = Backoff(initial_seconds=1, multiplier=1, max_seconds=1, jitter=False)
     dag_roots: list[str] = []
-    for step in range(load_seconds + SETTLE_SECONDS + 1):
-        clock.set(T0 + timedelta(seconds=step))
-        if step == load_seconds + 1:
-            # The settle: faults and crashes stop, and the fleet runs on for SETTLE_SECONDS before
-            # the jobs are cancelled, so a tick the faults made late (a dispatcher's shard blocked
-            # by a dead holder's lease, passes interrupted again and again) still runs: cancelling
-            # at once would record it CANCELLED, or never hand it over, and read as a loss.
-            faults.active = crashes.active = False
-        if step % 40 == 0 and step < load_seconds - 60:
-            # Every other recurring job carries a payload too big for its job item: stored apart and
-            # read by each run, under the same faults.
-            pad = {"pad": "p" * 600} if step % 80 == 0 else {}
-            create(
-                CreateJobRequest(
-                    type="recurring", handler="chaos.effect", cron_expr="*/10 * * * * *", payload=pad
-                )
-            )
-            create(
-                CreateJobRequest(
-                    type="one_off",
-                    handler="chaos.effect",
-                    run_at=clock.now() + timedelta(seconds=rng.randint(1, 120)),
-                )
-            )
-            create(
-                CreateJobRequest(
-                    type="one_off", handler="chaos.effect", payload={"fail_times": rng.choice([1, 5])},
-                    run_at=clock.now() + timedelta(seconds=5), max_attempts=3, backoff=backoff,
-                )
-            )  # fmt: skip
-            before = set(accepted)
-            for _ in range(2):
-                create(
-                    CreateJobRequest(
-                        type="one_off", handler="chaos.effect", run_at=clock.now() + timedelta(seconds=30)
-                    )
-                )
-            roots = [j for j in accepted if j not in before]
-            if len(roots) == 2:
-                create(CreateJobRequest(type="dependent", handler="chaos.effect", depends_on=roots))
-                dag_roots.extend(roots)
+
+    def second() -> None:
+        """One second of the fleet: dispatcher passes, the event-source mapping, visibility expiry."""
+        sec = int((clock.now() - T0).total_seconds())
         for i, d in enumerate(dispatchers):
-            if (step + 30 * i) % 60 == 0:
+            if (sec + 30 * i) % 60 == 0:
                 try:
                     d.dispatcher.dispatch_all()
                 except (Crash, JobschedError, ClientError, ReadTimeoutError):
                     # the process died: a fresh one (a new identity) takes its place
                     dispatchers[i] = process(rng.uniform(-2, 2))
-        # the event-source mapping: deliver what is visible, to a random worker, sometimes twice
+        # the event-source mapping: deliver what is visible, to a random worker, sometimes twice;
+        # a slow poller leaves some visible messages for a later second
         for m in receive_all(inspect_sqs, settings.execution_queue_url):
             sf = times.parse_stored(RunMessage.model_validate_json(m["Body"]).scheduled_for)
-            if sf > clock.now() + timedelta(seconds=2):
+            if sf > clock.now() + timedelta(seconds=2) or rng.random() < 0.15:
                 inspect_sqs.change_message_visibility(
                     QueueUrl=settings.execution_queue_url,
                     ReceiptHandle=m["ReceiptHandle"],
@@ -306,15 +300,82 @@ def run(
                     QueueUrl=settings.execution_queue_url, ReceiptHandle=m["ReceiptHandle"]
                 )
             else:  # the process died or left it: it surfaces again after its visibility timeout
-                in_flight.append(
-                    (clock.now() + timedelta(seconds=settings.lease_seconds + 1), m["ReceiptHandle"])
-                )
+                asked = worker.queue.visibility.pop(m["ReceiptHandle"], None)  # type: ignore[attr-defined]
+                wait = settings.lease_seconds + 1 if asked is None else asked
+                in_flight.append((clock.now() + timedelta(seconds=wait), m["ReceiptHandle"]))
         for due, handle in list(in_flight):
             if clock.now() >= due:
                 in_flight.remove((due, handle))
                 attempt(lambda h=handle: inspect_sqs.change_message_visibility(
                     QueueUrl=settings.execution_queue_url, ReceiptHandle=h, VisibilityTimeout=0
                 ))  # fmt: skip
+
+    def cancel(job_id: str) -> None:
+        try:
+            api.job_service.cancel(job_id, tenant="t")
+        except (Crash, JobschedError, ClientError, ReadTimeoutError):
+            return  # 409 (a run in progress), or the API died: no promise was made
+        ledger.events.append(("cancelled", job_id))
+
+    for step in range(load_seconds + SETTLE_SECONDS + 1):
+        played = clock.now() > T0 + timedelta(seconds=step)  # a long handler played this second
+        if not played:
+            clock.set(T0 + timedelta(seconds=step))
+        if step == load_seconds + 1:
+            # The settle: faults and crashes stop, and the fleet runs on for SETTLE_SECONDS before
+            # the jobs are cancelled, so a tick the faults made late (a dispatcher's shard blocked
+            # by a dead holder's lease, passes interrupted again and again) still runs: cancelling
+            # at once would record it CANCELLED, or never hand it over, and read as a loss.
+            faults.active = crashes.active = False
+        if step % 40 == 0 and step < load_seconds - 60:
+            # Every other recurring job carries a payload too big for its job item: stored apart and
+            # read by each run, under the same faults. Each takes an overlap policy, and half of them
+            # a handler longer than their interval, so ticks meet a run still running.
+            pad = {"pad": "p" * 600} if step % 80 == 0 else {}
+            hold = {"hold": rng.randint(12, 25)} if rng.random() < 0.5 else {}
+            create(
+                CreateJobRequest(
+                    type="recurring", handler="chaos.effect", cron_expr="*/10 * * * * *",
+                    payload={**pad, **hold}, overlap_policy=rng.choice(policies),
+                )
+            )  # fmt: skip
+            create(
+                CreateJobRequest(
+                    type="one_off",
+                    handler="chaos.effect",
+                    run_at=clock.now() + timedelta(seconds=rng.randint(1, 120)),
+                )
+            )
+            create(
+                CreateJobRequest(
+                    type="one_off", handler="chaos.effect", payload={"fail_times": rng.choice([1, 5])},
+                    run_at=clock.now() + timedelta(seconds=5), max_attempts=3, backoff=backoff,
+                )
+            )  # fmt: skip
+            # A long one-off that a client cancels at a random moment: before, during or after its run.
+            due_in = rng.randint(3, 30)
+            create(
+                CreateJobRequest(
+                    type="one_off", handler="chaos.effect", payload={"hold": rng.randint(5, 15)},
+                    run_at=clock.now() + timedelta(seconds=due_in),
+                )
+            )  # fmt: skip
+            cancels[step + due_in + rng.randint(-3, 12)] = list(accepted)[-1]
+            before = set(accepted)
+            for _ in range(2):
+                create(
+                    CreateJobRequest(
+                        type="one_off", handler="chaos.effect", run_at=clock.now() + timedelta(seconds=30)
+                    )
+                )
+            roots = [j for j in accepted if j not in before]
+            if len(roots) == 2:
+                create(CreateJobRequest(type="dependent", handler="chaos.effect", depends_on=roots))
+                dag_roots.extend(roots)
+        if step in cancels:
+            cancel(cancels.pop(step))
+        if not played:
+            second()
         if step % 20 == 0:
             time.sleep(0.2)  # let real time pass for the workflows' backoff waits
 
@@ -324,8 +385,7 @@ def run(
     for job_id, request in accepted.items():
         if request.type == "recurring":
             # a run in progress answers 409: the job then keeps firing through the drain, which is fine
-            with contextlib.suppress(JobschedError):
-                api.job_service.cancel(job_id, tenant="t")
+            cancel(job_id)
     deadline = time.monotonic() + float(os.environ.get("CHAOS_DRAIN_SECONDS", "90"))
     sfn = boto3.client("stepfunctions", **kw)
     while time.monotonic() < deadline:
@@ -370,10 +430,14 @@ def run(
     left = receive_all(inspect_sqs, settings.execution_queue_url)
     queued = {(b.job_id, b.scheduled_for) for b in (RunMessage.model_validate_json(m["Body"]) for m in left)}
     violations = [_undrained(v, queued) for v in violations]
-    for job_id in sorted({v.split(":")[0] for v in violations}):
+    for job_id in sorted({v.split(":")[0].split("-")[0] for v in violations}):
         for job, sf, event in trace:
             if job == job_id:
                 print(f"        trace {job} {sf[11:19]} {event}")
+        for r in sorted(api.runs.recent(job_id, limit=200), key=lambda r: r.scheduled_for):
+            span = f"{r.started_at:%M:%S}-{r.finished_at:%M:%S}" if r.started_at and r.finished_at else ""
+            print(f"        run   {job_id} {r.scheduled_for:%H:%M:%S} {r.status.value} {r.reason or ''} "
+                  f"{span} attempt {r.attempt} {r.worker or ''}")
     statuses = Counter(r.status.value for j in accepted for r in api.runs.recent(j, limit=200))
     return Result(
         seed, len(accepted), sum(statuses.values()), len(ledger.invocations), crashes.hits, faults.injected,
@@ -452,6 +516,11 @@ def check(
                 bad.append(f"{job_id}: recurring job never fired")
                 continue
             fates = {times.stored(r.scheduled_for): r.status.value for r in runs}
+            policy = request.overlap_policy
+            # a tick is SKIPPED only for a reason its policy gives (catch-up reasons after an outage)
+            reasons = {"coalesced", "missed", "catchup_limit", "catchup_backlog"}
+            if policy != "allow":
+                reasons.add("overlap")
             tick = first
             while tick < end:
                 fate = fates.get(times.stored(tick))
@@ -459,11 +528,26 @@ def check(
                     bad.append(f"{job_id}: tick {times.iso(tick)} was due and is {fate or 'missing'}")
                 tick += timedelta(seconds=10)
             del schedule_ticks
-            # overlap policy "skip": no two ticks' runs were ever RUNNING at the same time
+            for r in runs:
+                if r.status.value == "SKIPPED" and r.reason not in reasons:
+                    bad.append(f"{r.run_id}: SKIPPED {r.reason!r} under overlap policy {policy}")
+            if policy == "allow":
+                continue
+            # skip and buffer_one: no two ticks' runs were ever RUNNING at the same time
             spans = sorted((r.started_at, r.finished_at) for r in runs if r.started_at and r.finished_at)
             for (_, end_a), (start_b, _) in itertools.pairwise(spans):
-                if start_b < end_a:
-                    bad.append(f"{job_id}: two runs overlapped under overlap policy skip")
+                if start_b < end_a - MAX_SKEW_GAP:  # each time is its worker's (skewed) clock
+                    bad.append(f"{job_id}: two runs overlapped under overlap policy {policy}")
+            if policy == "buffer_one":
+                # buffer_one buffers: a tick due during the load is SKIPPED for overlap only while an
+                # earlier tick waits in the buffer (it started after this one came due). (After the
+                # load the harness cancels the job: a waiting tick may then end CANCELLED instead.)
+                started = [(r.scheduled_for, r.started_at) for r in runs if r.started_at]
+                for r in runs:
+                    if r.status.value == "SKIPPED" and r.reason == "overlap" and r.scheduled_for < end:
+                        t = r.scheduled_for
+                        if not any(u < t and s >= t - timedelta(seconds=3) for u, s in started):
+                            bad.append(f"{r.run_id}: SKIPPED overlap with no tick waiting (buffer_one)")
         elif request.type == "one_off":
             if not runs and job.status.value != "CANCELLED":
                 bad.append(f"{job_id}: one-off never ran")
@@ -485,6 +569,20 @@ def check(
     for key, n in ledger.committed.items():
         if n != 1:
             bad.append(f"effect {key} committed {n} times")
+    # a cancel answered 200: no handler of that job started after it (and none was running then)
+    running: Counter[str] = Counter()
+    cancelled: set[str] = set()
+    for what, job_id in ledger.events:
+        if what == "start":
+            running[job_id] += 1
+            if job_id in cancelled:
+                bad.append(f"{job_id}: a handler started after a cancel answered 200")
+        elif what == "end":
+            running[job_id] -= 1
+        elif job_id not in cancelled:
+            cancelled.add(job_id)
+            if running[job_id] > 0:
+                bad.append(f"{job_id}: a cancel answered 200 while its handler ran")
     return bad
 
 
