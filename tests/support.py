@@ -310,6 +310,58 @@ def _queue_depth(svc: Services) -> dict[str, int]:
     }
 
 
+def poll_until(probe: Callable[[], Any], what: str, *, timeout: float, every: float = 0.25) -> Any:
+    """Poll `probe()` (a real process, real time) until it answers truthy; AssertionError with its last
+    answer if `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while not (answer := probe()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}; last seen {answer!r}")
+        time.sleep(every)
+    return answer
+
+
+def live_stack_at_rest(endpoint_url: str, prefix: str, *, timeout: float = 60) -> None:
+    """Wait until a live local stack has done what it was given: AssertionError if not within `timeout`.
+
+    At rest: no workflow execution running, then no message of the execution queue visible or in
+    flight (each delivered and finished). Delayed messages are ticks not due yet: not waited for.
+    """
+    kw: dict[str, Any] = {
+        "endpoint_url": endpoint_url,
+        "region_name": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
+    sqs, sfn = boto3.client("sqs", **kw), boto3.client("stepfunctions", **kw)
+    queue = resources.physical_name(prefix, resources.EXECUTION_QUEUE)
+    queue_url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+    machines = [
+        m["stateMachineArn"]
+        for m in sfn.list_state_machines()["stateMachines"]
+        if m["name"].startswith(f"{prefix}-")
+    ]
+
+    def busy() -> dict[str, Any]:
+        running = [
+            e["name"]
+            for arn in machines
+            for e in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]
+        ]
+        attrs = sqs.get_queue_attributes(
+            QueueUrl=queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        depth = {k: int(v) for k, v in attrs.items() if int(v)}
+        return {"running": running, "queue": depth} if running or depth else {}
+
+    deadline = time.monotonic() + timeout
+    while left := busy():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the local stack is not at rest after {timeout} s: {left}")
+        time.sleep(0.25)
+
+
 def _what_is_left(svc: Services) -> str:
     return f"queue {_queue_depth(svc)}, workflows running {_running_executions(svc)}"
 
