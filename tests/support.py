@@ -1,11 +1,13 @@
-"""Test helpers: a queue whose delays the fake clock plays, a message pump, crash injection, call counts."""
+"""Test helpers: a queue whose delays the fake clock plays, a message pump, drains that fail unless
+everything comes to rest, crash injection, call counts."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -198,9 +200,205 @@ class Pump:
             )
         self.in_flight.clear()
 
+    def drain(
+        self, until: datetime | None = None, *, lease_seconds: float | None = None, max_rounds: int = 10
+    ) -> Counter[str]:
+        """Deliver everything due by `until` (default: now) until nothing due is left; the outcomes.
+
+        Each round delivers what is due (`run_due`). With `lease_seconds`, a delivery that crashed
+        or was left ("in flight elsewhere") has its lease expire (the fake clock moves past it) and
+        is delivered again next round; without it, such a message is left over. Raises
+        AssertionError, naming what is left, if `max_rounds` rounds do not bring the queue to rest:
+        no message due by `until`, none in flight.
+        """
+        until = until or self.clock.now()
+        total: Counter[str] = Counter()
+        for _ in range(max_rounds):
+            done = self.run_due(until)
+            total.update(done)
+            if (self.in_flight or done["left"]) and lease_seconds is not None:
+                self.expire_leases(lease_seconds)
+                continue
+            if _running_executions(self.svc):  # a workflow may still enqueue a retry or a dependant
+                await_workflows(self.svc)
+                continue
+            if not self.in_flight and not self._due_left(until):
+                return total
+        raise AssertionError(
+            f"the queue did not come to rest by {times.iso(until)} within {max_rounds} rounds: "
+            f"{len(self.in_flight)} in flight (crashed), due and undelivered: {self._due_left(until)}; "
+            f"outcomes so far {dict(total)}"
+        )
+
+    def _due_left(self, until: datetime) -> list[str]:
+        """The bodies of visible messages due by `until` (each made visible again)."""
+        messages = self.receive_all()
+        for m in messages:
+            self._release(m)
+        return [m["Body"] for m in messages if _scheduled_for(m) <= until]
+
 
 def _scheduled_for(message: dict[str, Any]) -> datetime:
     return times.parse_stored(RunMessage.model_validate_json(message["Body"]).scheduled_for)
+
+
+# -- real time, against the embedded moto server: the workflows' Wait states sleep for real ---------------
+def pump_until(svc: Services, done: Callable[[], bool], timeout: float = 30) -> None:
+    """Play the SQS event-source mapping in real time until `done()`; AssertionError on timeout.
+
+    It returns as soon as `done()` holds, delivering nothing more: it is no way to say "nothing
+    more happens". For that, `drain` and then assert.
+    """
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout} s waiting for {_describe(done)}; {_what_is_left(svc)}"
+            )
+        if not _deliver_visible(svc):
+            time.sleep(0.05)
+
+
+def drain(svc: Services, *, timeout: float = 30, max_rounds: int = 400) -> Counter[str]:
+    """Deliver every message, wait out every workflow, repeat until nothing is left; the outcomes.
+
+    At rest: no workflow execution running, then the execution queue empty (nothing visible,
+    in flight or delayed). In that order: a workflow sends its message before it ends, so an
+    execution seen ended has left its message where the queue check sees it. Raises
+    AssertionError, naming what is left, if that is not reached within `max_rounds` rounds or
+    `timeout` seconds (a message left in flight by a crash, or one that keeps coming back).
+    """
+    outcomes: Counter[str] = Counter()
+    deadline = time.monotonic() + timeout
+    for _ in range(max_rounds):
+        delivered = _deliver_visible(svc)
+        outcomes.update(delivered)
+        if not delivered and not _running_executions(svc) and not any(_queue_depth(svc).values()):
+            return outcomes
+        if time.monotonic() > deadline:
+            break
+        if not delivered:
+            time.sleep(0.05)
+    raise AssertionError(
+        f"not at rest within {max_rounds} rounds or {timeout} s: {_what_is_left(svc)}; "
+        f"delivered so far {dict(outcomes)}"
+    )
+
+
+def _deliver_visible(svc: Services) -> Counter[str]:
+    """One receive of up to ten visible messages, each processed and acknowledged; the outcomes.
+
+    A message another receive holds (InFlightElsewhere) stays in the queue, in flight, as SQS
+    leaves it when a worker returns it unacknowledged.
+    """
+    sqs = svc.queue.client
+    messages = sqs.receive_message(QueueUrl=svc.queue.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+    outcomes: Counter[str] = Counter()
+    for m in messages:
+        try:
+            outcome = svc.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+        except InFlightElsewhere:
+            outcomes["left"] += 1
+            continue
+        sqs.delete_message(QueueUrl=svc.queue.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        outcomes[outcome.value] += 1
+    return outcomes
+
+
+def _running_executions(svc: Services) -> list[str]:
+    sfn = svc.failures.workflows.client
+    return [
+        e["name"]
+        for arn in (svc.settings.failure_workflow_arn, svc.settings.dag_workflow_arn)
+        for e in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]
+    ]
+
+
+def await_workflows(svc: Services, timeout: float = 30) -> None:
+    """Wait (real time: their Wait states sleep for real) until no workflow execution runs."""
+    deadline = time.monotonic() + timeout
+    while running := _running_executions(svc):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"workflow executions still running after {timeout} s: {running}")
+        time.sleep(0.05)
+
+
+def _queue_depth(svc: Services) -> dict[str, int]:
+    attrs = svc.queue.client.get_queue_attributes(
+        QueueUrl=svc.queue.queue_url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    return {
+        "visible": int(attrs["ApproximateNumberOfMessages"]),
+        "in_flight": int(attrs["ApproximateNumberOfMessagesNotVisible"]),
+        "delayed": int(attrs["ApproximateNumberOfMessagesDelayed"]),
+    }
+
+
+def poll_until(probe: Callable[[], Any], what: str, *, timeout: float, every: float = 0.25) -> Any:
+    """Poll `probe()` (a real process, real time) until it answers truthy; AssertionError with its last
+    answer if `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while not (answer := probe()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}; last seen {answer!r}")
+        time.sleep(every)
+    return answer
+
+
+def live_stack_at_rest(endpoint_url: str, prefix: str, *, timeout: float = 60) -> None:
+    """Wait until a live local stack has done what it was given: AssertionError if not within `timeout`.
+
+    At rest: no workflow execution running, then no message of the execution queue visible or in
+    flight (each delivered and finished). Delayed messages are ticks not due yet: not waited for.
+    """
+    kw: dict[str, Any] = {
+        "endpoint_url": endpoint_url,
+        "region_name": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
+    sqs, sfn = boto3.client("sqs", **kw), boto3.client("stepfunctions", **kw)
+    queue = resources.physical_name(prefix, resources.EXECUTION_QUEUE)
+    queue_url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+    machines = [
+        m["stateMachineArn"]
+        for m in sfn.list_state_machines()["stateMachines"]
+        if m["name"].startswith(f"{prefix}-")
+    ]
+
+    def busy() -> dict[str, Any]:
+        running = [
+            e["name"]
+            for arn in machines
+            for e in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]
+        ]
+        attrs = sqs.get_queue_attributes(
+            QueueUrl=queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        depth = {k: int(v) for k, v in attrs.items() if int(v)}
+        return {"running": running, "queue": depth} if running or depth else {}
+
+    deadline = time.monotonic() + timeout
+    while left := busy():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the local stack is not at rest after {timeout} s: {left}")
+        time.sleep(0.25)
+
+
+def _what_is_left(svc: Services) -> str:
+    return f"queue {_queue_depth(svc)}, workflows running {_running_executions(svc)}"
+
+
+def _describe(done: Callable[[], bool]) -> str:
+    code = getattr(done, "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
+    return f"{getattr(done, '__qualname__', done)!s}{where}"
 
 
 def run_rows(settings_table: str, job_id: str) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Stack, start_stack, stop_stack
+from tests.support import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -135,14 +136,12 @@ def test_overlapping_ticks_are_skipped_visibly_and_a_job_pauses_and_resumes(stac
         ]
         return items
 
-    import time
-
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
+    def one_done_and_one_skipped() -> list[dict[str, Any]]:
         runs = history()
-        if any(r["status"] == "SUCCEEDED" for r in runs) and any(r.get("reason") == "overlap" for r in runs):
-            break
-        time.sleep(0.5)
+        done = any(r["status"] == "SUCCEEDED" for r in runs)
+        return runs if done and any(r.get("reason") == "overlap" for r in runs) else []
+
+    poll_until(one_done_and_one_skipped, "a run done and a tick skipped for overlap", timeout=40, every=0.5)
     runs = history()
     done = [r for r in runs if r["status"] == "SUCCEEDED"]
     skipped = [r for r in runs if r["status"] == "SKIPPED"]

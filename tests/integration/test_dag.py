@@ -18,7 +18,7 @@ from jobsched.errors import Conflict, ValidationFailed
 from jobsched.handlers import RunContext
 from jobsched.services.run import Delivery
 from jobsched.wiring import Services
-from tests.integration.test_failures import pump_until
+from tests.support import drain, pump_until
 
 pytestmark = pytest.mark.slow
 
@@ -83,12 +83,9 @@ def dag_executions(svc: Services) -> list[dict[str, Any]]:
 
 
 def settle(svc: Services, done: Callable[[], bool], timeout: float = 60) -> None:
-    """Pump until `done`, then until no workflow runs and the queue is drained."""
+    """Pump until `done`, then drain: no workflow runs and the queue is empty (AssertionError if not)."""
     pump_until(svc, done, timeout=timeout)
-    deadline = time.monotonic() + 10
-    while any(e["status"] == "RUNNING" for e in dag_executions(svc)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pump_until(svc, lambda: True)
+    drain(svc)
 
 
 def seeds_dag(svc: Services) -> dict[str, str]:
@@ -138,7 +135,8 @@ def test_duplicate_upstream_signals_never_fire_a_dependant_twice(served: Service
         job_id=c, scheduled_for=times.stored(c_run.scheduled_for), kind="dependant"
     ).model_dump_json()
     assert svc.worker.process(Delivery("dup", "dup", body)).value == "duplicate"
-    settle(svc, lambda: True)
+    # Then, once everything the re-runs set going is delivered, c ran once, in one run
+    drain(svc)
     assert ledger.count()["c"] == 1 and svc.runs.recent(c, limit=5)[0].status == RunStatus.SUCCEEDED
     assert len(svc.runs.recent(c, limit=5)) == 1
 
@@ -154,9 +152,9 @@ def test_a_dead_lettered_upstream_marks_dependants_upstream_failed_and_a_replay_
     assert status_of(svc, ids["transform"]) == "SUCCEEDED"
     publish = svc.runs.recent(ids["publish"], limit=1)[0]
     assert publish.reason and "dead-lettered" in publish.reason
-    time.sleep(0.5)
-    pump_until(svc, lambda: True)
+    drain(svc)  # everything in the queue and every workflow has had its effect
     assert status_of(svc, ids["publish"]) == "UPSTREAM_FAILED"  # and stays so
+    assert len(svc.runs.recent(ids["publish"], limit=5)) == 1 and "publish" not in ledger.count()
     # When the cause is fixed and validate is replayed
     ledger.failing.clear()
     validate_run = svc.runs.recent(ids["validate"], limit=1)[0]
