@@ -140,6 +140,43 @@ def test_a_flaky_job_succeeds_on_its_third_attempt_and_costs_two_workflows(svc: 
     assert transitions(svc) == 12
 
 
+def test_a_run_that_succeeds_on_its_third_attempt_shows_no_top_level_error(svc: Services) -> None:
+    # Given a job whose first two attempts fail
+    job_id = submit(svc, "demo.flaky", {"fail_times": 2}, max_attempts=3)
+    # When its third attempt succeeds
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    # Then the run's own error is gone (the row, the job view, the runs listing), and each failed
+    # attempt still carries its error in the attempts list
+    run = the_run(svc, job_id)
+    assert run.error is None
+    assert [a.error.type if a.error else None for a in run.attempts] == ["DemoFailure", "DemoFailure", None]
+    [shown] = svc.job_service.get(job_id, tenant="t").recent_executions
+    assert shown.error is None and shown.status == "SUCCEEDED"
+    [listed] = svc.schedule.history(
+        job_id, tenant="t", start=None, end=None, status=None, cursor=None, limit=5
+    ).items
+    assert listed.error is None
+
+
+def test_a_replayed_run_that_succeeds_shows_no_top_level_error(svc: Services) -> None:
+    # Given a dead-lettered run whose cause is then fixed
+    switch = Switch()
+    svc.worker.registry.register("test.switch", switch)
+    svc.job_service.registry = svc.worker.registry
+    job_id = submit(svc, "test.switch", max_attempts=1)
+    pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
+    assert the_run(svc, job_id).error is not None
+    switch.failing = False
+    # When it is replayed and succeeds
+    svc.failures.replay(the_run(svc, job_id).run_id, tenant="t")
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    # Then its top-level error is cleared; the failed attempt keeps its own
+    run = the_run(svc, job_id)
+    assert run.error is None
+    assert [a.outcome for a in run.attempts] == ["FAILED", "SUCCEEDED"]
+    assert run.attempts[0].error is not None and run.attempts[0].error.message == "switch is off"
+
+
 def test_a_healthy_run_starts_no_workflow(svc: Services) -> None:
     counter = CallCounter(svc.failures.workflows.client)
     job_id = submit(svc, "demo.echo")

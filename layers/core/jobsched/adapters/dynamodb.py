@@ -978,6 +978,10 @@ class RunStore:
             sets.append("attempts = list_append(if_not_exists(attempts, :none), :rec)")
         update = "SET " + ", ".join(sets)
         removes = list(remove)
+        if target == RunStatus.SUCCEEDED:
+            # A success ends the run's failure story: the top-level error was the last failed
+            # attempt's (each attempt keeps its own in `attempts`), and is no longer true.
+            removes += [k for k in ("error_type", "error_message") if k not in removes]
         if removes:
             for i, key in enumerate(removes):
                 names[f"#r{i}"] = key
