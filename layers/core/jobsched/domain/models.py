@@ -594,3 +594,5 @@ class GraphView(BaseModel):
     nodes: list[GraphNode]
     edges: list[GraphEdge]
     periods: list[GraphPeriod]
+    truncated: bool = False
+    """The graph reached MAX_GRAPH_NODES jobs: some node shown has an edge to a job left out."""
