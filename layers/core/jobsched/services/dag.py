@@ -256,7 +256,7 @@ class DagService:
         )
 
     def _around(self, job: Job) -> tuple[dict[str, Job], bool]:
-        """The jobs connected to `job` (at most MAX_GRAPH_NODES, lineage first), and whether any was left out."""
+        """The jobs connected to `job` (at most MAX_GRAPH_NODES, lineage first); whether any was left out."""
         nodes = {job.job_id: job}
         lineage = [*self._reach(job.depends_on, upward=True).values()]
         lineage += self._reach(job.dependants, upward=False).values()
