@@ -238,6 +238,29 @@ def test_backfill_of_seven_days_of_an_hourly_job_creates_168_runs_and_a_repeat_n
     assert all(r.kind == "backfill" and r.lateness_ms is not None for r in history.items + rest.items)
 
 
+def test_a_backfill_run_is_late_from_when_the_backfill_asked_for_it_not_from_its_tick(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given an hourly job and, at 12:00:30, a backfill of the day before's 06:00-09:00
+    job_id = recurring(svc, cron_expr="0 * * * *")
+    clock.set(at(0, 30))
+    request = BackfillRequest.model_validate(
+        {"from": "2026-11-29T06:00:00+00:00", "to": "2026-11-29T09:00:00+00:00"}
+    )
+    asked = svc.schedule.backfill(job_id, request, tenant="t")
+    # When its runs start 2 s after the request
+    clock.set(at(0, 32))
+    pump.run_due(at(0, 32))
+    # Then each is 2 s late (from the request), in the runs listing and in the job view alike
+    listed = svc.schedule.history(
+        job_id, tenant="t", start=None, end=at(0), status=None, cursor=None, limit=10
+    ).items
+    assert asked.created == 3 and [(r.kind, r.status) for r in listed] == [("backfill", "SUCCEEDED")] * 3
+    assert [r.lateness_ms for r in listed] == [2000, 2000, 2000]
+    shown = svc.job_service.get(job_id, tenant="t").recent_executions
+    assert [(r.run_id, r.lateness_ms) for r in shown] == [(r.run_id, r.lateness_ms) for r in listed]
+
+
 def test_history_pages_newest_first_with_lateness(svc: Services, pump: Pump, clock: FakeClock) -> None:
     job_id = recurring(svc, cron_expr="*/10 * * * * *")
     pump.run_due(at(1, 30))

@@ -288,6 +288,7 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         replays=item.get("replays", 0),
         reason=item.get("reason"),
         kind=item.get("kind", "scheduled"),
+        created_at=_opt_time(item.get("created_at")),
     )
 
 

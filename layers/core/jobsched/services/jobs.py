@@ -292,6 +292,7 @@ def _view(job: Job, runs: list[Execution]) -> JobView:
                 started_at=times.iso(r.started_at) if r.started_at else None,
                 finished_at=times.iso(r.finished_at) if r.finished_at else None,
                 duration_ms=r.duration_ms,
+                lateness_ms=r.lateness_ms(),
                 error=r.error,
                 result=r.result,
                 attempts=[

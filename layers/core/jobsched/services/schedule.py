@@ -285,7 +285,7 @@ class ScheduleService:
         cursor: str | None,
         limit: int,
     ) -> RunPage:
-        """Runs newest first, with lateness (start - scheduled_for) and duration."""
+        """Runs newest first, with lateness (Execution.lateness_ms) and duration."""
         job = self.job_service.owned(job_id, tenant)
         if not 1 <= limit <= MAX_HISTORY_PAGE:
             raise ValidationFailed(f"limit: must be between 1 and {MAX_HISTORY_PAGE}", field="limit")
@@ -313,9 +313,7 @@ class ScheduleService:
                 attempts=r.attempt,
                 started_at=times.iso(r.started_at) if r.started_at else None,
                 finished_at=times.iso(r.finished_at) if r.finished_at else None,
-                lateness_ms=int((r.started_at - r.scheduled_for).total_seconds() * 1000)
-                if r.started_at
-                else None,
+                lateness_ms=r.lateness_ms(),
                 duration_ms=r.duration_ms,
                 error=r.error,
             )
