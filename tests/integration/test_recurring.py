@@ -72,9 +72,8 @@ def test_it_pauses_for_five_ticks_and_resumes_by_the_catchup_policy(
     tick_every_minute(svc, clock, pump, at(5, 30))  # 12:01 comes due while paused
     clock.set(at(5, 30))
     control = svc.schedule.resume(job_id, tenant="t")
-    assert control.status == "SCHEDULED" and control.next_run_at == times.iso(
-        at(8)
-    )  # 12:06, 12:07 handed over
+    # 12:06 and 12:07 are handed over (the cursor is 12:08): the next firing shown is 12:06
+    assert control.status == "SCHEDULED" and control.next_run_at == times.iso(at(6))
     pump.run_due(at(5, 30))
     tick_every_minute(svc, clock, pump, at(7, 30))
     assert {k: v for k, v in fates(svc, job_id).items() if k <= "12:07:00"} == {
@@ -185,6 +184,30 @@ def test_jitter_is_a_stable_per_job_offset_inside_the_window(
     assert all(v == "SUCCEEDED" for v in fates(svc, job_id).values())
     offsets = {jitter_offset(f"job_{i}", 30) for i in range(200)}
     assert len(offsets) > 20  # spread over the window
+
+
+# -- what a reader sees ----------------------------------------------------------------------------------
+def test_next_run_at_is_the_next_tick_to_fire_not_the_dispatchers_hand_over_cursor(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given a */20-second job whose ticks are handed over 840 s ahead (the AWS horizon)
+    settings = svc.settings.model_copy(update={"handover_horizon_seconds": 840})
+    svc.dispatcher.settings = settings
+    job_id = recurring(svc, cron_expr="*/20 * * * * *")  # 12:00:20 .. 12:14:00 handed over at once
+    stored = svc.jobs.get_job(job_id)
+    assert stored is not None and stored.next_run_at == at(14, 20)  # the cursor, unchanged
+    # When it is read at 12:00:22, after the 12:00:20 tick ran
+    clock.set(at(0, 22))
+    assert pump.run_due(at(0, 22))["succeeded"] == 1
+    # Then every view of the job shows 12:00:40, the next tick that fires
+    assert svc.job_service.get(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
+    edited = svc.schedule.edit(job_id, PatchJobRequest(payload={"v": 2}), tenant="t")
+    assert edited.next_run_at == at(14, 20)  # an edit of the payload leaves the cursor where it was
+    assert svc.job_service.get(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
+    # And a paused job shows none; once resumed, the next tick again
+    svc.schedule.pause(job_id, tenant="t")
+    assert svc.job_service.get(job_id, tenant="t").next_run_at is None
+    assert svc.schedule.resume(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
 
 
 # -- edit, run now, backfill, history ---------------------------------------------------------------

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.domain import times
+from jobsched.domain.firing import next_fire
 from jobsched.domain.models import (
     AttemptView,
     CancelResult,
@@ -30,7 +31,7 @@ from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationF
 from jobsched.handlers import HandlerRegistry
 from jobsched.ports import Clock
 from jobsched.services.dag import DagService
-from jobsched.services.dispatch import Dispatcher, DueEntry
+from jobsched.services.dispatch import Dispatcher, DueEntry, jitter_offset
 
 # A one-off may be a little in the past (client clock skew, a slow retry): it then fires at once.
 RUN_AT_PAST_TOLERANCE = timedelta(minutes=5)
@@ -138,7 +139,7 @@ class JobService:
         """The job and its newest runs; another tenant's job is not found."""
         job = self.owned(job_id, tenant)
         runs = self.runs.recent(job.job_id, limit=RECENT_EXECUTIONS)
-        return _view(job, runs)
+        return _view(job, runs, now=self.clock.now())
 
     def graph(self, job_id: str, *, tenant: str) -> GraphView:
         """The DAG around a job."""
@@ -253,7 +254,13 @@ class JobService:
         self.dispatcher.hand_over([DueEntry.of(job)], now=now, until=until, missed_before=missed_before)
 
 
-def _view(job: Job, runs: list[Execution]) -> JobView:
+def next_run_shown(job: Job, *, now: datetime) -> str | None:
+    """The next_run_at a view of the job shows: its next firing, not the dispatcher's cursor."""
+    fire = next_fire(job, now=now, jitter_offset_seconds=jitter_offset(job.job_id, job.policy.jitter_seconds))
+    return times.iso(fire) if fire else None
+
+
+def _view(job: Job, runs: list[Execution], *, now: datetime) -> JobView:
     return JobView(
         job_id=job.job_id,
         type=job.type,
@@ -280,7 +287,7 @@ def _view(job: Job, runs: list[Execution]) -> JobView:
         paused_at=times.iso(job.paused_at) if job.paused_at else None,
         depends_on=list(job.depends_on),
         dependants=list(job.dependants),
-        next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
+        next_run_at=next_run_shown(job, now=now),
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),
         recent_executions=[

@@ -32,7 +32,7 @@ from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock
 from jobsched.services.dispatch import DueEntry
-from jobsched.services.jobs import JobService
+from jobsched.services.jobs import JobService, next_run_shown
 
 MAX_BACKFILL_TICKS = 1000
 MAX_BACKFILL_RANGE = timedelta(days=366)
@@ -338,7 +338,7 @@ class ScheduleService:
         return JobControl(
             job_id=job.job_id,
             status=job.status.value,
-            next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
+            next_run_at=next_run_shown(job, now=self.clock.now()),
         )
 
 
