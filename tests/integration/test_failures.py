@@ -18,6 +18,7 @@ import pytest
 from jobsched.domain import times
 from jobsched.domain.models import Backoff, CreateJobRequest, Execution, RunMessage
 from jobsched.domain.status import RunStatus
+from jobsched.errors import Conflict
 from jobsched.handlers import RunContext
 from jobsched.services.run import Delivery, InFlightElsewhere
 from jobsched.wiring import Services
@@ -246,6 +247,30 @@ def test_replay_after_the_cause_is_fixed_succeeds_and_a_double_replay_runs_once(
     assert svc.failures.list_dead_letters(tenant="t", cursor=None, limit=10).items == []
     with pytest.raises(Exception, match="not DEAD_LETTER"):
         svc.failures.replay(run_id, tenant="t")
+
+
+def test_a_dead_lettered_one_off_shows_its_job_failed_and_a_replay_that_succeeds_completes_it(
+    svc: Services,
+) -> None:
+    # Given a one-off whose only run is dead-lettered
+    switch = Switch()
+    svc.worker.registry.register("test.switch", switch)
+    svc.job_service.registry = svc.worker.registry
+    job_id = submit(svc, "test.switch", max_attempts=1)
+    pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
+    wait_executions_done(svc)
+    # Then its job says so, and the controls that need a live job answer 409
+    assert svc.job_service.get(job_id, tenant="t").status == "FAILED"
+    with pytest.raises(Conflict, match="already failed"):
+        svc.job_service.cancel(job_id, tenant="t")
+    with pytest.raises(Conflict, match="FAILED"):
+        svc.schedule.run_now(job_id, tenant="t")
+    # When the cause is fixed and the run replayed to success
+    switch.failing = False
+    svc.failures.replay(the_run(svc, job_id).run_id, tenant="t")
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    # Then the job was scheduled again before its run, and completed with it
+    assert svc.job_service.get(job_id, tenant="t").status == "COMPLETED"
 
 
 def test_a_lost_lease_on_a_non_idempotent_job_is_marked_lost(svc: Services) -> None:

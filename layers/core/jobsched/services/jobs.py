@@ -149,8 +149,8 @@ class JobService:
         """Compare-and-set SCHEDULED -> CANCELLED; 409 while a run is RUNNING; a repeat is 200."""
         job = self.owned(job_id, tenant)
         now = self.clock.now()
-        if job.status == JobStatus.COMPLETED:
-            raise Conflict(f"job {job_id} has already completed")
+        if job.status in (JobStatus.COMPLETED, JobStatus.FAILED):
+            raise Conflict(f"job {job_id} has already {job.status.value.lower()}")
         recent = self.runs.recent(job.job_id, limit=CANCEL_SCAN_RUNS)
         if job.status == JobStatus.SCHEDULED:
             if any(r.status in (RunStatus.RUNNING, RunStatus.LEASED) for r in recent):
