@@ -177,9 +177,10 @@ class JobschedStack(Stack):
 
         # The failure workflow's role: exactly the three calls its ASL makes, on the concrete resources
         # (the ASL takes their names from the execution input, so no grant can be derived from it).
-        # A conditional UpdateItem on a run; never on an index, never any other write.
+        # A conditional UpdateItem on a run, and on the job a run's dead letter ends or its replay
+        # restores; never on an index, never any other write.
         failure_workflow.add_to_role_policy(
-            iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[runs.table_arn])
+            iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[runs.table_arn, jobs.table_arn])
         )
         execution_queue.grant(failure_workflow, "sqs:SendMessage")
         topic.grant_publish(failure_workflow)  # the AWS-managed key needs no kms grant

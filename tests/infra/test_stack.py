@@ -370,7 +370,12 @@ QUEUE_ARN = json.dumps({"Fn::GetAtt": [resources.EXECUTION_QUEUE.logical_id, "Ar
 
 def test_it_lets_the_failure_workflow_make_exactly_the_three_calls_of_its_definition(synth: Synth) -> None:
     assert _workflow_grants(synth, resources.FAILURE_WORKFLOW) == {
-        RUNS_ARN: {"dynamodb:UpdateItem"},
+        json.dumps(
+            [
+                {"Fn::GetAtt": [resources.JOBS_TABLE.logical_id, "Arn"]},
+                {"Fn::GetAtt": [resources.RUNS_TABLE.logical_id, "Arn"]},
+            ]
+        ): {"dynamodb:UpdateItem"},  # a run, and the job its dead letter ends (or its replay restores)
         QUEUE_ARN: {"sqs:SendMessage"},
         json.dumps({"Ref": resources.ALERT_TOPIC.logical_id}): {"sns:Publish"},
     }

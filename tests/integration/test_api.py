@@ -432,3 +432,42 @@ def test_a_dag_over_http_and_its_bad_dependencies(call: Call) -> None:
     )
     status, err = call("PATCH", f"/api/jobs/{b['job_id']}", {"depends_on": [c["job_id"]]})
     assert status == 400 and "cycle" in err["error"]["message"] and c["job_id"] in err["error"]["message"]
+
+
+def test_the_graph_of_an_upstream_shows_the_other_upstreams_of_its_dependants(call: Call) -> None:
+    # Given a and b, both upstreams of c
+    ids = {}
+    for name in ("a", "b"):
+        _, made = call("POST", "/api/jobs", {"type": "one_off", "run_at": soon(), "handler": "demo.echo"})
+        ids[name] = made["job_id"]
+    _, c = call(
+        "POST", "/api/jobs", {"type": "dependent", "depends_on": [ids["a"], ids["b"]], "handler": "demo.echo"}
+    )
+    ids["c"] = c["job_id"]
+    # When the graph of a is asked for
+    status, graph = call("GET", f"/api/jobs/{ids['a']}/graph")
+    # Then it shows every edge of every node it shows: c's other upstream b included
+    assert status == 200 and {n["job_id"] for n in graph["nodes"]} == set(ids.values())
+    assert {(e["upstream"], e["dependant"]) for e in graph["edges"]} == {
+        (ids["a"], ids["c"]),
+        (ids["b"], ids["c"]),
+    }
+    assert graph["truncated"] is False
+
+
+def test_the_graph_stops_at_max_graph_nodes_and_says_it_was_truncated(
+    call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an upstream with four dependants, and a bound of three jobs per graph
+    _, up = call("POST", "/api/jobs", {"type": "one_off", "run_at": soon(), "handler": "demo.echo"})
+    for _ in range(4):
+        call("POST", "/api/jobs", {"type": "dependent", "depends_on": [up["job_id"]], "handler": "demo.echo"})
+    monkeypatch.setattr("jobsched.services.dag.MAX_GRAPH_NODES", 3)
+    # When its graph is asked for
+    status, graph = call("GET", f"/api/jobs/{up['job_id']}/graph")
+    # Then it holds three jobs, the upstream among them, its edges among them, and says it is cut
+    assert status == 200 and len(graph["nodes"]) == 3 and graph["truncated"] is True
+    shown = {n["job_id"] for n in graph["nodes"]}
+    assert up["job_id"] in shown
+    assert all(e["upstream"] in shown and e["dependant"] in shown for e in graph["edges"])
+    assert len(graph["edges"]) == 2

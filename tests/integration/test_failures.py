@@ -18,6 +18,7 @@ import pytest
 from jobsched.domain import times
 from jobsched.domain.models import Backoff, CreateJobRequest, Execution, RunMessage
 from jobsched.domain.status import RunStatus
+from jobsched.errors import Conflict
 from jobsched.handlers import RunContext
 from jobsched.services.run import Delivery
 from jobsched.wiring import Services
@@ -120,6 +121,43 @@ def test_a_flaky_job_succeeds_on_its_third_attempt_and_costs_two_workflows(svc: 
     assert transitions(svc) == 12
 
 
+def test_a_run_that_succeeds_on_its_third_attempt_shows_no_top_level_error(svc: Services) -> None:
+    # Given a job whose first two attempts fail
+    job_id = submit(svc, "demo.flaky", {"fail_times": 2}, max_attempts=3)
+    # When its third attempt succeeds
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    # Then the run's own error is gone (the row, the job view, the runs listing), and each failed
+    # attempt still carries its error in the attempts list
+    run = the_run(svc, job_id)
+    assert run.error is None
+    assert [a.error.type if a.error else None for a in run.attempts] == ["DemoFailure", "DemoFailure", None]
+    [shown] = svc.job_service.get(job_id, tenant="t").recent_executions
+    assert shown.error is None and shown.status == "SUCCEEDED"
+    [listed] = svc.schedule.history(
+        job_id, tenant="t", start=None, end=None, status=None, cursor=None, limit=5
+    ).items
+    assert listed.error is None
+
+
+def test_a_replayed_run_that_succeeds_shows_no_top_level_error(svc: Services) -> None:
+    # Given a dead-lettered run whose cause is then fixed
+    switch = Switch()
+    svc.worker.registry.register("test.switch", switch)
+    svc.job_service.registry = svc.worker.registry
+    job_id = submit(svc, "test.switch", max_attempts=1)
+    pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
+    assert the_run(svc, job_id).error is not None
+    switch.failing = False
+    # When it is replayed and succeeds
+    svc.failures.replay(the_run(svc, job_id).run_id, tenant="t")
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    # Then its top-level error is cleared; the failed attempt keeps its own
+    run = the_run(svc, job_id)
+    assert run.error is None
+    assert [a.outcome for a in run.attempts] == ["FAILED", "SUCCEEDED"]
+    assert run.attempts[0].error is not None and run.attempts[0].error.message == "switch is off"
+
+
 def test_a_healthy_run_starts_no_workflow(svc: Services) -> None:
     counter = CallCounter(svc.failures.workflows.client)
     job_id = submit(svc, "demo.echo")
@@ -188,6 +226,30 @@ def test_replay_after_the_cause_is_fixed_succeeds_and_a_double_replay_runs_once(
     assert svc.failures.list_dead_letters(tenant="t", cursor=None, limit=10).items == []
     with pytest.raises(Exception, match="not DEAD_LETTER"):
         svc.failures.replay(run_id, tenant="t")
+
+
+def test_a_dead_lettered_one_off_shows_its_job_failed_and_a_replay_that_succeeds_completes_it(
+    svc: Services,
+) -> None:
+    # Given a one-off whose only run is dead-lettered
+    switch = Switch()
+    svc.worker.registry.register("test.switch", switch)
+    svc.job_service.registry = svc.worker.registry
+    job_id = submit(svc, "test.switch", max_attempts=1)
+    pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
+    wait_executions_done(svc)
+    # Then its job says so, and the controls that need a live job answer 409
+    assert svc.job_service.get(job_id, tenant="t").status == "FAILED"
+    with pytest.raises(Conflict, match="already failed"):
+        svc.job_service.cancel(job_id, tenant="t")
+    with pytest.raises(Conflict, match="FAILED"):
+        svc.schedule.run_now(job_id, tenant="t")
+    # When the cause is fixed and the run replayed to success
+    switch.failing = False
+    svc.failures.replay(the_run(svc, job_id).run_id, tenant="t")
+    pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
+    # Then the job was scheduled again before its run, and completed with it
+    assert svc.job_service.get(job_id, tenant="t").status == "COMPLETED"
 
 
 def test_a_lost_lease_on_a_non_idempotent_job_is_marked_lost(svc: Services) -> None:

@@ -80,9 +80,8 @@ def test_it_pauses_for_five_ticks_and_resumes_by_the_catchup_policy(
     assert "12:01:00" not in fates(svc, job_id)  # left to the resume: nothing written while paused
     clock.set(at(5, 30))
     control = svc.schedule.resume(job_id, tenant="t")
-    assert control.status == "SCHEDULED" and control.next_run_at == times.iso(
-        at(8)
-    )  # 12:06, 12:07 handed over
+    # 12:06 and 12:07 are handed over (the cursor is 12:08): the next firing shown is 12:06
+    assert control.status == "SCHEDULED" and control.next_run_at == times.iso(at(6))
     pump.run_due(at(5, 30))
     tick_every_minute(svc, clock, pump, at(7, 30))
     assert {k: v for k, v in fates(svc, job_id).items() if k <= "12:07:00"} == {
@@ -251,6 +250,30 @@ def test_jitter_is_a_stable_per_job_offset_inside_the_window(
     assert len(offsets) > 20  # spread over the window
 
 
+# -- what a reader sees ----------------------------------------------------------------------------------
+def test_next_run_at_is_the_next_tick_to_fire_not_the_dispatchers_hand_over_cursor(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given a */20-second job whose ticks are handed over 840 s ahead (the AWS horizon)
+    settings = svc.settings.model_copy(update={"handover_horizon_seconds": 840})
+    svc.dispatcher.settings = settings
+    job_id = recurring(svc, cron_expr="*/20 * * * * *")  # 12:00:20 .. 12:14:00 handed over at once
+    stored = svc.jobs.get_job(job_id)
+    assert stored is not None and stored.next_run_at == at(14, 20)  # the cursor, unchanged
+    # When it is read at 12:00:22, after the 12:00:20 tick ran
+    clock.set(at(0, 22))
+    assert pump.run_due(at(0, 22))["succeeded"] == 1
+    # Then every view of the job shows 12:00:40, the next tick that fires
+    assert svc.job_service.get(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
+    edited = svc.schedule.edit(job_id, PatchJobRequest(payload={"v": 2}), tenant="t")
+    assert edited.next_run_at == at(14, 20)  # an edit of the payload leaves the cursor where it was
+    assert svc.job_service.get(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
+    # And a paused job shows none; once resumed, the next tick again
+    svc.schedule.pause(job_id, tenant="t")
+    assert svc.job_service.get(job_id, tenant="t").next_run_at is None
+    assert svc.schedule.resume(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
+
+
 # -- edit, run now, backfill, history ---------------------------------------------------------------
 def test_an_edit_recomputes_the_next_tick_and_never_hands_a_tick_over_twice(
     svc: Services, pump: Pump, clock: FakeClock
@@ -300,6 +323,29 @@ def test_backfill_of_seven_days_of_an_hourly_job_creates_168_runs_and_a_repeat_n
     )
     assert len(rest.items) == 68 and rest.next_cursor is None
     assert all(r.kind == "backfill" and r.lateness_ms is not None for r in history.items + rest.items)
+
+
+def test_a_backfill_run_is_late_from_when_the_backfill_asked_for_it_not_from_its_tick(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given an hourly job and, at 12:00:30, a backfill of the day before's 06:00-09:00
+    job_id = recurring(svc, cron_expr="0 * * * *")
+    clock.set(at(0, 30))
+    request = BackfillRequest.model_validate(
+        {"from": "2026-11-29T06:00:00+00:00", "to": "2026-11-29T09:00:00+00:00"}
+    )
+    asked = svc.schedule.backfill(job_id, request, tenant="t")
+    # When its runs start 2 s after the request
+    clock.set(at(0, 32))
+    pump.run_due(at(0, 32))
+    # Then each is 2 s late (from the request), in the runs listing and in the job view alike
+    listed = svc.schedule.history(
+        job_id, tenant="t", start=None, end=at(0), status=None, cursor=None, limit=10
+    ).items
+    assert asked.created == 3 and [(r.kind, r.status) for r in listed] == [("backfill", "SUCCEEDED")] * 3
+    assert [r.lateness_ms for r in listed] == [2000, 2000, 2000]
+    shown = svc.job_service.get(job_id, tenant="t").recent_executions
+    assert [(r.run_id, r.lateness_ms) for r in shown] == [(r.run_id, r.lateness_ms) for r in listed]
 
 
 def test_history_pages_newest_first_with_lateness(svc: Services, pump: Pump, clock: FakeClock) -> None:

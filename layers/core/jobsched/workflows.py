@@ -3,9 +3,15 @@
 A failed attempt, a poison message and an operator's replay all go through it. It runs only on
 the bad path: a healthy run never starts it (Standard workflows are billed per state transition).
 
-    Route ──replay──> ReplayRearm (DEAD_LETTER -> PENDING, attempt 0) ──> Enqueue (SQS) ──> Done
+    Route ──replay──> ReplayRearm (DEAD_LETTER -> PENDING, attempt 0) ──> [RestoreJob] ──> Enqueue ──> Done
       └──> CanRetry ──retryable and attempt < max──> Backoff (Wait) ──> Rearm (FAILED -> PENDING) ──> Enqueue
-               └──otherwise──> DeadLetter (FAILED -> DEAD_LETTER, dead-letter keys) ──> Alert (SNS) ──> Done
+               └──otherwise──> DeadLetter (FAILED -> DEAD_LETTER, dead-letter keys) ──> [FailJob]
+                                   ──> Alert (SNS) ──> Propagate ──> Done
+
+[FailJob] and [RestoreJob] run for a job that lives for this one run (a one-off, or a dependant of a
+one-off chain; the caller says so in `job_run`): its dead letter is the job's end, so the job moves
+SCHEDULED -> FAILED; a replay moves it FAILED -> SCHEDULED before the run is enqueued, so the worker
+meets a scheduled job and a success completes it. A job in any other status is left as it is.
 
 Every DynamoDB step is a native-integration conditional update along a legal edge; a refused
 condition means another actor already moved the run (a duplicate start, a replay that raced), so the
@@ -54,6 +60,43 @@ def _update(
     }
 
 
+def _if_job_run(then: str, *, otherwise: str) -> dict[str, Any]:
+    """A Choice: `then` if the run is its job's only run ($.job_run), else `otherwise`."""
+    return {
+        "Type": "Choice",
+        "Choices": [{"Variable": "$.job_run", "BooleanEquals": True, "Next": then}],
+        "Default": otherwise,
+    }
+
+
+def _job_status(target: str, *, source: str, at: str, next_state: str) -> dict[str, Any]:
+    """Compare-and-set the job's status source -> target (its version bumped, as JobStore does).
+
+    Refused (the job moved on: cancelled, edited away): the job is left alone, and the run goes on.
+    """
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::dynamodb:updateItem",
+        "Parameters": {
+            "TableName.$": "$.jobs_table",
+            "Key": {"PK": {"S.$": "$.job_pk"}, "SK": {"S": "META"}},
+            "UpdateExpression": "SET #s = :target, updated_at = :now ADD version :one",
+            "ConditionExpression": "#s = :source",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {
+                ":target": {"S": target},
+                ":source": {"S": source},
+                ":now": {"S.$": at},
+                ":one": {"N": "1"},
+            },
+        },
+        "ResultPath": None,
+        "Retry": _RETRY,
+        "Catch": [{"ErrorEquals": [_CONDITION_FAILED], "ResultPath": None, "Next": next_state}],
+        "Next": next_state,
+    }
+
+
 def failure_definition() -> dict[str, Any]:
     """The ASL of the failure workflow."""
     attempt = {"N.$": "States.Format('{}', $.attempt)"}
@@ -89,6 +132,7 @@ def failure_definition() -> dict[str, Any]:
                 "Next": "Enqueue",
             },
             "ReplayRearm": {
+                "Next": "ReplayOfJobRun",
                 **_update(
                     "SET #s = :pending, attempt = :zero, replays = if_not_exists(replays, :zero) + :one "
                     "REMOVE dl_key, dl_sk, lease_owner, lease_until, lease_message",
@@ -100,8 +144,9 @@ def failure_definition() -> dict[str, Any]:
                         ":one": {"N": "1"},
                     },
                 ),
-                "Next": "Enqueue",
             },
+            "ReplayOfJobRun": _if_job_run("RestoreJob", otherwise="Enqueue"),
+            "RestoreJob": _job_status("SCHEDULED", source="FAILED", at="$.now", next_state="Enqueue"),
             "Enqueue": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::sqs:sendMessage",
@@ -123,8 +168,10 @@ def failure_definition() -> dict[str, Any]:
                         ":dead_at": {"S.$": "$.dead_at"},
                     },
                 ),
-                "Next": "Alert",
+                "Next": "DeadJobRun",
             },
+            "DeadJobRun": _if_job_run("FailJob", otherwise="Alert"),
+            "FailJob": _job_status("FAILED", source="SCHEDULED", at="$.dead_at", next_state="Alert"),
             "Alert": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::sns:publish",

@@ -293,6 +293,7 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         replays=item.get("replays", 0),
         reason=item.get("reason"),
         kind=item.get("kind", "scheduled"),
+        created_at=_opt_time(item.get("created_at")),
     )
 
 
@@ -1088,6 +1089,10 @@ class RunStore:
             sets.append("attempts = list_append(if_not_exists(attempts, :none), :rec)")
         update = "SET " + ", ".join(sets)
         removes = list(remove)
+        if target == RunStatus.SUCCEEDED:
+            # A success ends the run's failure story: the top-level error was the last failed
+            # attempt's (each attempt keeps its own in `attempts`), and is no longer true.
+            removes += [k for k in ("error_type", "error_message") if k not in removes]
         if removes:
             for i, key in enumerate(removes):
                 names[f"#r{i}"] = key

@@ -323,6 +323,19 @@ class Execution(BaseModel):
     replays: int = 0
     reason: str | None = None
     kind: str = "scheduled"
+    created_at: datetime | None = None
+    """When the row was written first: for a backfill run, when the backfill asked for it."""
+
+    def lateness_ms(self) -> int | None:
+        """How late the run started (None: not started, or nothing to measure from).
+
+        From its tick, except for a backfill run: its tick is in the past by design (days, for a
+        week's backfill), so it is late from when the backfill asked for it, the row's creation.
+        """
+        since = self.created_at if self.kind == "backfill" else self.scheduled_for
+        if self.started_at is None or since is None:
+            return None
+        return int((self.started_at - since).total_seconds() * 1000)
 
 
 class RunMessage(BaseModel):
@@ -379,6 +392,7 @@ class ExecutionView(BaseModel):
     started_at: str | None
     finished_at: str | None
     duration_ms: int | None = None
+    lateness_ms: int | None = None
     error: RunError | None = None
     result: Any = None
     attempts: list[AttemptView] = Field(default_factory=list)
@@ -625,3 +639,5 @@ class GraphView(BaseModel):
     nodes: list[GraphNode]
     edges: list[GraphEdge]
     periods: list[GraphPeriod]
+    truncated: bool = False
+    """The graph reached MAX_GRAPH_NODES jobs: some node shown has an edge to a job left out."""

@@ -39,6 +39,9 @@ class JobStatus(StrEnum):
 
     SCHEDULED = "SCHEDULED"
     COMPLETED = "COMPLETED"
+    # The one run a one-off (or a dependant of a one-off chain) lives for was dead-lettered: the
+    # job's end, as COMPLETED is a success's. A replay of that run makes it SCHEDULED again.
+    FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     PAUSED = "PAUSED"
 

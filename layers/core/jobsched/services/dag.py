@@ -230,9 +230,13 @@ class DagService:
 
     # -- the graph ---------------------------------------------------------------------------------------
     def graph(self, job: Job) -> GraphView:
-        """The DAG around a job (its ancestors and descendants) and the status of recent periods."""
-        nodes = {**self._reach(job.depends_on, upward=True), **self._reach(job.dependants, upward=False)}
-        nodes[job.job_id] = job
+        """The DAG around a job and the status of recent periods: every edge of every node shown.
+
+        Its ancestors and descendants come first, then the rest of what they touch (a dependant's
+        other upstreams, an upstream's other dependants, and so on), at most MAX_GRAPH_NODES jobs in
+        all, nearest first; `truncated` says the bound left some node's edge out.
+        """
+        nodes, truncated = self._around(job)
         edges = sorted({(u, n.job_id) for n in nodes.values() for u in n.depends_on if u in nodes})
         by_period: dict[str, dict[str, str]] = {}
         for node in nodes.values():
@@ -248,4 +252,32 @@ class DagService:
             ],
             edges=[GraphEdge(upstream=u, dependant=d) for u, d in edges],
             periods=[GraphPeriod(period=p, status=s) for p, s in periods],
+            truncated=truncated,
         )
+
+    def _around(self, job: Job) -> tuple[dict[str, Job], bool]:
+        """The jobs connected to `job` (at most MAX_GRAPH_NODES, lineage first); whether any was left out."""
+        nodes = {job.job_id: job}
+        lineage = [*self._reach(job.depends_on, upward=True).values()]
+        lineage += self._reach(job.dependants, upward=False).values()
+        for node in lineage:
+            if len(nodes) < MAX_GRAPH_NODES:
+                nodes.setdefault(node.job_id, node)
+        missing: set[str] = set()  # edges to jobs that no longer exist: nothing to show
+        queue = deque(n for node in nodes.values() for n in (*node.depends_on, *node.dependants))
+        while queue and len(nodes) < MAX_GRAPH_NODES:
+            job_id = queue.popleft()
+            if job_id in nodes or job_id in missing:
+                continue
+            found = self.jobs.get_job(job_id)
+            if found is None:
+                missing.add(job_id)
+                continue
+            nodes[job_id] = found
+            queue.extend((*found.depends_on, *found.dependants))
+        truncated = any(
+            n not in nodes and n not in missing
+            for node in nodes.values()
+            for n in (*node.depends_on, *node.dependants)
+        )
+        return nodes, truncated

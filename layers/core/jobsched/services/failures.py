@@ -22,7 +22,7 @@ from jobsched.domain.models import (
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock
-from jobsched.services.dag import DagService
+from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.settings import Settings
 
 MAX_PAGE = 100
@@ -71,6 +71,8 @@ class FailureService:
             "dl_key": dead_letter_key(job.tenant),
             "dl_sk": f"{times.stored(now)}#{run.run_id}",
             "dead_at": times.stored(now),
+            # Its job ends with it (SCHEDULED -> FAILED) if this is the one run the job lives for.
+            **_job_keys(self.settings, job, run),
             # Every transitive dependant's run of this period, marked UPSTREAM_FAILED if it dead-letters.
             "propagate": self.dag.failed_dependants(job, run),
             "alert": {
@@ -173,9 +175,25 @@ class FailureService:
             "message": RunMessage(
                 job_id=job_id, scheduled_for=sf, guard=takes_slot(job.type, job.policy.overlap_policy)
             ).model_dump_json(),
+            # Its job, FAILED by this run's dead letter, is SCHEDULED again before the run is enqueued.
+            **_job_keys(self.settings, job, run),
+            "now": times.stored(self.clock.now()),
         }
         self.workflows.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
         return ReplayAccepted(run_id=run_id, job_id=job_id, status=RunStatus.PENDING.value)
+
+
+def is_job_run(job: Job, run: Execution) -> bool:
+    """Whether `run` is the one run its job lives for: a one-off's, or a one-off chain dependant's."""
+    if root_schedule_of(job) != ONCE:
+        return False
+    own = job.run_at if job.type == "one_off" else job.created_at  # see DagService.run_sf_for
+    return own is not None and run.scheduled_for == own
+
+
+def _job_keys(settings: Settings, job: Job, run: Execution) -> dict[str, Any]:
+    """What the failure workflow's job-status steps read (see workflows.py)."""
+    return {"job_run": is_job_run(job, run), "jobs_table": settings.jobs_table, "job_pk": job_pk(job.job_id)}
 
 
 def dead_letter_key(tenant: str) -> str:

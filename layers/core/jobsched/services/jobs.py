@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from jobsched import cron
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.domain import times
+from jobsched.domain.firing import next_fire
 from jobsched.domain.models import (
     AttemptView,
     CancelResult,
@@ -30,7 +31,7 @@ from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationF
 from jobsched.handlers import HandlerRegistry
 from jobsched.ports import Clock
 from jobsched.services.dag import DagService
-from jobsched.services.dispatch import Dispatcher, DueEntry
+from jobsched.services.dispatch import Dispatcher, DueEntry, jitter_offset
 
 # A one-off may be a little in the past (client clock skew, a slow retry): it then fires at once.
 RUN_AT_PAST_TOLERANCE = timedelta(minutes=5)
@@ -140,7 +141,7 @@ class JobService:
         """The job and its newest runs; another tenant's job is not found."""
         job = self.owned(job_id, tenant)
         runs = self.runs.recent(job.job_id, limit=RECENT_EXECUTIONS)
-        return _view(job, runs)
+        return _view(job, runs, now=self.clock.now())
 
     def graph(self, job_id: str, *, tenant: str) -> GraphView:
         """The DAG around a job."""
@@ -173,8 +174,8 @@ class JobService:
         for _ in range(CANCEL_ATTEMPTS):
             if job.status == JobStatus.CANCELLED:
                 break
-            if job.status == JobStatus.COMPLETED:
-                raise Conflict(f"job {job_id} has already completed")
+            if job.status in (JobStatus.COMPLETED, JobStatus.FAILED):
+                raise Conflict(f"job {job_id} has already {job.status.value.lower()}")
             now = self.clock.now()
             stale = self._in_progress(job, now)
             applied, current = self.jobs.cancel_job(job.job_id, now=now, stale=stale)
@@ -289,7 +290,13 @@ class JobService:
         )
 
 
-def _view(job: Job, runs: list[Execution]) -> JobView:
+def next_run_shown(job: Job, *, now: datetime) -> str | None:
+    """The next_run_at a view of the job shows: its next firing, not the dispatcher's cursor."""
+    fire = next_fire(job, now=now, jitter_offset_seconds=jitter_offset(job.job_id, job.policy.jitter_seconds))
+    return times.iso(fire) if fire else None
+
+
+def _view(job: Job, runs: list[Execution], *, now: datetime) -> JobView:
     return JobView(
         job_id=job.job_id,
         type=job.type,
@@ -316,7 +323,7 @@ def _view(job: Job, runs: list[Execution]) -> JobView:
         paused_at=times.iso(job.paused_at) if job.paused_at else None,
         depends_on=list(job.depends_on),
         dependants=list(job.dependants),
-        next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
+        next_run_at=next_run_shown(job, now=now),
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),
         recent_executions=[
@@ -328,6 +335,7 @@ def _view(job: Job, runs: list[Execution]) -> JobView:
                 started_at=times.iso(r.started_at) if r.started_at else None,
                 finished_at=times.iso(r.finished_at) if r.finished_at else None,
                 duration_ms=r.duration_ms,
+                lateness_ms=r.lateness_ms(),
                 error=r.error,
                 result=r.result,
                 attempts=[

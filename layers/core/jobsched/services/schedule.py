@@ -34,7 +34,7 @@ from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock
 from jobsched.services.dispatch import DueEntry
-from jobsched.services.jobs import JobService
+from jobsched.services.jobs import JobService, next_run_shown
 
 MAX_BACKFILL_TICKS = 1000
 MAX_BACKFILL_RANGE = timedelta(days=366)
@@ -306,7 +306,8 @@ class ScheduleService:
         limit: int,
         kind: str | None = None,
     ) -> RunPage:
-        """Runs newest first, optionally of one status and kind, with lateness and duration."""
+        """Runs newest first, optionally of one status and kind, with lateness (Execution.lateness_ms)
+        and duration."""
         job = self.job_service.owned(job_id, tenant)
         if not 1 <= limit <= MAX_HISTORY_PAGE:
             raise ValidationFailed(f"limit: must be between 1 and {MAX_HISTORY_PAGE}", field="limit")
@@ -337,9 +338,7 @@ class ScheduleService:
                 attempts=r.attempt,
                 started_at=times.iso(r.started_at) if r.started_at else None,
                 finished_at=times.iso(r.finished_at) if r.finished_at else None,
-                lateness_ms=int((r.started_at - r.scheduled_for).total_seconds() * 1000)
-                if r.started_at
-                else None,
+                lateness_ms=r.lateness_ms(),
                 duration_ms=r.duration_ms,
                 error=r.error,
             )
@@ -364,7 +363,7 @@ class ScheduleService:
         return JobControl(
             job_id=job.job_id,
             status=job.status.value,
-            next_run_at=times.iso(job.next_run_at) if job.next_run_at else None,
+            next_run_at=next_run_shown(job, now=self.clock.now()),
         )
 
 
