@@ -149,6 +149,7 @@ class Result:
     faults: Counter[str]
     violations: list[str]
     statuses: Counter[str] = field(default_factory=Counter)
+    recurring: Counter[str] = field(default_factory=Counter)  # "<policy>/<long|short>" created
 
 
 def run(
@@ -352,13 +353,14 @@ def run(
             # read by each run, under the same faults. Each takes an overlap policy, and half of them
             # a handler longer than their interval, so ticks meet a run still running.
             pad = {"pad": "p" * 600} if step % 80 == 0 else {}
-            hold = {"hold": rng.randint(12, 25)} if rng.random() < 0.5 else {}
-            create(
-                CreateJobRequest(
-                    type="recurring", handler="chaos.effect", cron_expr="*/10 * * * * *",
-                    payload={**pad, **hold}, overlap_policy=rng.choice(policies),
-                )
-            )  # fmt: skip
+            nth = step // 40  # each policy, with a handler longer than the interval and without
+            for hold in ({"hold": rng.randint(12, 25)}, {}):
+                create(
+                    CreateJobRequest(
+                        type="recurring", handler="chaos.effect", cron_expr="*/10 * * * * *",
+                        payload={**pad, **hold}, overlap_policy=policies[nth % 3],
+                    )
+                )  # fmt: skip
             create(
                 CreateJobRequest(
                     type="one_off",
@@ -459,9 +461,14 @@ def run(
             print(f"        run   {job_id} {r.scheduled_for:%H:%M:%S} {r.status.value} {r.reason or ''} "
                   f"{span} attempt {r.attempt} {r.worker or ''}")
     statuses = Counter(r.status.value for j in accepted for r in api.runs.recent(j, limit=200))
+    recurring = Counter(
+        f"{r.overlap_policy}/{'long' if r.payload.get('hold') else 'short'}"
+        for r in accepted.values()
+        if r.type == "recurring"
+    )
     return Result(
         seed, len(accepted), sum(statuses.values()), len(ledger.invocations), crashes.hits, faults.injected,
-        violations, statuses,
+        violations, statuses, recurring,
     )  # fmt: skip
 
 
