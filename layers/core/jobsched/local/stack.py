@@ -305,8 +305,8 @@ class LocalStack:
         )
         return list(out.get("Messages", []))
 
-    def _invoke(self, function: ModuleType, messages: list[Any], queue_url: str, queue_arn: str) -> None:
-        """Invoke `function` with one batch; delete what it did not report failed."""
+    def _invoke(self, function: ModuleType, messages: list[Any], queue_url: str, queue_arn: str) -> int:
+        """Invoke `function` with one batch; delete what it did not report failed; answers its size."""
         try:
             response = function.lambda_handler(
                 events.sqs_event(messages, queue_arn=queue_arn), lambdas.LambdaContext("jobsched-worker")
@@ -316,11 +316,14 @@ class LocalStack:
             # their visibility timeout, exactly as when a Lambda sandbox dies mid-batch.
             with self._lock:
                 self.crashes += 1
-            return
+            return len(messages)
         except Exception as exc:
             # An invocation error returns the whole batch to the queue, as the mapping does on AWS.
-            print(f"jobsched local: worker invocation failed: {exc!r}", flush=True)
-            return
+            # str(), not repr(): powertools' BatchProcessingError ("All records failed processing.
+            # N individual errors logged separately below.") lists each record's traceback in its
+            # str(), as the Lambda runtime logs it on AWS; its repr() is the first line alone.
+            print(f"jobsched local: worker invocation failed: {type(exc).__name__}: {exc}", flush=True)
+            return len(messages)
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
@@ -328,6 +331,7 @@ class LocalStack:
                 QueueUrl=queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
             )
+        return len(messages)
 
     # -- API Gateway ---------------------------------------------------------------------------------
     def invoke_api(
