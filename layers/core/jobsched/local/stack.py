@@ -53,8 +53,9 @@ class LocalConfig:
     # environment of its own. On AWS the event-source mapping adds invocations while messages wait
     # (hundreds a minute); here 16 batches of slow handlers can run before a fresh tick has to wait
     # for one to end. Enough: this process runs about 30 healthy runs a second (moto serves one
-    # request at a time), so only slow handlers hold a slot for long, and 16 x 10 handler threads
-    # and 16 worker modules are a modest cost for one machine.
+    # request at a time), so only slow handlers hold a slot for long; 16 x 10 handler threads and at
+    # most 16 worker modules (each about 1.6 MB and a 0.4 s cold start, loaded only when every warm
+    # one is busy) are a modest cost for one machine.
     invocations: int = 16
     batch_size: int = resources.WORKER_EVENT_SOURCE.batch_size
     poll_interval: float = 0.1
