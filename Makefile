@@ -34,8 +34,8 @@ lint: $(STAMP)
 synth: $(STAMP)
 	$(BIN)/python infra/app.py
 
-## bench: lateness, throughput vs. floor, cost per run, cold start: tables on stdout, JSON under
-## bench/results/ (about 9 min; BENCH_ARGS=--quick: about 5, BENCH_ARGS="--only a,d": some tables)
+## bench: lateness, throughput vs. floor, cost per run, cold start, head-of-line: tables on stdout, JSON under
+## bench/results/ (about 12 min; BENCH_ARGS=--quick: about 7, BENCH_ARGS="--only a,d": some tables)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)

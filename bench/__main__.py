@@ -4,12 +4,13 @@
     b  throughput   bench/throughput.py  runs/s through jobsched vs. the same AWS calls made directly
     c  costs        bench/costs.py       cost per run by kind (run if the module is there)
     d  coldstart    bench/coldstart.py   handler import time and upload sizes
+    e  hol          bench/hol.py         an echo job's lateness beside slow jobs (head-of-line blocking)
 
 Each writes bench/results/<name>.json (bench/results/README.md describes the fields). Tables go to
 stdout, progress to stderr. `--quick` is a short smoke run of every table; `--only b,d` picks tables.
 The cost table runs its quick variant unless `--costs-full` (its full run alone takes about 6 min;
 `python -m bench.costs` runs it on its own).
-They run one after another (d, b, c, a: the machine-bound ones first), never at the same time: each
+They run one after another (d, b, c, a, e: the machine-bound ones first), never at the same time: each
 measures this machine's CPU.
 """
 
@@ -26,8 +27,8 @@ from typing import Any
 from bench import common
 from bench.common import say
 
-TABLES = {"a": "lateness", "b": "throughput", "c": "costs", "d": "coldstart"}
-ORDER = ("d", "b", "c", "a")
+TABLES = {"a": "lateness", "b": "throughput", "c": "costs", "d": "coldstart", "e": "hol"}
+ORDER = ("d", "b", "c", "a", "e")
 
 
 def load(name: str) -> ModuleType | None:
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m bench", description=__doc__.split("\n")[0] if __doc__ else None
     )
     parser.add_argument("--quick", action="store_true", help="a short smoke run of every table")
-    parser.add_argument("--only", default="", help="comma-separated tables: a,b,c,d or their names")
+    parser.add_argument("--only", default="", help="comma-separated tables: a,b,c,d,e or their names")
     parser.add_argument("--burst", type=int, help="a: jobs due on the same second (default 200, quick 50)")
     parser.add_argument(
         "--costs-full",

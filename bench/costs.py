@@ -144,13 +144,31 @@ def infra_root() -> Path:
 
 
 def _module_constant(tree: ast.Module, name: str) -> Any:
-    """The literal a module-level NAME = <literal> assigns."""
+    """What a module-level NAME = <literal> or NAME = resources.<SPEC>.<field> assigns."""
     return next(
-        ast.literal_eval(node.value)
+        _literal_or_spec(node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Assign)
         and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
     )
+
+
+def _literal_or_spec(node: ast.expr) -> Any:
+    """A literal, or a field of a jobsched.resources spec (the one definition the stack reads)."""
+    from jobsched import resources
+
+    path: list[str] = []
+    while isinstance(node, ast.Attribute):
+        path.insert(0, node.attr)
+        node = node.value
+    if not path:
+        return ast.literal_eval(node)
+    if not (isinstance(node, ast.Name) and node.id == "resources"):
+        raise ValueError(f"not a literal nor a jobsched.resources field: {ast.dump(node)}")
+    value: Any = resources
+    for attr in path:
+        value = getattr(value, attr)
+    return value
 
 
 def infra_facts(root: Path | None = None) -> InfraFacts:
@@ -223,6 +241,14 @@ def _stack_env(stack: ast.AST) -> dict[str, str]:
                 and value.args[0].id in consts
             ):
                 out[getattr(constants, key.attr)] = str(consts[value.args[0].id])
+            elif (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id == "str"
+                and len(value.args) == 1
+                and isinstance(value.args[0], ast.Attribute)
+            ):
+                out[getattr(constants, key.attr)] = str(_literal_or_spec(value.args[0]))
     return out
 
 

@@ -42,8 +42,9 @@ HANDOVER_HORIZON_SECONDS = 840
 # Due entries a shard pass hands over per second at most: 80% of a due-index partition's 1,000 write
 # units a second, the partition a burst's entries move out of (`-c dispatch_pace=N`, 0: unpaced).
 DEFAULT_DISPATCH_PACE = 800
-# Runs per worker invocation (the SQS event source's batch), executed at once (worker_concurrency).
-WORKER_BATCH_SIZE = 10
+# Runs per worker invocation (the SQS event source's batch) and how many of them run at once: one
+# definition, which the local stack plays too.
+WORKER_BATCH_SIZE = resources.WORKER_EVENT_SOURCE.batch_size
 METRICS_NAMESPACE = "jobsched"
 
 # Powertools reads these (aws_lambda_powertools.shared.constants); jobsched's own are in jobsched.constants.
@@ -95,7 +96,7 @@ class JobschedStack(Stack):
             c.LEASE_SECONDS_ENV: str(lease_seconds),
             c.TICK_SECONDS_ENV: str(int(TICK.to_seconds())),
             c.HANDOVER_HORIZON_SECONDS_ENV: str(HANDOVER_HORIZON_SECONDS),
-            c.WORKER_CONCURRENCY_ENV: str(WORKER_BATCH_SIZE),
+            c.WORKER_CONCURRENCY_ENV: str(resources.WORKER_EVENT_SOURCE.concurrency),
             c.DISPATCH_PACE_ENV: str(dispatch_pace),
             POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
         }

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
+from jobsched import resources
 from jobsched.adapters.dynamodb import job_to_item
 from jobsched.domain import times
 from jobsched.domain.models import Job, RunMessage
@@ -126,3 +128,50 @@ def test_the_worker_handler_runs_a_batch_at_once_when_told(
             Key={"PK": {"S": f"JOB#job_meet{i}"}, "SK": {"S": f"RUN#{times.stored(now)}"}},
         )["Item"]
         assert row["status"]["S"] == "SUCCEEDED"
+
+
+def test_the_worker_handler_runs_a_whole_batch_of_ten_at_once_on_a_two_vcpu_lambda(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deployed setting (10 runs of a batch at once), where the CPU count would cap a thread pool."""
+    # Given the worker's default settings on a machine reporting 2 CPUs, as a small Lambda does
+    # (asyncio's default pool then has min(32, 2 + 4) = 6 threads)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    settings = provision(f"wt{uuid.uuid4().hex[:6]}", endpoint_url=endpoint)
+    assert settings.worker_concurrency == resources.WORKER_EVENT_SOURCE.concurrency == 10
+    for key, value in settings.as_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    meeting = threading.Barrier(10, timeout=10)  # if fewer than 10 run at once, the first ones wait in vain
+
+    def meet(payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
+        meeting.wait()
+        return {"met": True}
+
+    name = f"test.meet10{uuid.uuid4().hex[:6]}"
+    registry.register(name, meet)
+    ddb = boto3.client("dynamodb", endpoint_url=endpoint)
+    now = datetime.now(UTC).replace(microsecond=0)
+    records = []
+    for i in range(10):
+        job = Job(
+            job_id=f"job_ten{i}", tenant="t", type="one_off", status=JobStatus.SCHEDULED, handler=name,
+            payload={}, run_at=now, created_at=now, updated_at=now,
+        )  # fmt: skip
+        ddb.put_item(TableName=settings.jobs_table, Item=job_to_item(job, shard_count=settings.shard_count))
+        body = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now)).model_dump_json()
+        records.append(
+            {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": body, "attributes": {},
+             "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+             "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q", "awsRegion": "us-east-1"}
+        )  # fmt: skip
+    # When one invocation gets a batch of ten runs that only finish together
+    out = load("worker").lambda_handler({"Records": records}, lambdas.LambdaContext("worker"))
+    # Then all ten met and succeeded: none waited for a thread
+    assert out == {"batchItemFailures": []}
+    for i in range(10):
+        row = ddb.get_item(
+            TableName=settings.runs_table,
+            Key={"PK": {"S": f"JOB#job_ten{i}"}, "SK": {"S": f"RUN#{times.stored(now)}"}},
+        )["Item"]
+        assert row["status"]["S"] == "SUCCEEDED" and json.loads(row["result"]["S"]) == {"met": True}

@@ -16,7 +16,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from jobsched import constants as c
 from jobsched import resources
+from jobsched.local.stack import LocalConfig
+from jobsched.settings import Settings
 from tests.infra.synth import Synth, state_machine_definition, synthesize
 
 pytestmark = pytest.mark.infra
@@ -154,6 +157,39 @@ def test_it_makes_each_local_queue_with_the_deployed_timeouts_and_redrive(
     assert int(emulated_redrive["maxReceiveCount"]) == deployed_redrive["maxReceiveCount"]
     target_id, _ = deployed_redrive["deadLetterTargetArn"]["Fn::GetAtt"]
     assert emulated_redrive["deadLetterTargetArn"] == _queue_arn(local, target_id)
+
+
+# --- the worker's event-source mapping ---------------------------------------------------------
+
+
+def test_the_local_worker_takes_the_deployed_batches_and_runs_as_many_of_a_batch_at_once(
+    synth: Synth, template: dict[str, Any]
+) -> None:
+    # Given the deployed worker mapping and the worker function's environment
+    worker = synth.logical_id(synth.function("worker"))
+    [mapping] = [
+        v["Properties"]
+        for v in template.values()
+        if v["Type"] == "AWS::Lambda::EventSourceMapping"
+        and v["Properties"]["FunctionName"] == {"Ref": worker}
+    ]
+    deployed_env = template[worker]["Properties"]["Environment"]["Variables"]
+    # When the local stack is configured as `jobsched local` configures it (no JOBSCHED_* set)
+    local_batch = LocalConfig().batch_size
+    local_concurrency = Settings.from_env(local_env()).worker_concurrency
+    # Then it plays the same mapping: batches as large, and as many of a batch's runs at once
+    assert local_batch == mapping["BatchSize"] == resources.WORKER_EVENT_SOURCE.batch_size
+    assert str(local_concurrency) == deployed_env[c.WORKER_CONCURRENCY_ENV]
+    assert local_concurrency == resources.WORKER_EVENT_SOURCE.concurrency > 1  # not vacuous
+
+
+def local_env() -> dict[str, str]:
+    """What the local stack's functions read: its resources, and no JOBSCHED_WORKER_CONCURRENCY."""
+    return {
+        c.JOBS_TABLE_ENV: "jobs",
+        c.RUNS_TABLE_ENV: "runs",
+        c.EXECUTION_QUEUE_URL_ENV: "http://127.0.0.1/queue/execution",
+    }
 
 
 # --- the workflows ----------------------------------------------------------------------------

@@ -126,6 +126,22 @@ EXECUTION_QUEUE = QueueSpec(
     max_receive_count=5,
 )
 
+
+@dataclass(frozen=True, slots=True)
+class EventSourceSpec:
+    """An SQS event-source mapping: a queue feeds a function batches, each batch one invocation."""
+
+    queue: str  # the QueueSpec's logical id
+    batch_size: int
+    # Runs of one batch the function executes at once (JOBSCHED_WORKER_CONCURRENCY).
+    concurrency: int
+
+
+# The worker's mapping. A batch's runs all execute at once, so a slow handler delays no other run of
+# its batch, and an invocation bills about its slowest run rather than the sum of its runs. CDK
+# deploys it (infra/jobsched_infra/stack.py) and the local stack plays it (jobsched.local.stack).
+WORKER_EVENT_SOURCE = EventSourceSpec(queue=EXECUTION_QUEUE.logical_id, batch_size=10, concurrency=10)
+
 TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, RUNS_TABLE)
 QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE)
 

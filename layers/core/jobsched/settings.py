@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched import constants as c
+from jobsched import resources
 
 
 class Settings(BaseModel):
@@ -40,8 +41,8 @@ class Settings(BaseModel):
     lease_seconds: int = Field(default=60, ge=5, le=43_200)
     # Runs of one SQS batch a worker invocation executes at once (1: one after another). Above 1, a
     # slow handler no longer holds up the rest of its batch, and an invocation's billed duration
-    # is about its slowest run rather than the sum of its runs.
-    worker_concurrency: int = Field(default=1, ge=1, le=10)
+    # is about its slowest run rather than the sum of its runs. The default is the deployed one.
+    worker_concurrency: int = Field(default=resources.WORKER_EVENT_SOURCE.concurrency, ge=1, le=10)
     # Due entries a shard pass hands over per second at most (0: as fast as its calls return). Each
     # moves out of its "<minute>#<shard>" due-index partition, one write unit, and a partition takes
     # 1,000 a second: a burst's shard is paced below that (`jobsched capacity` says how far).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,36 @@ def load(name: str, *, fresh: bool = True) -> ModuleType:
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
+
+
+class Environments:
+    """Warm execution environments of one function: each a module of its own, used by one invocation
+    at a time, as Lambda runs each concurrent invocation in a sandbox of its own.
+
+    A handler module keeps per-invocation state at module scope (powertools' batch processor holds
+    the batch it is processing), which is right on Lambda and wrong for two threads sharing one
+    module. acquire() hands out the most recently released environment (the warmest), or loads a new
+    one (a cold start) when every one is busy; the caller bounds how many are busy at once.
+    """
+
+    def __init__(self, name: str, first: ModuleType | None = None) -> None:
+        self._name = name
+        self._idle: list[ModuleType] = [first] if first is not None else []
+        self._lock = threading.Lock()
+        self.loaded = len(self._idle)
+
+    def acquire(self) -> ModuleType:
+        """An idle environment, else a freshly loaded one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            self.loaded += 1
+        return load(self._name)
+
+    def release(self, module: ModuleType) -> None:
+        """The invocation is over: the environment may serve the next one."""
+        with self._lock:
+            self._idle.append(module)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
     HTTP :8080 ──> api handler ─┐
     tick thread (every N s) ──> dispatcher handler ──> moto (DynamoDB, SQS, Step Functions)
-    poller threads <── SQS ──> worker handler ─────┘
+    poller threads <── SQS ──> worker invocations ─┘  (up to `invocations` batches at once)
 
 Each piece calls the same handler module CDK deploys, in this process; boto3 reaches the
 embedded moto server (or $AWS_ENDPOINT_URL) over loopback, as it reaches AWS in the cloud.
@@ -49,7 +49,15 @@ class LocalConfig:
     lease_seconds: int = 30
     shard_count: int = 4
     pollers: int = 4
-    batch_size: int = 10
+    # Worker invocations in flight at once (see _poll_loop): each one batch, in an execution
+    # environment of its own. On AWS the event-source mapping adds invocations while messages wait
+    # (hundreds a minute); here 16 batches of slow handlers can run before a fresh tick has to wait
+    # for one to end. Enough: this process runs about 30 healthy runs a second (moto serves one
+    # request at a time), so only slow handlers hold a slot for long; 16 x 10 handler threads and at
+    # most 16 worker modules (each about 1.6 MB and a 0.4 s cold start, loaded only when every warm
+    # one is busy) are a modest cost for one machine.
+    invocations: int = 16
+    batch_size: int = resources.WORKER_EVENT_SOURCE.batch_size
     poll_interval: float = 0.1
     prefix: str = DEFAULT_PREFIX
     endpoint_url: str | None = None
@@ -90,6 +98,10 @@ class LocalStack:
     queue_arn: str = ""
     endpoint_url: str = ""
     crashes: int = 0
+    _workers: lambdas.Environments | None = None
+    _slots: threading.BoundedSemaphore | None = None
+    _in_flight: set[threading.Thread] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def api_url(self) -> str:
@@ -105,6 +117,8 @@ class LocalStack:
         self.dispatcher = lambdas.load("dispatcher")
         self.worker = lambdas.load("worker")
         self.reconciler = lambdas.load("reconciler")
+        self._workers = lambdas.Environments("worker", first=self.worker)
+        self._slots = threading.BoundedSemaphore(self.config.invocations)
         self._http = ThreadingHTTPServer((self.config.host, self.config.api_port), _handler_for(self))
         self._http.daemon_threads = True
         self._spawn("jobsched-http", self._http.serve_forever)
@@ -120,8 +134,11 @@ class LocalStack:
         if self._http:
             self._http.shutdown()
             self._http.server_close()
-        for thread in self._threads:
-            thread.join(timeout=10)
+        deadline = time.monotonic() + 10
+        with self._lock:
+            invocations = list(self._in_flight)
+        for thread in [*self._threads, *invocations]:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._moto is not None:
             self._moto.stop()
 
@@ -204,16 +221,57 @@ class LocalStack:
             self._stop.wait(max(0.0, due - time.monotonic()))
 
     # -- SQS event-source mapping ------------------------------------------------------------------
+    # The mapping as AWS runs it: pollers receive batches, and each batch is one invocation, many
+    # at once. A poller takes an invocation slot before it receives, and hands the batch to an
+    # invocation thread of its own, so a slow handler holds its own batch's slot, never a poller:
+    #
+    #   poller 0  [slot][receive: sleep20, echo@:00]──hand over──[slot][receive: echo@:10]──hand over──
+    #   invocation A            ├ sleep20 ─────────────────────────────────────┤ delete, slot free
+    #                           ├ echo@:00 ┤   (a batch's runs at once: worker_concurrency)
+    #   invocation B                                          ├ echo@:10 ┤ delete, slot free
+    #
+    # With every slot busy the pollers wait for one to free up without calling SQS (no message
+    # sits received but unstarted while its lease runs out). Polls are short (the embedded AWS
+    # serves one request at a time, see local/aws.py): an idle poller waits poll_interval, which
+    # bounds the lateness it adds, and the pollers' ReceiveMessage rate does not grow with the slots.
     def _poll_loop(self) -> None:
-        # Short polls (the embedded AWS serves one request at a time, see local/aws.py): an idle
-        # poller waits poll_interval, which bounds the lateness it adds.
+        assert self._slots is not None
         while not self._stop.is_set():
+            if not self._slots.acquire(timeout=0.5):
+                continue
             try:
-                if not self.poll_once(wait_seconds=0):
-                    self._stop.wait(self.config.poll_interval)
+                messages = self._receive(self.queue_url)
             except Exception as exc:
+                self._slots.release()
                 print(f"jobsched local: poller error: {exc!r}", flush=True)
                 self._stop.wait(1)
+                continue
+            if not messages:
+                self._slots.release()
+                self._stop.wait(self.config.poll_interval)
+                continue
+            thread = threading.Thread(
+                target=self._invocation, args=(messages,), name="jobsched-worker-invocation", daemon=True
+            )
+            with self._lock:
+                self._in_flight.add(thread)
+            thread.start()
+
+    def _invocation(self, messages: list[Any]) -> None:
+        """One worker invocation of one batch, in an idle execution environment; frees its slot."""
+        assert self._workers is not None and self._slots is not None
+        try:
+            function = self._workers.acquire()
+            try:
+                self._invoke(function, messages, self.queue_url, self.queue_arn)
+            finally:
+                self._workers.release(function)
+        except Exception as exc:  # a cold start that failed: the batch returns after its lease
+            print(f"jobsched local: worker invocation failed: {exc!r}", flush=True)
+        finally:
+            self._slots.release()
+            with self._lock:
+                self._in_flight.discard(threading.current_thread())
 
     def _dlq_loop(self) -> None:
         while not self._stop.is_set():
@@ -234,15 +292,22 @@ class LocalStack:
             (self.dlq_url, self.dlq_arn) if dead_letters else (self.queue_url, self.queue_arn)
         )
         assert function is not None
+        messages = self._receive(queue_url, wait_seconds=wait_seconds)
+        if messages:
+            self._invoke(function, messages, queue_url, queue_arn)
+        return len(messages)
+
+    def _receive(self, queue_url: str, *, wait_seconds: int = 0) -> list[Any]:
         out = self._sqs.receive_message(
             QueueUrl=queue_url,
             MaxNumberOfMessages=self.config.batch_size,
             WaitTimeSeconds=wait_seconds,
             MessageSystemAttributeNames=["All"],
         )
-        messages = out.get("Messages", [])
-        if not messages:
-            return 0
+        return list(out.get("Messages", []))
+
+    def _invoke(self, function: ModuleType, messages: list[Any], queue_url: str, queue_arn: str) -> int:
+        """Invoke `function` with one batch; delete what it did not report failed; answers its size."""
         try:
             response = function.lambda_handler(
                 events.sqs_event(messages, queue_arn=queue_arn), lambdas.LambdaContext("jobsched-worker")
@@ -250,7 +315,8 @@ class LocalStack:
         except Crash:
             # A simulated process death: nothing is acknowledged, the messages come back after
             # their visibility timeout, exactly as when a Lambda sandbox dies mid-batch.
-            self.crashes += 1
+            with self._lock:
+                self.crashes += 1
             return len(messages)
         except Exception as exc:
             # An invocation error returns the whole batch to the queue, as the mapping does on AWS.
