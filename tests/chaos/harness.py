@@ -336,12 +336,13 @@ def run(
                 f"{body.job_id}: tick {body.scheduled_for} SKIPPED with no other tick waiting (buffer_one)"
             )
 
-    def cancel(job_id: str) -> None:
+    def cancel(job_id: str) -> bool:
         try:
             api.job_service.cancel(job_id, tenant="t")
         except (Crash, JobschedError, ClientError, ReadTimeoutError):
-            return  # 409 (a run in progress), or the API died: no promise was made
+            return False  # 409 (a run in progress), or the API died: no promise was made
         ledger.events.append(("cancelled", job_id))
+        return True
 
     for step in range(load_seconds + SETTLE_SECONDS + 1):
         played = clock.now() > T0 + timedelta(seconds=step)  # a long handler played this second
@@ -406,17 +407,18 @@ def run(
         if step % 20 == 0:
             time.sleep(0.2)  # let real time pass for the workflows' backoff waits
 
-    # Quiesce: recurring jobs are cancelled; everything left drains. Every tick due while faults
-    # were on must have run by now.
+    # Quiesce: recurring jobs are paused, then cancelled, as an operator stops a job that always has
+    # a run in progress (a cancel answers 409 while one runs: it is tried again each drain round);
+    # everything left drains. Every tick due while faults were on must have run by now.
     end = T0 + timedelta(seconds=load_seconds)
-    for job_id, request in accepted.items():
-        if request.type == "recurring":
-            # a run in progress answers 409: the job then keeps firing through the drain, which is fine
-            cancel(job_id)
+    to_cancel = [job_id for job_id, request in accepted.items() if request.type == "recurring"]
+    for job_id in to_cancel:
+        attempt(lambda j=job_id: api.schedule.pause(j, tenant="t"))
     deadline = time.monotonic() + float(os.environ.get("CHAOS_DRAIN_SECONDS", "90"))
     sfn = boto3.client("stepfunctions", **kw)
     while time.monotonic() < deadline:
         clock.set(clock.now() + timedelta(seconds=5))
+        to_cancel = [job_id for job_id in to_cancel if not cancel(job_id)]
         for d in dispatchers:
             d.dispatcher.dispatch_all()
         for handle_due, handle in list(in_flight):
@@ -449,7 +451,7 @@ def run(
             for arn in (settings.failure_workflow_arn, settings.dag_workflow_arn)
             for e in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]
         ]
-        if not messages and not running and not in_flight and _settled(api, accepted):
+        if not messages and not running and not in_flight and not to_cancel and _settled(api, accepted):
             break
         time.sleep(0.1)
     violations = check(api, accepted, ledger, end=end)
