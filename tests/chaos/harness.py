@@ -423,9 +423,10 @@ def run(
             d.dispatcher.dispatch_all()
         for handle_due, handle in list(in_flight):
             in_flight.remove((handle_due, handle))
-            inspect_sqs.change_message_visibility(
-                QueueUrl=settings.execution_queue_url, ReceiptHandle=handle, VisibilityTimeout=0
-            )
+            with contextlib.suppress(ClientError):  # stale: re-received under a long handler
+                inspect_sqs.change_message_visibility(
+                    QueueUrl=settings.execution_queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+                )
         messages = receive_all(inspect_sqs, settings.execution_queue_url)
         for m in messages:
             try:
@@ -434,9 +435,10 @@ def run(
                 # a (skewed) lease not yet expired: it comes back after the next fake seconds
                 in_flight.append((clock.now(), m["ReceiptHandle"]))
                 continue
-            inspect_sqs.delete_message(
-                QueueUrl=settings.execution_queue_url, ReceiptHandle=m["ReceiptHandle"]
-            )
+            with contextlib.suppress(ClientError):
+                inspect_sqs.delete_message(
+                    QueueUrl=settings.execution_queue_url, ReceiptHandle=m["ReceiptHandle"]
+                )
         for _ in range(2):  # reconcile what the redrive queue holds
             dlq = inspect_sqs.receive_message(
                 QueueUrl=settings.execution_dlq_url, MaxNumberOfMessages=10
