@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from jobsched.capacity import (
+from jobsched.planning.model import (
     KIB,
     Check,
     ItemSizes,
@@ -313,7 +313,7 @@ def test_the_burst_alone_drains_within_the_default_quota_at_the_rate_it_allows()
 
 
 def test_the_model_stops_a_paced_pass_where_the_dispatcher_does() -> None:
-    from jobsched import capacity
+    from jobsched.planning import model as capacity
     from jobsched.services import dispatch
 
     assert capacity.PASS_SHARE_OF_LEASE == dispatch.PASS_SHARE_OF_LEASE

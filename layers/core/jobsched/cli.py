@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 from jobsched import constants as c
 
 if TYPE_CHECKING:
-    from jobsched.capacity import Plan
-    from jobsched.simulate import SimResult
+    from jobsched.planning.model import Plan
+    from jobsched.planning.simulate import SimResult
 
 
 def _api_url(args: argparse.Namespace) -> str:
@@ -420,7 +420,8 @@ def _capacity_report(plan: Plan, sim: SimResult | None) -> str:
 
 def cmd_capacity(args: argparse.Namespace) -> int:
     """Plan shards, dispatcher and worker concurrency, DynamoDB units and cost per day; simulate the burst."""
-    from jobsched import capacity, simulate
+    from jobsched.planning import model as capacity
+    from jobsched.planning import simulate
 
     per_run = capacity.PerRunCosts()
     if args.costs:

@@ -41,7 +41,7 @@ from collections import deque
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from jobsched.capacity import Fleet, Plan, slot_cycle_s, steady_pass_seconds
+from jobsched.planning.model import Fleet, Plan, slot_cycle_s, steady_pass_seconds
 
 _QUANTILES = 4096
 
