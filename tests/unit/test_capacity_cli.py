@@ -99,7 +99,8 @@ def test_it_prints_the_planning_report_as_jobsched_planning_writes_it(
 ) -> None:
     # Given two plans of the seeds' burst, as the CLI makes them
     from jobsched.planning import report
-    from jobsched.planning.model import Workload, plan
+    from jobsched.planning.inputs import Workload
+    from jobsched.planning.plan import plan
 
     seeds = Workload(jobs=100_000_000, burst=2_000_000, window_s=60)
     plans: list[report.Evaluated] = [(plan(seeds, shards=shards), None) for shards in (16, 32)]

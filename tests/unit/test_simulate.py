@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from jobsched.planning.model import Workload, plan
+from jobsched.planning.inputs import Workload
+from jobsched.planning.plan import plan
 from jobsched.planning.simulate import simulate
 
 SEEDS = Workload(jobs=100_000_000, burst=2_000_000, window_s=60)

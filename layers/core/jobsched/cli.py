@@ -248,21 +248,21 @@ def cmd_cron_next(args: argparse.Namespace) -> int:
 
 def cmd_capacity(args: argparse.Namespace) -> int:
     """Plan shards, dispatcher and worker concurrency, DynamoDB units and cost per day; simulate the burst."""
-    from jobsched.planning import model as capacity
-    from jobsched.planning import report, simulate
+    from jobsched.planning import inputs, report, simulate
+    from jobsched.planning.plan import plan as make_plan
 
-    per_run = capacity.PerRunCosts()
+    per_run = inputs.PerRunCosts()
     if args.costs:
         try:
             with open(args.costs, encoding="utf-8") as handle:
                 data = json.load(handle)
             if not isinstance(data, dict):
                 raise ValueError("costs: the file must hold a JSON object")
-            per_run = capacity.PerRunCosts.from_mapping(data, source=args.costs)
+            per_run = inputs.PerRunCosts.from_mapping(data, source=args.costs)
         except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
             print(f"jobsched: {exc}", file=sys.stderr)
             return 2
-    workload = capacity.Workload(
+    workload = inputs.Workload(
         jobs=args.jobs,
         burst=args.burst,
         window_s=args.window,
@@ -271,14 +271,14 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         handler_ms=args.handler_ms,
         p99_targets_s=tuple(args.p99_target),
     )
-    latencies = capacity.Latencies(
+    latencies = inputs.Latencies(
         dynamodb_ms=args.dynamodb_ms, sqs_ms=args.sqs_ms, invoke_ms=args.invoke_ms, tail=args.tail
     )
-    limits = capacity.Limits(table_quota=args.table_quota, account_concurrency=args.account_concurrency)
+    limits = inputs.Limits(table_quota=args.table_quota, account_concurrency=args.account_concurrency)
     results: list[report.Evaluated] = []
     for shards in args.shards or [None]:
         try:
-            plan = capacity.plan(
+            plan = make_plan(
                 workload,
                 shards=shards,
                 lookahead_s=args.lookahead,

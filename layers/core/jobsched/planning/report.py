@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from jobsched.planning.model import Plan
+from jobsched.planning.plan import Plan
 from jobsched.planning.simulate import SimResult
 
 # A plan and its simulation (None when the plan is not simulated: --no-simulate).
