@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install run test test-fast lint synth bench soak clean
+.PHONY: install run test test-fast lint layer synth bench soak clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests bench
 	$(BIN)/mypy
 
-## synth: the CloudFormation template `cdk deploy` would ship, offline, into cdk.out/
-synth: $(STAMP)
+## layer: the Lambda layer into build/layer (JOBSCHED_LAYER_NO_DEPS=1: jobsched alone, offline)
+layer: $(STAMP)
+	$(BIN)/python infra/build_layer.py
+
+## synth: the layer (pip downloads its dependencies unless JOBSCHED_LAYER_NO_DEPS=1), then, offline,
+## the CloudFormation template and assets `cdk deploy --app cdk.out` ships, into cdk.out/
+synth: layer
 	$(BIN)/python infra/app.py
 
 ## bench: lateness, throughput vs. floor, cost per run, cold start, head-of-line: tables on stdout, JSON under

@@ -5,10 +5,10 @@ timed with perf_counter around the import, several times, median. The environmen
 (the variables the stack sets, AWS_LAMBDA_FUNCTION_NAME, placeholder resource names): the import
 builds the adapters and services at module scope as on AWS, without calling AWS. Two columns:
 - "bytecode": every module has its .pyc (a warm disk; what a developer machine measures);
-- "layer without .pyc": the layer's packages (jobsched and its dependencies, copied from this
-  environment) are imported from a folder without bytecode, with writing it off, as on Lambda,
-  where the layer is built with --no-compile and /opt is read-only, so every cold start compiles
-  them; the runtime's own modules (stdlib, boto3) keep theirs, as on Lambda.
+- "layer without .pyc": the layer's packages (jobsched as the layer holds it, its dependencies
+  copied from this environment) are imported from a folder without bytecode, with writing it off,
+  as on Lambda, where the layer is built with --no-compile and /opt is read-only, so every cold
+  start compiles them; the runtime's own modules (stdlib, boto3) keep theirs, as on Lambda.
 
 Upload sizes: the layer is built as `make synth` builds it (jobsched_infra.layer.build_layer: the
 jobsched package plus its runtime dependencies as arm64/cp312 wheels), into a temporary folder; each
@@ -181,7 +181,8 @@ def source_only_layer(layer: Path, into: Path) -> Path:
     into.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in names:
-        source = ROOT / "layers" / "core" / "jobsched" if name == "jobsched" else site / name
+        # jobsched as the layer holds it (no tools); its dependencies from this environment
+        source = layer / "python" / "jobsched" if name == "jobsched" else site / name
         if not source.exists():
             say(f"  coldstart: {name} is in the layer but not in this environment; left out")
             continue

@@ -1,20 +1,19 @@
-"""The CDK app: builds the Lambda layer, instantiates the stack (cdk-nag on), synthesizes into cdk.out/.
+"""The CDK app: instantiates the stack (cdk-nag on) and synthesizes it into cdk.out/; nothing else.
 
-Runs offline: `python infra/app.py` (`cdk synth` runs the same). JOBSCHED_LAYER_NO_DEPS=1 builds
-the layer without its pip dependencies: fast and offline, but not deployable.
+Runs offline: `make synth` builds the Lambda layer into build/layer (infra/build_layer.py), then runs
+this (`cdk synth` runs the same). The layer is an input: `-c layer_dir=DIR` takes another directory.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from jobsched_infra.layer import build_layer
-from jobsched_infra.project import REPO_ROOT
+from jobsched_infra.project import LAYER_DIR, REPO_ROOT
 from jobsched_infra.stack import JobschedStack, new_app
 
 app = new_app(outdir=os.environ.get("CDK_OUTDIR") or str(REPO_ROOT / "cdk.out"))
-with_dependencies = os.environ.get("JOBSCHED_LAYER_NO_DEPS") != "1"
-layer_dir = build_layer(REPO_ROOT / "build" / "layer", with_dependencies=with_dependencies)
+layer_dir = Path(app.node.try_get_context("layer_dir") or LAYER_DIR)
 # Fleet sizing (see `jobsched capacity`):
 # `cdk deploy -c shards=24 -c dispatcher_invocations=6 -c dispatch_pace=750`.
 options = {

@@ -1,7 +1,13 @@
-"""Builds the Lambda layer directory: the core `jobsched` package and, optionally, its dependencies."""
+"""Builds the Lambda layer directory: the core `jobsched` package and, optionally, its dependencies.
+
+`make synth` runs this module first (`python infra/build_layer.py`), into project.LAYER_DIR, then the
+app, which only reads the directory. JOBSCHED_LAYER_NO_DEPS=1 builds the layer without its pip
+dependencies: fast and offline, but not deployable.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -9,7 +15,16 @@ import sys
 import tomllib
 from pathlib import Path
 
-from jobsched_infra.project import CORE_PACKAGE_DIR, REPO_ROOT
+from jobsched_infra.project import CORE_PACKAGE_DIR, LAYER_DIR, REPO_ROOT
+
+NO_DEPS_ENV = "JOBSCHED_LAYER_NO_DEPS"
+
+# What the layer leaves out, as paths under its python/ folder: the tools a developer runs (the
+# capacity planner and its simulation, the local stack, the CLI), which no Lambda imports
+# (tests/infra/test_layer.py walks the functions' imports to prove it). resources.py and
+# workflows.py stay: they are the one definition of the tables, queues and ASL, read by CDK and the
+# local stack, and kept beside the library that runs against them.
+LAYER_EXCLUDES = ("jobsched/planning", "jobsched/local", "jobsched/cli.py")
 
 # The Lambda runtime brings these. A second copy in the layer would shadow the runtime's, so the
 # runtime's boto3 would run against whichever botocore the layer happened to resolve.
@@ -25,7 +40,7 @@ LAMBDA_WHEELS = (
     "--no-compile",
 )
 
-_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+_BYTECODE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 
 def layer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
@@ -40,13 +55,27 @@ def build_layer(out_dir: Path, *, with_dependencies: bool) -> Path:
     if out_dir.exists():
         shutil.rmtree(out_dir)
     site = out_dir / "python"
-    shutil.copytree(CORE_PACKAGE_DIR, site / "jobsched", ignore=_IGNORED)
+    shutil.copytree(CORE_PACKAGE_DIR, site / "jobsched", ignore=_left_out)
     if with_dependencies:
         pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         subprocess.run([*pip, f"--target={site}", *LAMBDA_WHEELS, *layer_requirements()], check=True)
         _remove_distributions(site, RUNTIME_PROVIDED)
         shutil.rmtree(site / "bin", ignore_errors=True)
     return out_dir
+
+
+def main() -> None:
+    """Build the layer `make synth` ships into LAYER_DIR (without its dependencies if NO_DEPS_ENV=1)."""
+    with_dependencies = os.environ.get(NO_DEPS_ENV) != "1"
+    out = build_layer(LAYER_DIR, with_dependencies=with_dependencies)
+    how = "with its dependencies" if with_dependencies else f"jobsched alone ({NO_DEPS_ENV}=1)"
+    print(f"layer: {out.relative_to(REPO_ROOT)}, {how}")
+
+
+def _left_out(directory: str, names: list[str]) -> set[str]:
+    """copytree's ignore: bytecode, and the LAYER_EXCLUDES paths under the package."""
+    under = Path(directory).relative_to(CORE_PACKAGE_DIR.parent).as_posix()
+    return set(_BYTECODE(directory, names)) | {name for name in names if f"{under}/{name}" in LAYER_EXCLUDES}
 
 
 def _distribution(requirement: str) -> str:

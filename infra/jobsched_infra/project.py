@@ -10,6 +10,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 CORE_PACKAGE_DIR = REPO_ROOT / "layers" / "core" / "jobsched"
 CDK_JSON = REPO_ROOT / "cdk.json"
+# Where `make synth` builds the Lambda layer (layer.main) and the app takes it from, unless the
+# `layer_dir` context names another directory.
+LAYER_DIR = REPO_ROOT / "build" / "layer"
 
 
 def cdk_context(cdk_json: Path = CDK_JSON) -> dict[str, Any]:

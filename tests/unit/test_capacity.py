@@ -6,19 +6,9 @@ import math
 
 import pytest
 
-from jobsched.capacity import (
-    KIB,
-    Check,
-    ItemSizes,
-    Latencies,
-    Limits,
-    PerRunCosts,
-    Plan,
-    RunCost,
-    Workload,
-    plan,
-    slot_cycle_s,
-)
+from jobsched.planning.inputs import KIB, ItemSizes, Latencies, Limits, PerRunCosts, RunCost, Workload
+from jobsched.planning.model import slot_cycle_s
+from jobsched.planning.plan import Check, Plan, plan
 
 SEEDS = Workload(jobs=100_000_000, burst=2_000_000, window_s=60)
 
@@ -313,10 +303,10 @@ def test_the_burst_alone_drains_within_the_default_quota_at_the_rate_it_allows()
 
 
 def test_the_model_stops_a_paced_pass_where_the_dispatcher_does() -> None:
-    from jobsched import capacity
+    from jobsched.planning import model
     from jobsched.services import dispatch
 
-    assert capacity.PASS_SHARE_OF_LEASE == dispatch.PASS_SHARE_OF_LEASE
+    assert model.PASS_SHARE_OF_LEASE == dispatch.PASS_SHARE_OF_LEASE
     # and never asks a pass for more calls in flight than the dispatcher keeps
-    assert dispatch.Dispatcher.io_workers == capacity.DISPATCHER_IO_WORKERS
+    assert dispatch.Dispatcher.io_workers == model.DISPATCHER_IO_WORKERS
     assert plan(SEEDS).fleet.dispatcher_parallelism <= dispatch.Dispatcher.io_workers

@@ -92,3 +92,25 @@ def test_it_refuses_numbers_out_of_range(capsys: pytest.CaptureFixture[str]) -> 
     assert "out of range: shards" in capsys.readouterr().err
     assert cli.main(["capacity", "--jobs", "1", "--burst", "1", "--window", "0"]) == 2
     assert "window" in capsys.readouterr().err
+
+
+def test_it_prints_the_planning_report_as_jobsched_planning_writes_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given two plans of the seeds' burst, as the CLI makes them
+    from jobsched.planning import report
+    from jobsched.planning.inputs import Workload
+    from jobsched.planning.plan import plan
+
+    seeds = Workload(jobs=100_000_000, burst=2_000_000, window_s=60)
+    plans: list[report.Evaluated] = [(plan(seeds, shards=shards), None) for shards in (16, 32)]
+
+    # When the CLI plans the same, as text and as JSON
+    assert cli.main([*SEEDS, "--shards", "16", "32", "--no-simulate"]) == 0
+    text = capsys.readouterr().out
+    assert cli.main([*SEEDS, "--shards", "16", "32", "--no-simulate", "--json"]) == 0
+    answer = capsys.readouterr().out
+
+    # Then it prints the report module's output, nothing else (the CLI only parses arguments)
+    assert text == report.as_text(plans) + "\n"
+    assert json.loads(answer) == json.loads(report.as_json(plans))

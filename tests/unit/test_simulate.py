@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from jobsched.capacity import Workload, plan
-from jobsched.simulate import simulate
+from jobsched.planning.inputs import Workload
+from jobsched.planning.plan import plan
+from jobsched.planning.simulate import simulate
 
 SEEDS = Workload(jobs=100_000_000, burst=2_000_000, window_s=60)
 # A tenth of the seeds' steady load and a quarter of their burst: the same shape, quicker to simulate.

@@ -25,7 +25,7 @@ class CoreLayer(lambda_.LayerVersion):
 
     def __init__(self, scope: Construct, construct_id: str, *, asset_dir: Path) -> None:
         if not (Path(asset_dir) / "python" / "jobsched").is_dir():
-            raise ValueError(f"{asset_dir} holds no python/jobsched: build it with layer.build_layer")
+            raise ValueError(f"{asset_dir} holds no python/jobsched: build it first (infra/build_layer.py)")
         super().__init__(
             scope,
             construct_id,

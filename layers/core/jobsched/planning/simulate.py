@@ -41,7 +41,8 @@ from collections import deque
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from jobsched.capacity import Fleet, Plan, slot_cycle_s, steady_pass_seconds
+from jobsched.planning.model import slot_cycle_s, steady_pass_seconds
+from jobsched.planning.plan import Fleet, Plan
 
 _QUANTILES = 4096
 
