@@ -790,21 +790,45 @@ class _Heartbeat:
             self._beat()
 
     def _beat(self) -> None:
+        # Each lease is renewed on its own, and a failed renewal is tried once more at once: one
+        # throttle or timeout must neither skip the other renewals nor end the heartbeat (a dead
+        # heartbeat lets the run's slot lapse mid-run, and the job's next tick would start beside it).
         lease = self._worker.settings.lease_seconds
         now = self._worker.clock.now()
         until = now + timedelta(seconds=lease)
-        self._worker.queue.extend(self._delivery.receipt_handle, seconds=lease)
+        worker = self._worker
+        self._renew("message", lambda: worker.queue.extend(self._delivery.receipt_handle, seconds=lease))
         if self._persist is not None:
             # Refused: another delivery recorded or holds the run; this one's result will lose.
-            self.persisted = self._persist(until)
-            self._persist = None
-            self._leased = self.persisted
+            persist = self._persist
+            persisted = self._renew("run row", lambda: persist(until))
+            if persisted is not None:  # tried again at the next beat if both tries failed
+                self.persisted = bool(persisted)
+                self._persist = None
+                self._leased = self.persisted
         elif self._leased:
-            self._worker.runs.extend_lease(
-                job_id=self._job_id, scheduled_for=self._sf, owner=self._owner, until=until
+            self._renew(
+                "run lease",
+                lambda: self._worker.runs.extend_lease(
+                    job_id=self._job_id, scheduled_for=self._sf, owner=self._owner, until=until
+                ),
             )
         hold_until = now + timedelta(seconds=self._worker.hold_seconds())
         if self._claim == "slot":
-            self._worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until)
+            self._renew("slot", lambda: worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until))
         else:
-            self._worker.jobs.extend_count(self._job_id, until=hold_until)
+            self._renew("count", lambda: worker.jobs.extend_count(self._job_id, until=hold_until))
+
+    def _renew(self, what: str, call: Callable[[], bool]) -> bool | None:
+        """call(), tried twice; None if both tries raised (logged: the next beat tries again)."""
+        for attempt in (1, 2):
+            try:
+                return call()
+            # Any error: this thread is the run's only lease keeper, and it must outlive a fault.
+            except Exception as exc:
+                if attempt == 2:
+                    logger.warning(
+                        "heartbeat renewal failed",
+                        extra={"job_id": self._job_id, "lease": what, "error": repr(exc)},
+                    )
+        return None

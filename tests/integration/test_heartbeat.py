@@ -1,0 +1,60 @@
+"""A heartbeat outlives a fault: one throttle or timeout on one renewal neither skips the others nor
+ends the heartbeat, so a long run keeps its slot (found by the chaos harness: a dead heartbeat let a
+`skip` job's slot lapse mid-run, and its next tick ran beside it)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from botocore.exceptions import ReadTimeoutError
+
+from jobsched.domain.models import CreateJobRequest
+from jobsched.errors import TransientStoreError
+from jobsched.handlers import HandlerRegistry, RunContext
+from jobsched.ports import FakeClock
+from jobsched.wiring import Services
+from tests.conftest import T0
+from tests.support import Pump
+
+
+def test_a_heartbeat_whose_renewals_fault_keeps_the_slot_and_keeps_beating(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given a `skip` job whose run beats at +10 s and +20 s, and faults on its first renewals
+    faults: list[str] = []
+    real_extend, real_hold = svc.worker.queue.extend, svc.jobs.extend_hold
+
+    def flaky_extend(*args: Any, **kw: Any) -> bool:
+        if not faults:
+            faults.append("sqs")
+            raise ReadTimeoutError(endpoint_url="test")
+        return real_extend(*args, **kw)
+
+    def flaky_hold(*args: Any, **kw: Any) -> bool:
+        if len(faults) == 1:
+            faults.append("dynamodb")
+            raise TransientStoreError("throttled")
+        return real_hold(*args, **kw)
+
+    svc.worker.queue.extend = flaky_extend  # type: ignore[method-assign]
+    svc.jobs.extend_hold = flaky_hold  # type: ignore[method-assign]
+    seen: list[Any] = []
+
+    def long(payload: dict[str, Any], ctx: RunContext) -> None:
+        for _ in range(2):
+            clock.advance(10)
+            ctx.heartbeat()  # raises nothing, whatever its renewals met
+            seen.append(svc.jobs.get_job(ctx.job_id).active_until)  # type: ignore[union-attr]
+
+    handlers = HandlerRegistry()
+    handlers.register("t.long", long)
+    svc.worker.registry = svc.job_service.registry = handlers
+    request = CreateJobRequest(type="recurring", handler="t.long", cron_expr="0 * * * * *")
+    svc.job_service.submit(request, tenant="t", idempotency_key=None)
+    # When it runs
+    assert pump.run_due(T0 + timedelta(minutes=1))["succeeded"] == 1
+    # Then both faults were met, retried, and the slot was renewed at each beat
+    assert faults == ["sqs", "dynamodb"]
+    hold = svc.worker.hold_seconds()
+    assert seen == [T0 + timedelta(seconds=60 + 10 + hold), T0 + timedelta(seconds=60 + 20 + hold)]
