@@ -9,6 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ReadTimeoutError
 
+from jobsched.domain import times
 from jobsched.domain.models import CreateJobRequest
 from jobsched.errors import TransientStoreError
 from jobsched.handlers import HandlerRegistry, RunContext
@@ -58,3 +59,40 @@ def test_a_heartbeat_whose_renewals_fault_keeps_the_slot_and_keeps_beating(
     assert faults == ["sqs", "dynamodb"]
     hold = svc.worker.hold_seconds()
     assert seen == [T0 + timedelta(seconds=60 + 10 + hold), T0 + timedelta(seconds=60 + 20 + hold)]
+
+
+def test_a_second_receive_of_a_running_message_leaves_the_first_its_slot(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given a `skip` job's run, beating (its row RUNNING), whose message SQS hands out again meanwhile
+    # (its visibility ran out): the same message id, a second receive
+    from jobsched.services.run import Delivery, InFlightElsewhere
+
+    deliveries: list[Delivery] = []
+    inner: list[str] = []
+
+    def long(payload: dict[str, Any], ctx: RunContext) -> None:
+        clock.advance(10)
+        ctx.heartbeat()
+        try:
+            svc.worker.process(deliveries[0])
+        except InFlightElsewhere as exc:
+            inner.append(type(exc).__name__)
+        job = svc.jobs.get_job(ctx.job_id)
+        assert job is not None
+        inner.append(f"slot={job.active_run == times.stored(ctx.scheduled_for)}")
+
+    handlers = HandlerRegistry()
+    handlers.register("t.long", long)
+    svc.worker.registry = svc.job_service.registry = handlers
+    request = CreateJobRequest(type="recurring", handler="t.long", cron_expr="0 * * * * *")
+    job_id = svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    [m] = pump.receive_all()
+    deliveries.append(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+    clock.set(T0 + timedelta(minutes=1))
+    # When the first receive runs it, and the second arrives mid-run
+    assert svc.worker.process(deliveries[0]).value == "succeeded"
+    # Then the second backed off and the first still held the job's slot after it (it used to be
+    # freed by the second's back-off, and the job's next tick could have started beside the run)
+    assert inner == ["InFlightElsewhere", "slot=True"]
+    assert svc.job_service.get(job_id, tenant="t").recent_executions[0].status == "SUCCEEDED"

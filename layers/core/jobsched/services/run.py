@@ -143,6 +143,12 @@ class Worker:
             counted, job = self.jobs.count_and_read(message.job_id, until=until, now=now)
         try:
             outcome, settled = self._process(message, job, delivery, held=held)
+        except InFlightElsewhere:
+            # Another receive of this very message (SQS redelivers one whose visibility ran out),
+            # or the worker that took the run over, holds the run and its slot: give nothing back.
+            if counted:
+                self.jobs.uncount(message.job_id)
+            raise
         except Exception:
             # Held up front, then an error (or a wait): give it back. (A run that got past its gate
             # released it already; a second release is a refused no-op.) A process death, a
@@ -178,6 +184,8 @@ class Worker:
         # hold would still be live at the job's next tick); a one-off's completion frees it.
         try:
             outcome = self._run(job, sf, delivery, kind=message.kind)
+        except InFlightElsewhere:
+            raise  # the run's holder keeps the slot (see process)
         except Exception:
             if holds:
                 self._release(job, sf)
