@@ -414,7 +414,10 @@ def run(
     to_cancel = [job_id for job_id, request in accepted.items() if request.type == "recurring"]
     for job_id in to_cancel:
         attempt(lambda j=job_id: api.schedule.pause(j, tenant="t"))
-    deadline = time.monotonic() + float(os.environ.get("CHAOS_DRAIN_SECONDS", "90"))
+    # Real seconds the drain may take; it ends as soon as everything has settled. A run a long handler
+    # left RUNNING under a live lease needs the fake clock past that lease before a takeover ends it,
+    # and long handlers make each round slow: 90 s ran out on seeds 1 and 8.
+    deadline = time.monotonic() + float(os.environ.get("CHAOS_DRAIN_SECONDS", "300"))
     sfn = boto3.client("stepfunctions", **kw)
     while time.monotonic() < deadline:
         clock.set(clock.now() + timedelta(seconds=5))
