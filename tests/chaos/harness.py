@@ -214,20 +214,22 @@ def run(
         svc.queue = svc.dispatcher.queue = svc.worker.queue = svc.schedule.queue = queue
         return svc
 
-    running: list[RunContext] = []  # long handlers in progress, outermost first
+    running: list[RunContext] = []  # the long handler playing the fleet's seconds, if any
 
     def busy(seconds: int, ctx: RunContext) -> None:
         """A long handler: its fake seconds pass one by one while dispatchers and other workers go on
-        (a slow poller among them). Every running handler heartbeats every lease/3, as the worker's
-        thread would (nested ones play the seconds of the outer ones too)."""
+        (a slow poller among them); it heartbeats every lease/3, as the worker's thread would."""
+        if running:
+            # Another worker runs this one while the outermost long handler plays the fleet's seconds:
+            # it takes none of its own (nested seconds would add up and stretch the schedule's time).
+            return
         running.append(ctx)
         try:
             for i in range(1, seconds + 1):
                 clock.advance(1)
                 if int((clock.now() - T0).total_seconds()) % (settings.lease_seconds // 3) == 0:
-                    for each in running:
-                        attempt(each.heartbeat)
-                if len(running) < 3 and i < seconds:
+                    attempt(ctx.heartbeat)
+                if i < seconds:
                     second()
         finally:
             running.remove(ctx)
@@ -432,10 +434,14 @@ def run(
                 )
         messages = receive_all(inspect_sqs, settings.execution_queue_url)
         for m in messages:
+            body = RunMessage.model_validate_json(m["Body"])
             try:
-                workers[0].worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
-            except InFlightElsewhere:
+                outcome = workers[0].worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
+                trace.append((body.job_id, body.scheduled_for, f"{clock.now():%M:%S} drain {outcome.value}"))
+            except InFlightElsewhere as exc:
                 # a (skewed) lease not yet expired: it comes back after the next fake seconds
+                event = f"{clock.now():%M:%S} drain {type(exc).__name__}"
+                trace.append((body.job_id, body.scheduled_for, event))
                 in_flight.append((clock.now(), m["ReceiptHandle"]))
                 continue
             with contextlib.suppress(ClientError):

@@ -142,3 +142,25 @@ def test_a_run_that_starts_after_the_cancel_read_but_before_its_write_makes_the_
         svc.job_service.cancel(job_id, tenant="t")
     job = svc.jobs.get_job(job_id)
     assert job is not None and job.status == JobStatus.SCHEDULED
+
+
+def test_a_run_whose_worker_died_mid_run_ends_cancelled_when_its_job_is_cancelled(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given a one-off whose worker died mid-run, on the leased path (its row RUNNING, attempt 1)
+    from tests.support import CrashAt
+
+    request = CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5))
+    job_id = svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    svc.worker.fast_path = False
+    svc.worker.crash = CrashAt("run.after_handler")
+    assert pump.run_due(T0 + timedelta(seconds=5))["crashed"] == 1
+    # When its leases have lapsed, its job is cancelled, and its message comes back
+    clock.advance(svc.settings.lease_seconds + 1)
+    assert svc.job_service.cancel(job_id, tenant="t").status == "CANCELLED"
+    pump.expire_leases(svc.settings.lease_seconds)
+    assert pump.run_due()["cancelled"] == 1
+    # Then the run ends CANCELLED with its attempt kept, not RUNNING forever with no message left
+    [run] = svc.job_service.get(job_id, tenant="t").recent_executions
+    assert (run.status, run.attempt) == ("CANCELLED", 1)
+    assert pump.receive_all() == []

@@ -201,12 +201,18 @@ class Worker:
         return outcome, holds
 
     def _cancelled(self, message: RunMessage, job: Job | None) -> Outcome:
-        """The job was cancelled before this run started: the run never starts, and says so."""
+        """The job was cancelled before this run started: the run never starts, and says so.
+
+        A run whose worker died mid-run (LEASED/RUNNING, its lease expired: the cancel could then go
+        through) goes RUNNING -> PENDING -> CANCELLED, keeping its attempts; it used to stay RUNNING
+        forever, its message acknowledged, since RUNNING -> CANCELLED is no edge.
+        """
         self.runs.transition(
             job_id=message.job_id,
             scheduled_for=message.scheduled_for,
             target=RunStatus.CANCELLED,
             now=self.clock.now(),
+            takeover_expired_lease=True,
             create_if_missing=None
             if job is None
             else self.runs.new_row(job.job_id, job.tenant, message.scheduled_for, kind=message.kind),
