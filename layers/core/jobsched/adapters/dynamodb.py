@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from jobsched.domain import times
+from jobsched.domain.keys import due_key_for, job_pk, parse_run_id, run_id_for, run_sk
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
 from jobsched.domain.status import HELD, JobStatus, RunStatus, check_path, sources_of
 from jobsched.errors import Conflict, TransientStoreError
@@ -102,31 +103,6 @@ def _opt_time(value: str | None) -> datetime | None:
     return times.parse_stored(value) if value else None
 
 
-def job_pk(job_id: str) -> str:
-    """Partition key of a job and of its runs."""
-    return f"JOB#{job_id}"
-
-
-def run_sk(scheduled_for: str) -> str:
-    """Sort key of the run for one firing (stored-form scheduled_for)."""
-    return f"RUN#{scheduled_for}"
-
-
-def run_id_for(job_id: str, scheduled_for: datetime) -> str:
-    """The run id: derived from (job_id, scheduled_for), so a run is found without an index."""
-    return f"{job_id}-{int(times.to_utc(scheduled_for).timestamp() * 1000)}"
-
-
-def parse_run_id(run_id: str) -> tuple[str, datetime]:
-    """Inverse of run_id_for; raises ValueError on a malformed id."""
-    job_id, _, millis = run_id.rpartition("-")
-    if not job_id or not millis.isdigit():
-        raise ValueError(f"malformed run id {run_id!r}")
-    from datetime import UTC
-
-    return job_id, datetime.fromtimestamp(int(millis) / 1000, tz=UTC)
-
-
 # A payload up to this size (compact JSON) is kept in the job item; a larger one in an item of its
 # own, written with the job and read when the job is. Every hot write rewrites the job item (the
 # dispatcher's stamp, the overlap hold), and DynamoDB bills a write by the item's whole size: 1 WRU
@@ -199,16 +175,6 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
     if ref:
         stored_apart = {"PK": item["PK"], "SK": _enc(f"PAYLOAD#{ref}"), "payload": _enc(text)}
     return item, stored_apart
-
-
-def due_key_for(job_id: str, next_run_at: datetime, *, written: datetime, shards: int) -> str:
-    """The due-index key of a pending tick written at `written`.
-
-    The bucket is the tick's minute, or the write's minute when the tick is already past: a
-    resumed job or a crashed hand-over must land where the dispatcher still reads, not in a
-    bucket its watermark left behind.
-    """
-    return times.due_key(max(next_run_at, written), times.shard_of(job_id, shards))
 
 
 def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None = None) -> Job:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobsched.adapters.dynamodb import JobStore, RunStore, job_pk, run_id_for, run_sk
+from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.stepfunctions import Workflows, execution_name
 from jobsched.domain import times
+from jobsched.domain.keys import job_pk, run_id_for, run_sk
 from jobsched.domain.models import (
     MAX_GRAPH_NODES,
     Execution,

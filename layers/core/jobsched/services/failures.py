@@ -7,9 +7,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from jobsched.adapters.dynamodb import JobStore, RunStore, job_pk, parse_run_id, run_sk
+from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.stepfunctions import Workflows, execution_name
 from jobsched.domain import cursors, times
+from jobsched.domain.keys import job_pk, parse_run_id, run_sk
 from jobsched.domain.models import (
     DeadLetterItem,
     DeadLetterPage,

@@ -37,9 +37,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore, Transition, execution_from_item, run_id_for
+from jobsched.adapters.dynamodb import JobStore, RunStore, Transition, execution_from_item
 from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
+from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.handlers import HandlerRegistry, RunContext

@@ -13,9 +13,10 @@ from datetime import datetime, timedelta
 from typing import Any, get_args
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore, run_id_for
+from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import cursors, times
+from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import (
     BackfillRequest,
     BackfillResult,
