@@ -17,55 +17,40 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
+from jobsched.adapters.aws import Refused, aws_call
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk, parse_run_id, run_id_for, run_sk
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
+from jobsched.domain.records import (
+    Cursor,
+    DeadLetter,
+    DueEntry,
+    DuePage,
+    IdempotencyRecord,
+    ShardLease,
+    Transition,
+)
 from jobsched.domain.status import HELD, JobStatus, RunStatus, check_path, sources_of
 from jobsched.errors import Conflict, TransientStoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-# Throttles and server faults: retryable, and never a caller's fault.
-_TRANSIENT = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "TransactionConflictException",
-    }
-)
+DYNAMODB = "DynamoDB"
 RUN_HISTORY_DAYS = 90
 IDEMPOTENCY_HOURS = 24
-
-
-def _error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _raise_transient(exc: ClientError) -> None:
-    if _error_code(exc) in _TRANSIENT:
-        raise TransientStoreError(f"DynamoDB is unavailable: {_error_code(exc)}") from exc
 
 
 def _conditional(operation: Any, **kwargs: Any) -> tuple[bool, dict[str, Any]]:
     """A conditional write: (True, returned attributes), or (False, the item as it stood) if refused.
 
-    The item is there when the call asked for ReturnValuesOnConditionCheckFailure. Throttles and
-    server faults become TransientStoreError.
+    The item is there when the call asked for ReturnValuesOnConditionCheckFailure.
     """
     try:
-        out = operation(**kwargs)
-    except ClientError as exc:
-        if _error_code(exc) == "ConditionalCheckFailedException":
-            old: Any = exc.response.get("Item")
-            return False, dict(old or {})
-        _raise_transient(exc)
-        raise
+        with aws_call(DYNAMODB):
+            out = operation(**kwargs)
+    except Refused as refused:
+        return False, refused.item or {}
     return True, dict(out.get("Attributes") or {})
 
 
@@ -221,6 +206,37 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
     )
 
 
+def due_entry_from_item(raw: Mapping[str, Any]) -> DueEntry:
+    """A due-index item (INCLUDE projection) as a DueEntry."""
+    item = _dec(raw)
+    return DueEntry(
+        job_id=item["job_id"],
+        tenant=item["tenant"],
+        type=item["type"],
+        next_run_at=times.parse_stored(item["next_run_at"]),
+        cron_expr=item.get("cron_expr"),
+        timezone=item.get("timezone", "UTC"),
+        policy=SchedulePolicy.model_validate_json(item["policy"]) if "policy" in item else SchedulePolicy(),
+        dispatched=int(item.get("dispatched", 0)),
+    )
+
+
+def _dead_letter(item: Mapping[str, Any]) -> DeadLetter:
+    return DeadLetter(
+        job_id=item["job_id"],
+        run_id=item["run_id"],
+        scheduled_for=times.parse_stored(item["scheduled_for"]),
+        dead_at=times.parse_stored(item["dead_at"]),
+        attempt=int(item.get("attempt", 0)),
+        error_type=item.get("error_type"),
+        error_message=item.get("error_message"),
+    )
+
+
+def _execution(raw: Mapping[str, Any] | None) -> Execution | None:
+    return execution_from_item(raw) if raw else None
+
+
 def execution_from_item(raw: Mapping[str, Any]) -> Execution:
     """A run row as a model."""
     item = _dec(raw)
@@ -248,6 +264,7 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         status=RunStatus(item["status"]),
         attempt=item.get("attempt", 0),
         lease_owner=item.get("lease_owner"),
+        lease_message=item.get("lease_message"),
         lease_until=_opt_time(item.get("lease_until")),
         worker=item.get("worker"),
         started_at=_opt_time(item.get("started_at")),
@@ -261,38 +278,6 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         kind=item.get("kind", "scheduled"),
         created_at=_opt_time(item.get("created_at")),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class DuePage:
-    """One page of a due-index range read."""
-
-    entries: list[dict[str, Any]]
-    cursor: dict[str, Any] | None
-    items_read: int
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """The outcome of a conditional run transition: the row after it, or as it stood when refused."""
-
-    applied: bool
-    item: dict[str, Any] | None
-    previous: dict[str, Any] | None = None
-
-    @property
-    def execution(self) -> Execution | None:
-        """The row as a model, if there is one."""
-        return execution_from_item(self.item) if self.item else None
-
-
-@dataclass(frozen=True, slots=True)
-class ShardLease:
-    """A held shard lease and the oldest minute bucket the shard has not finished draining."""
-
-    shard: int
-    owner: str
-    watermark: str | None
 
 
 @dataclass
@@ -319,11 +304,12 @@ class JobStore:
         request_hash: str,
         response: Mapping[str, Any],
         now: datetime,
-    ) -> dict[str, Any] | None:
+    ) -> IdempotencyRecord | None:
         """Write the job (with its due-index entry) and its idempotency record in one transaction.
 
-        Returns None when written; when the key was already used, returns that record decoded
-        (request_hash, response) and writes nothing.
+        Returns None when written; when the key was already used, returns that record and writes
+        nothing. Raises Conflict when an upstream of `depends_on` is missing, another tenant's or
+        cancelled.
         """
         idem_item = {
             "PK": _enc(f"IDEM#{job.tenant}#{idempotency_key}"),
@@ -341,32 +327,30 @@ class JobStore:
             [{"Put": {"TableName": self.table, "Item": stored_apart}}] if stored_apart else []
         )
         try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": idem_item,
-                            "ConditionExpression": "attribute_not_exists(PK)",
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": job_item,
-                            "ConditionExpression": "attribute_not_exists(PK)",
-                        }
-                    },
-                    *edges,
-                    *payload_put,
-                ]
-            )
-        except ClientError as exc:
-            if _error_code(exc) != "TransactionCanceledException":
-                _raise_transient(exc)
-                raise
-            reasons = exc.response.get("CancellationReasons", [])
+            with aws_call(DYNAMODB):
+                self.client.transact_write_items(
+                    TransactItems=[
+                        {
+                            "Put": {
+                                "TableName": self.table,
+                                "Item": idem_item,
+                                "ConditionExpression": "attribute_not_exists(PK)",
+                                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                            }
+                        },
+                        {
+                            "Put": {
+                                "TableName": self.table,
+                                "Item": job_item,
+                                "ConditionExpression": "attribute_not_exists(PK)",
+                            }
+                        },
+                        *edges,
+                        *payload_put,
+                    ]
+                )
+        except Refused as exc:
+            reasons = exc.reasons
             first = reasons[0] if reasons else {}
             edge_refused = [
                 upstream
@@ -383,10 +367,9 @@ class JobStore:
                 old = first.get("Item") or self._get(f"IDEM#{job.tenant}#{idempotency_key}", "IDEM")
                 if old:
                     decoded = _dec(old)
-                    return {
-                        "request_hash": decoded["request_hash"],
-                        "response": json.loads(decoded["response"]),
-                    }
+                    return IdempotencyRecord(
+                        request_hash=decoded["request_hash"], response=json.loads(decoded["response"])
+                    )
             raise TransientStoreError(
                 "job creation was cancelled; retry with the same Idempotency-Key"
             ) from exc
@@ -459,14 +442,12 @@ class JobStore:
         }
         if names:
             job_update["ExpressionAttributeNames"] = names
+        items: list[Any] = [{"Update": job_update}, *others]
         try:
-            items: list[Any] = [{"Update": job_update}, *others]
-            self.client.transact_write_items(TransactItems=items)
-        except ClientError as exc:
-            if _error_code(exc) == "TransactionCanceledException":
-                return False
-            _raise_transient(exc)
-            raise
+            with aws_call(DYNAMODB):
+                self.client.transact_write_items(TransactItems=items)
+        except Refused:
+            return False
         return True
 
     def get_job(self, job_id: str) -> Job | None:
@@ -494,13 +475,10 @@ class JobStore:
         # Written before (or with) the job item and never changed, so an eventually consistent read
         # finds it unless it is only just written; then a consistent one does.
         for consistent in (False, True):
-            try:
+            with aws_call(DYNAMODB):
                 got = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=consistent).get(
                     "Item"
                 )
-            except ClientError as exc:
-                _raise_transient(exc)
-                raise
             if got:
                 return str(got["payload"]["S"])
         raise TransientStoreError(f"the payload of job {job_id} is not readable yet")
@@ -844,14 +822,11 @@ class JobStore:
         }
         if cursor:
             kwargs["ExclusiveStartKey"] = cursor
-        try:
+        with aws_call(DYNAMODB):
             out = self.client.query(**kwargs)
-        except ClientError as exc:
-            _raise_transient(exc)
-            raise
         self.reads["due_items"] += int(out.get("ScannedCount", 0))
         return DuePage(
-            entries=[_dec(i) for i in out.get("Items", [])],
+            entries=[due_entry_from_item(i) for i in out.get("Items", [])],
             cursor=out.get("LastEvaluatedKey"),
             items_read=int(out.get("ScannedCount", 0)),
         )
@@ -895,13 +870,10 @@ class JobStore:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
-        try:
+        with aws_call(DYNAMODB):
             out = self.client.get_item(
                 TableName=self.table, Key={"PK": _enc(pk), "SK": _enc(sk)}, ConsistentRead=True
             )
-        except ClientError as exc:
-            _raise_transient(exc)
-            raise
         item = out.get("Item")
         return dict(item) if item else None
 
@@ -953,8 +925,8 @@ class RunStore:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if not applied:
-            return Transition(applied=False, item=old or self.get_raw(job_id, sf))
-        return Transition(applied=True, item=item)
+            return Transition(applied=False, row=_execution(old) or self.get(job_id, sf))
+        return Transition(applied=True, row=execution_from_item(item))
 
     @staticmethod
     def new_row(job_id: str, tenant: str, scheduled_for: str, *, kind: str) -> dict[str, str | int]:
@@ -969,24 +941,22 @@ class RunStore:
             "expires_at": int(expires.timestamp()),
         }
 
-    def get_raw(self, job_id: str, scheduled_for: str, *, consistent: bool = True) -> dict[str, Any] | None:
-        """The run row for (job_id, stored scheduled_for), read consistently unless told otherwise."""
-        try:
+    def get(
+        self, job_id: str, scheduled_for: datetime | str, *, consistent: bool = True
+    ) -> Execution | None:
+        """The run for one firing (scheduled_for as an instant or in stored form), or None.
+
+        Read consistently unless told otherwise: an eventually consistent read may miss a row
+        written just before, or show it as it stood before its latest write.
+        """
+        sf = scheduled_for if isinstance(scheduled_for, str) else times.stored(scheduled_for)
+        with aws_call(DYNAMODB):
             out = self.client.get_item(
                 TableName=self.table,
-                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(scheduled_for))},
+                Key={"PK": _enc(job_pk(job_id)), "SK": _enc(run_sk(sf))},
                 ConsistentRead=consistent,
             )
-        except ClientError as exc:
-            _raise_transient(exc)
-            raise
-        item = out.get("Item")
-        return dict(item) if item else None
-
-    def get(self, job_id: str, scheduled_for: datetime) -> Execution | None:
-        """The run for one firing, or None."""
-        raw = self.get_raw(job_id, times.stored(scheduled_for))
-        return execution_from_item(raw) if raw else None
+        return _execution(out.get("Item"))
 
     def transition(
         self,
@@ -1075,11 +1045,10 @@ class RunStore:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if not applied:
-            return Transition(applied=False, item=result or None)
-        previous = result or None
+            return Transition(applied=False, row=_execution(result))
         # ReturnValues can give ALL_OLD or ALL_NEW, not both; the row after the write is the
         # previous row with our SETs applied, which a read-back would only confirm at a cost.
-        return Transition(applied=True, item=None, previous=previous)
+        return Transition(applied=True, previous=_execution(result))
 
     def fail_stuck(
         self,
@@ -1144,10 +1113,15 @@ class RunStore:
         return execution_from_item(result)
 
     def dead_letters(
-        self, *, dl_key: str, start: dict[str, Any] | None, limit: int, job_id: str | None
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """Up to `limit` dead-letter entries of a tenant, newest first, and the key to continue from."""
-        rows: list[dict[str, Any]] = []
+        self, *, dl_key: str, start: Cursor | None, limit: int, job_id: str | None
+    ) -> tuple[list[DeadLetter], Cursor | None]:
+        """Up to `limit` dead-letter entries of a tenant, newest first, and the key to continue from.
+
+        The dead-letter index is a GSI: eventually consistent, so a run dead-lettered a moment ago
+        may be missing from it. A FilterExpression on job_id may make a page shorter than `limit`
+        while there is more: the reads go on until the page is full or the index is exhausted.
+        """
+        rows: list[DeadLetter] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "dead_letter",
@@ -1162,12 +1136,9 @@ class RunStore:
             kwargs["ExclusiveStartKey"] = start
         while True:
             kwargs["Limit"] = limit - len(rows)
-            try:
+            with aws_call(DYNAMODB):
                 out = self.client.query(**kwargs)
-            except ClientError as exc:
-                _raise_transient(exc)
-                raise
-            rows.extend(_dec(i) for i in out.get("Items", []))
+            rows.extend(_dead_letter(_dec(i)) for i in out.get("Items", []))
             last = out.get("LastEvaluatedKey")
             if not last or len(rows) >= limit:
                 return rows, dict(last) if last else None
@@ -1193,7 +1164,7 @@ class RunStore:
 
     def recent(self, job_id: str, *, limit: int) -> list[Execution]:
         """The newest runs of a job, newest first."""
-        try:
+        with aws_call(DYNAMODB):
             out = self.client.query(
                 TableName=self.table,
                 KeyConditionExpression="PK = :pk AND begins_with(SK, :run)",
@@ -1201,9 +1172,6 @@ class RunStore:
                 ScanIndexForward=False,
                 Limit=limit,
             )
-        except ClientError as exc:
-            _raise_transient(exc)
-            raise
         return [execution_from_item(i) for i in out.get("Items", [])]
 
     def history(
@@ -1251,11 +1219,8 @@ class RunStore:
         rows: list[Execution] = []
         while True:
             kwargs["Limit"] = limit - len(rows)
-            try:
+            with aws_call(DYNAMODB):
                 out = self.client.query(**kwargs)
-            except ClientError as exc:
-                _raise_transient(exc)
-                raise
             rows.extend(
                 execution_from_item(i) for i in out.get("Items", []) if not (end and i["SK"]["S"] >= high)
             )
@@ -1276,11 +1241,8 @@ class RunStore:
         }
         runs: list[Execution] = []
         while True:
-            try:
+            with aws_call(DYNAMODB):
                 out = self.client.query(**kwargs)
-            except ClientError as exc:
-                _raise_transient(exc)
-                raise
             runs.extend(execution_from_item(i) for i in out.get("Items", []))
             if "LastEvaluatedKey" not in out:
                 return runs

@@ -7,9 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from jobsched.errors import TransientStoreError
+from jobsched.adapters.aws import Refused, aws_call
+from jobsched.errors import StoreError, StoreUnreachable, TransientStoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -48,12 +47,16 @@ class Workflows:
         that starts it again produce one execution, not two.
         """
         try:
-            self.client.start_execution(
-                stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload)
-            )
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "ExecutionAlreadyExists":
+            with aws_call("Step Functions"):
+                self.client.start_execution(
+                    stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload)
+                )
+        except Refused as exc:
+            if exc.code == "ExecutionAlreadyExists":
                 return False
-            raise TransientStoreError(f"Step Functions refused the start: {code}") from exc
+            raise TransientStoreError(f"Step Functions refused the start: {exc.code}") from exc
+        except StoreUnreachable:
+            raise
+        except StoreError as exc:
+            raise TransientStoreError(f"Step Functions refused the start: {exc.aws_code}") from exc
         return True

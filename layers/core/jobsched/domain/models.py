@@ -312,6 +312,8 @@ class Execution(BaseModel):
     status: RunStatus
     attempt: int = 0
     lease_owner: str | None = None
+    lease_message: str | None = None
+    """The SQS message id of the delivery holding the lease (a second copy of it is not a duplicate)."""
     lease_until: datetime | None = None
     worker: str | None = None
     started_at: datetime | None = None

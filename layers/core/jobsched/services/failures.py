@@ -141,12 +141,12 @@ class FailureService:
         )
         items = [
             DeadLetterItem(
-                job_id=r["job_id"],
-                run_id=r["run_id"],
-                scheduled_for=times.iso(times.parse_stored(r["scheduled_for"])),
-                dead_at=times.iso(times.parse_stored(r["dead_at"])),
-                attempts=int(r.get("attempt", 0)),
-                last_error=f"{r.get('error_type', 'Unknown')}: {r.get('error_message', '')}".strip(),
+                job_id=r.job_id,
+                run_id=r.run_id,
+                scheduled_for=times.iso(r.scheduled_for),
+                dead_at=times.iso(r.dead_at),
+                attempts=r.attempt,
+                last_error=f"{_or_unknown(r.error_type)}: {r.error_message or ''}".strip(),
             )
             for r in rows
         ]
@@ -195,6 +195,10 @@ def is_job_run(job: Job, run: Execution) -> bool:
 def _job_keys(settings: Settings, job: Job, run: Execution) -> dict[str, Any]:
     """What the failure workflow's job-status steps read (see workflows.py)."""
     return {"job_run": is_job_run(job, run), "jobs_table": settings.jobs_table, "job_pk": job_pk(job.job_id)}
+
+
+def _or_unknown(error_type: str | None) -> str:
+    return "Unknown" if error_type is None else error_type
 
 
 def dead_letter_key(tenant: str) -> str:

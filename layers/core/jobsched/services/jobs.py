@@ -26,12 +26,13 @@ from jobsched.domain.models import (
     JobView,
     SchedulePolicy,
 )
+from jobsched.domain.records import DueEntry
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
 from jobsched.handlers import HandlerRegistry
 from jobsched.ports import Clock
 from jobsched.services.dag import DagService
-from jobsched.services.dispatch import Dispatcher, DueEntry, jitter_offset
+from jobsched.services.dispatch import Dispatcher, jitter_offset
 
 # A one-off may be a little in the past (client clock skew, a slow retry): it then fires at once.
 RUN_AT_PAST_TOLERANCE = timedelta(minutes=5)
@@ -123,11 +124,11 @@ class JobService:
             now=now,
         )
         if used is not None:
-            if used["request_hash"] != request_hash(request):
+            if used.request_hash != request_hash(request):
                 raise IdempotencyConflict(
                     "Idempotency-Key was already used with a different request body", field="Idempotency-Key"
                 )
-            response = JobCreated.model_validate(used["response"])
+            response = JobCreated.model_validate(used.response)
             stored = self.jobs.get_job(response.job_id)
             if stored is None:
                 raise NotFound(f"job {response.job_id} no longer exists")

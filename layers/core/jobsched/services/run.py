@@ -37,11 +37,12 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore, Transition, execution_from_item
+from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
+from jobsched.domain.records import Transition
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import Clock, CrashPoints, no_crash
@@ -326,23 +327,21 @@ class Worker:
         resume); a tick due before the pause, or a retry of a run that started, goes on."""
         if job.paused_at is not None and times.parse_stored(sf) <= job.paused_at:
             return False
-        row = self.runs.get_raw(job.job_id, sf)
-        return int((row or {}).get("attempt", {}).get("N", "0")) == 0
+        row = self.runs.get(job.job_id, sf)
+        return row is None or row.attempt == 0
 
     def _finished(self, job: Job, sf: str) -> bool:
-        row = self.runs.get_raw(job.job_id, sf)
-        status = (row or {}).get("status", {}).get("S")
-        return status is not None and RunStatus(status) in TERMINAL
+        row = self.runs.get(job.job_id, sf)
+        return row is not None and row.status in TERMINAL
 
     def _finished_holder(self, current: Job) -> str | None:
         """The run holding the job, if its row says it is over (it was not released: see hold_job)."""
         holder = current.active_run
         if holder is None:
             return None
-        row = self.runs.get_raw(current.job_id, holder)
-        status = (row or {}).get("status", {}).get("S")
+        row = self.runs.get(current.job_id, holder)
         # No row, or PENDING: the holder is running on the fast path (it writes once, at the end).
-        if status is None or status == RunStatus.PENDING.value or status in {s.value for s in HELD}:
+        if row is None or row.status == RunStatus.PENDING or row.status in HELD:
             return None
         return holder
 
@@ -368,7 +367,7 @@ class Worker:
         )
         if done.applied:
             return Outcome.SKIPPED
-        row = done.execution
+        row = done.row
         if row is None or row.status in TERMINAL:
             return Outcome.DUPLICATE  # finished, cancelled or skipped already: nothing to do
         if row.status == RunStatus.PENDING:
@@ -384,10 +383,9 @@ class Worker:
         # enough: it only picks the path; the conditional write decides. A stale "absent/PENDING"
         # for a run another worker holds or finished makes the fast path's write lose, and the
         # run is dropped as a duplicate, as it would have been.
-        row = self.runs.get_raw(job.job_id, sf, consistent=False)
-        status = (row or {}).get("status", {}).get("S")
+        row = self.runs.get(job.job_id, sf, consistent=False)
         created = self.runs.new_row(job.job_id, job.tenant, sf, kind=kind)
-        if self.fast_path and job.idempotent and status in (None, RunStatus.PENDING.value):
+        if self.fast_path and job.idempotent and (row is None or row.status == RunStatus.PENDING):
             return self._run_fast(job, sf, delivery, row, created, kind=kind)
         return self._run_leased(job, sf, delivery, created, kind=kind)
 
@@ -396,7 +394,7 @@ class Worker:
         job: Job,
         sf: str,
         delivery: Delivery,
-        row: dict[str, Any] | None,
+        row: Execution | None,
         created: Mapping[str, str | int],
         *,
         kind: str,
@@ -411,8 +409,8 @@ class Worker:
         compare-and-set and is dropped; its handler ran twice, under one effect key (at least once,
         one effect). Jobs declared idempotent: false never take this path: they lease first.
         """
-        attempt = int((row or {}).get("attempt", {}).get("N", "0")) + 1
-        replays = int((row or {}).get("replays", {}).get("N", "0"))
+        attempt = (row.attempt if row else 0) + 1
+        replays = row.replays if row else 0
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
         self.crash("run.after_lease")
         self._wait_for_second(sf)
@@ -458,7 +456,7 @@ class Worker:
         if not done.applied:
             # Someone else recorded this run meanwhile (a duplicate delivery, or a retry's
             # takeover): theirs stands; finish what a dead recorder may have left undone.
-            refused = self._refused(job, done.item, delivery)
+            refused = self._refused(job, done.row, delivery)
             if refused == Outcome.DUPLICATE and heartbeat.persisted:
                 raise LeaseLost(delivery.message_id)
             return refused
@@ -486,11 +484,11 @@ class Worker:
             create_if_missing=created,
         )
         if not claim.applied:
-            return self._refused(job, claim.item, delivery)
-        previous = claim.previous or {}
-        attempt = int(previous.get("attempt", {}).get("N", "0")) + 1
-        replays = int(previous.get("replays", {}).get("N", "0"))
-        took_over = previous.get("status", {}).get("S") in {s.value for s in HELD}
+            return self._refused(job, claim.row, delivery)
+        previous = claim.previous
+        attempt = (previous.attempt if previous else 0) + 1
+        replays = previous.replays if previous else 0
+        took_over = previous is not None and previous.status in HELD
         if took_over:
             logger.warning(
                 "a worker died holding this run; taking it over", extra={"job_id": job.job_id, "sf": sf}
@@ -681,25 +679,17 @@ class Worker:
             )
         return Outcome.SUCCEEDED
 
-    def _refused(self, job: Job, row: dict[str, Any] | None, delivery: Delivery) -> Outcome:
-        status = (row or {}).get("status", {})
-        if (
-            row
-            and isinstance(status, dict)
-            and status.get("S") == RunStatus.SUCCEEDED.value
-            and job.dependants
-        ):
+    def _refused(self, job: Job, row: Execution | None, delivery: Delivery) -> Outcome:
+        if row is not None and row.status == RunStatus.SUCCEEDED and job.dependants:
             # A worker died between recording the success and signalling the dependants (or this is
             # a duplicate): signal; the execution name makes a second signal of one run a no-op.
-            self.dag.signal_success(job, execution_from_item(row))
-        if row and isinstance(status, dict) and status.get("S") == RunStatus.FAILED.value:
+            self.dag.signal_success(job, row)
+        if row is not None and row.status == RunStatus.FAILED:
             # A worker died between recording the failure and handing it to the workflow (or this is
             # a duplicate of a message whose failure was handed over): start it; the execution name
             # makes a second start a no-op.
-            self.failures.hand_over(job, execution_from_item(row))
-        held_by = (row or {}).get("lease_message", {})
-        held = isinstance(status, dict) and status.get("S") in {s.value for s in HELD}
-        if held and isinstance(held_by, dict) and held_by.get("S") == delivery.message_id:
+            self.failures.hand_over(job, row)
+        if row is not None and row.status in HELD and row.lease_message == delivery.message_id:
             raise InFlightElsewhere(delivery.message_id)
         return Outcome.DUPLICATE
 

@@ -31,10 +31,10 @@ from jobsched.domain.models import (
     SchedulePolicy,
     takes_slot,
 )
+from jobsched.domain.records import DueEntry
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock
-from jobsched.services.dispatch import DueEntry
 from jobsched.services.jobs import JobService, next_run_shown
 
 MAX_BACKFILL_TICKS = 1000
@@ -267,7 +267,7 @@ class ScheduleService:
             row = self.runs.put_pending(
                 job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, kind="backfill"
             )
-            execution = row.execution
+            execution = row.row
             if row.applied:
                 created += 1
             else:
