@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.domain.models import Execution, Job, SchedulePolicy
+from jobsched.domain.status import RunStatus
 
 Cursor = dict[str, Any]
 """Where a paged read continues: opaque to services (they encode it for clients as it is)."""
@@ -96,3 +97,46 @@ class DeadLetter:
     attempt: int
     error_type: str | None
     error_message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """What a run row is created with when its first write is a transition (no PENDING row yet)."""
+
+    job_id: str
+    tenant: str
+    scheduled_for: str
+    """Stored form (jobsched.domain.times.stored)."""
+    kind: str = "scheduled"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's hold on a run: the lease owner, the SQS message carrying it, until when."""
+
+    owner: str
+    message: str
+    worker: str
+    until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How one attempt ended: its result (JSON text, bounded) on success, or its error."""
+
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    result: str | None = None
+    error: tuple[str, str] | None = None
+    """(error type, message) of a failed attempt; None for a success."""
+
+    @property
+    def status(self) -> RunStatus:
+        """SUCCEEDED or FAILED."""
+        return RunStatus.SUCCEEDED if self.error is None else RunStatus.FAILED
+
+    @property
+    def duration_ms(self) -> int:
+        """How long the attempt ran, never negative."""
+        return max(0, int((self.finished_at - self.started_at).total_seconds() * 1000))

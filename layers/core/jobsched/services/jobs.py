@@ -193,12 +193,7 @@ class JobService:
         # the job too, so a crash here (or a repeat cancel, which sweeps again) loses nothing.
         for run in recent:
             if run.status == RunStatus.PENDING:
-                self.runs.transition(
-                    job_id=job.job_id,
-                    scheduled_for=times.stored(run.scheduled_for),
-                    target=RunStatus.CANCELLED,
-                    now=self.clock.now(),
-                )
+                self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
         return CancelResult(job_id=job.job_id, status=JobStatus.CANCELLED.value)
 
     def _in_progress(self, job: Job, now: datetime) -> str | None:

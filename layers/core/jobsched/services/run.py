@@ -28,7 +28,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -42,7 +42,7 @@ from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
-from jobsched.domain.records import Transition
+from jobsched.domain.records import AttemptEnd, Lease, NewRun
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import Clock, CrashPoints, no_crash
@@ -196,14 +196,12 @@ class Worker:
 
     def _cancelled(self, message: RunMessage, job: Job | None) -> Outcome:
         """The job was cancelled before this run started: the run never starts, and says so."""
-        self.runs.transition(
-            job_id=message.job_id,
-            scheduled_for=message.scheduled_for,
-            target=RunStatus.CANCELLED,
+        kind = message.kind
+        self.runs.cancel(
+            message.job_id,
+            message.scheduled_for,
             now=self.clock.now(),
-            create_if_missing=None
-            if job is None
-            else self.runs.new_row(job.job_id, job.tenant, message.scheduled_for, kind=message.kind),
+            create=None if job is None else NewRun(job.job_id, job.tenant, message.scheduled_for, kind),
         )
         return Outcome.CANCELLED
 
@@ -356,14 +354,13 @@ class Worker:
         return cron.parse(job.cron_expr, job.timezone).fires_at(tick)
 
     def _skip(self, job: Job, sf: str, reason: str, *, kind: str, first_attempt_only: bool) -> Outcome | None:
-        done = self.runs.transition(
-            job_id=job.job_id,
-            scheduled_for=sf,
-            target=RunStatus.SKIPPED,
+        done = self.runs.skip(
+            job.job_id,
+            sf,
+            reason=reason,
             now=self.clock.now(),
-            set_values={"reason": reason},
+            create=NewRun(job.job_id, job.tenant, sf, kind),
             first_attempt_only=first_attempt_only,
-            create_if_missing=self.runs.new_row(job.job_id, job.tenant, sf, kind=kind),
         )
         if done.applied:
             return Outcome.SKIPPED
@@ -384,7 +381,7 @@ class Worker:
         # for a run another worker holds or finished makes the fast path's write lose, and the
         # run is dropped as a duplicate, as it would have been.
         row = self.runs.get(job.job_id, sf, consistent=False)
-        created = self.runs.new_row(job.job_id, job.tenant, sf, kind=kind)
+        created = NewRun(job.job_id, job.tenant, sf, kind)
         if self.fast_path and job.idempotent and (row is None or row.status == RunStatus.PENDING):
             return self._run_fast(job, sf, delivery, row, created, kind=kind)
         return self._run_leased(job, sf, delivery, created, kind=kind)
@@ -395,7 +392,7 @@ class Worker:
         sf: str,
         delivery: Delivery,
         row: Execution | None,
-        created: Mapping[str, str | int],
+        created: NewRun,
         *,
         kind: str,
     ) -> Outcome:
@@ -415,44 +412,22 @@ class Worker:
         self.crash("run.after_lease")
         self._wait_for_second(sf)
         started = self.clock.now()
-        lease = {
-            "lease_owner": owner,
-            "lease_message": delivery.message_id,
-            "worker": self.worker_id,
-            "started_at": times.stored(started),
-        }
 
         def persist_lease(until: datetime) -> bool:
-            return self.runs.transition(
-                job_id=job.job_id,
-                scheduled_for=sf,
-                target=RunStatus.RUNNING,
-                via=(RunStatus.LEASED,),
-                now=self.clock.now(),
-                set_values={**lease, "lease_until": times.stored(until)},
-                increment_attempt=True,
-                create_if_missing=created,
+            lease = Lease(owner=owner, message=delivery.message_id, worker=self.worker_id, until=until)
+            return self.runs.persist_running(
+                job.job_id, sf, lease=lease, started_at=started, now=self.clock.now(), create=created
             ).applied
 
         error, result, heartbeat = self._execute(
             job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease, kind=kind
         )
-        finished = self.clock.now()
-        values, record, target = self._outcome(started, finished, attempt, result, error)
+        end = self._outcome(started, self.clock.now(), attempt, result, error)
+        finished = end.finished_at
         if heartbeat.persisted:
-            done = self._record_held(job, sf, owner, target, finished, values, record)
+            done = self.runs.record(job.job_id, sf, owner=owner, end=end)
         else:
-            done = self.runs.transition(
-                job_id=job.job_id,
-                scheduled_for=sf,
-                target=target,
-                via=(RunStatus.LEASED, RunStatus.RUNNING),
-                now=finished,
-                set_values={"worker": self.worker_id, "started_at": lease["started_at"], **values},
-                increment_attempt=True,
-                create_if_missing=created,
-                append_attempt=record,
-            )
+            done = self.runs.record_unleased(job.job_id, sf, worker=self.worker_id, end=end, create=created)
         if not done.applied:
             # Someone else recorded this run meanwhile (a duplicate delivery, or a retry's
             # takeover): theirs stands; finish what a dead recorder may have left undone.
@@ -463,26 +438,18 @@ class Worker:
         return self._recorded(job, sf, attempt, error, replays, finished)
 
     def _run_leased(
-        self, job: Job, sf: str, delivery: Delivery, created: Mapping[str, str | int], *, kind: str
+        self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str
     ) -> Outcome:
         """Lease first, then run: for takeovers of a dead worker's run and non-idempotent jobs."""
         now = self.clock.now()
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
-        claim = self.runs.transition(
-            job_id=job.job_id,
-            scheduled_for=sf,
-            target=RunStatus.LEASED,
-            now=now,
-            set_values={
-                "lease_owner": owner,
-                "lease_message": delivery.message_id,
-                "lease_until": times.stored(now + timedelta(seconds=self.settings.lease_seconds)),
-                "worker": self.worker_id,
-            },
-            increment_attempt=True,
-            takeover_expired_lease=True,
-            create_if_missing=created,
+        lease = Lease(
+            owner=owner,
+            message=delivery.message_id,
+            worker=self.worker_id,
+            until=now + timedelta(seconds=self.settings.lease_seconds),
         )
+        claim = self.runs.claim(job.job_id, sf, lease=lease, now=now, create=created)
         if not claim.applied:
             return self._refused(job, claim.row, delivery)
         previous = claim.previous
@@ -495,26 +462,14 @@ class Worker:
             )
             if not job.idempotent:
                 # Re-running a job that declared its effect unsafe to repeat is an operator's call.
-                self.runs.transition(
-                    job_id=job.job_id,
-                    scheduled_for=sf,
-                    target=RunStatus.LOST,
-                    now=self.clock.now(),
-                    owner=owner,
-                    set_values={"error_type": "LeaseLost", "error_message": LOST_MESSAGE},
+                self.runs.lose(
+                    job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", LOST_MESSAGE)
                 )
                 return Outcome.LOST
         self.crash("run.after_lease")
         self._wait_for_second(sf)
         started = self.clock.now()
-        start = self.runs.transition(
-            job_id=job.job_id,
-            scheduled_for=sf,
-            target=RunStatus.RUNNING,
-            now=started,
-            owner=owner,
-            set_values={"started_at": times.stored(started)},
-        )
+        start = self.runs.start(job.job_id, sf, owner=owner, now=started)
         if not start.applied:
             raise LeaseLost(delivery.message_id)
         if took_over and attempt > job.retry.max_attempts:
@@ -529,33 +484,12 @@ class Worker:
             error, result, _ = self._execute(
                 job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind
             )
-        finished = self.clock.now()
-        values, record, target = self._outcome(started, finished, attempt, result, error)
-        done = self._record_held(job, sf, owner, target, finished, values, record)
+        end = self._outcome(started, self.clock.now(), attempt, result, error)
+        finished = end.finished_at
+        done = self.runs.record(job.job_id, sf, owner=owner, end=end)
         if not done.applied:
             raise LeaseLost(delivery.message_id)
         return self._recorded(job, sf, attempt, error, replays, finished)
-
-    def _record_held(
-        self,
-        job: Job,
-        sf: str,
-        owner: str,
-        target: RunStatus,
-        finished: datetime,
-        values: Mapping[str, str | int],
-        record: Mapping[str, str | int],
-    ) -> Transition:
-        """RUNNING -> the attempt's outcome, by the holder of the run's lease row."""
-        return self.runs.transition(
-            job_id=job.job_id,
-            scheduled_for=sf,
-            target=target,
-            now=finished,
-            owner=owner,
-            set_values=values,
-            append_attempt=record,
-        )
 
     def _wait_for_second(self, sf: str) -> None:
         early = (times.parse_stored(sf) - self.clock.now()).total_seconds()
@@ -605,26 +539,15 @@ class Worker:
     @staticmethod
     def _outcome(
         started: datetime, finished: datetime, attempt: int, result: object, error: tuple[str, str] | None
-    ) -> tuple[dict[str, str | int], dict[str, str | int], RunStatus]:
-        """The run row's values, the attempt's record and the target status for one attempt's end."""
-        values: dict[str, str | int] = {
-            "finished_at": times.stored(finished),
-            "duration_ms": max(0, int((finished - started).total_seconds() * 1000)),
-        }
-        record: dict[str, str | int] = {
-            "attempt": attempt,
-            "started_at": times.stored(started),
-            "finished_at": times.stored(finished),
-        }
-        if error is None:
-            values["result"] = _bounded_json(result)
-            target = RunStatus.SUCCEEDED
-        else:
-            values["error_type"], values["error_message"] = error
-            record["error_type"], record["error_message"] = error
-            target = RunStatus.FAILED
-        record["outcome"] = target.value
-        return values, record, target
+    ) -> AttemptEnd:
+        """How one attempt ended: its bounded result, or its error."""
+        return AttemptEnd(
+            attempt=attempt,
+            started_at=started,
+            finished_at=finished,
+            result=_bounded_json(result) if error is None else None,
+            error=error,
+        )
 
     def _recorded(
         self,
