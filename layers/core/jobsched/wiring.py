@@ -10,7 +10,7 @@ from botocore.config import Config
 
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.sqs import RunQueue
-from jobsched.adapters.stepfunctions import Workflows
+from jobsched.adapters.stepfunctions import StateMachines
 from jobsched.handlers import HandlerRegistry, registry
 from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
 from jobsched.services.dag import DagService
@@ -87,10 +87,10 @@ def build(
     runs = RunStore(client=dynamodb, table=settings.runs_table)
     queue = RunQueue(client=sqs, queue_url=settings.execution_queue_url)
     dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
-    workflows = Workflows(client=stepfunctions, failure_workflow_arn=settings.failure_workflow_arn)
-    dag = DagService(jobs=jobs, runs=runs, workflows=workflows, settings=settings, clock=clock)
+    state_machines = StateMachines(client=stepfunctions, failure_workflow_arn=settings.failure_workflow_arn)
+    dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
     failures = FailureService(
-        jobs=jobs, runs=runs, workflows=workflows, settings=settings, clock=clock, dag=dag
+        jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock, dag=dag
     )
     worker = Worker(
         jobs=jobs,

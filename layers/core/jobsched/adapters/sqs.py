@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobsched.adapters.aws import aws_call
-from jobsched.domain.models import RunMessage
+from jobsched.domain.records import Outgoing
 from jobsched.errors import StoreError, StoreUnreachable, TransientStoreError
 
 if TYPE_CHECKING:
@@ -15,14 +15,6 @@ if TYPE_CHECKING:
 
 MAX_DELAY_SECONDS = 900  # SQS's cap on a message delay
 BATCH = 10  # SQS's cap on a SendMessageBatch
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """One run to hand to the queue, held back `delay_seconds`."""
-
-    message: RunMessage
-    delay_seconds: int
 
 
 @dataclass
@@ -76,3 +68,6 @@ class RunQueue:
         except StoreError:
             return False
         return True
+
+
+__all__ = ["MAX_DELAY_SECONDS", "Outgoing", "RunQueue"]

@@ -6,6 +6,7 @@ fakes) and by the services that name a run (a run id is derived, never looked up
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 
 from jobsched.domain import times
@@ -42,3 +43,17 @@ def due_key_for(job_id: str, next_run_at: datetime, *, written: datetime, shards
     bucket its watermark left behind.
     """
     return times.due_key(max(next_run_at, written), times.shard_of(job_id, shards))
+
+
+# Step Functions execution names: 1..80 characters of [A-Za-z0-9-_].
+_NAME_MAX = 80
+
+
+def execution_name(*parts: str) -> str:
+    """A valid, deterministic workflow execution name from its parts (the dedup key of a start)."""
+    raw = "-".join(parts)
+    cleaned = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in raw)
+    if len(cleaned) <= _NAME_MAX:
+        return cleaned
+    digest = hashlib.sha256(raw.encode()).hexdigest()[:16]
+    return f"{cleaned[: _NAME_MAX - 17]}-{digest}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from jobsched.domain.models import Execution, Job, SchedulePolicy
+from jobsched.domain.models import Execution, Job, RunMessage, SchedulePolicy
 from jobsched.domain.status import RunStatus
 
 Cursor = dict[str, Any]
@@ -140,3 +140,11 @@ class AttemptEnd:
     def duration_ms(self) -> int:
         """How long the attempt ran, never negative."""
         return max(0, int((self.finished_at - self.started_at).total_seconds() * 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One run to hand to the queue, held back `delay_seconds`."""
+
+    message: RunMessage
+    delay_seconds: int

@@ -45,14 +45,12 @@ from typing import Any, TypeVar
 from aws_lambda_powertools import Logger
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore
-from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
 from jobsched.domain.models import RunMessage, takes_slot
-from jobsched.domain.records import DueEntry
+from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
-from jobsched.ports import Clock, CrashPoints, no_crash
+from jobsched.ports import Clock, CrashPoints, JobStore, RunQueue, RunStore, no_crash
 from jobsched.settings import Settings
 
 logger = Logger(child=True)

@@ -7,10 +7,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from jobsched.adapters.dynamodb import JobStore, RunStore
-from jobsched.adapters.stepfunctions import Workflows, execution_name
 from jobsched.domain import cursors, times
-from jobsched.domain.keys import job_pk, parse_run_id, run_sk
+from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
 from jobsched.domain.models import (
     DeadLetterItem,
     DeadLetterPage,
@@ -22,7 +20,7 @@ from jobsched.domain.models import (
 )
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict, NotFound, ValidationFailed
-from jobsched.ports import Clock
+from jobsched.ports import Clock, JobStore, RunStore, StateMachines
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.settings import Settings
 
@@ -37,7 +35,7 @@ class FailureService:
 
     jobs: JobStore
     runs: RunStore
-    workflows: Workflows
+    state_machines: StateMachines
     settings: Settings
     clock: Clock
     dag: DagService
@@ -90,7 +88,7 @@ class FailureService:
         # One execution per (run, replay series, attempt): a duplicate start of the same failure is a
         # no-op, and a replayed run's attempt 1 is a new failure, not the first series' attempt 1.
         name = execution_name("fail", run.run_id, f"r{run.replays}", f"a{run.attempt}")
-        return self.workflows.start_failure(name, payload)
+        return self.state_machines.start_failure(name, payload)
 
     def reconcile(self, message: RunMessage) -> str:
         """A message the execution queue gave up on (maxReceiveCount): dead-letter its run, visibly.
@@ -180,7 +178,7 @@ class FailureService:
             **_job_keys(self.settings, job, run),
             "now": times.stored(self.clock.now()),
         }
-        self.workflows.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
+        self.state_machines.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
         return ReplayAccepted(run_id=run_id, job_id=job_id, status=RunStatus.PENDING.value)
 
 
@@ -193,7 +191,7 @@ def is_job_run(job: Job, run: Execution) -> bool:
 
 
 def _job_keys(settings: Settings, job: Job, run: Execution) -> dict[str, Any]:
-    """What the failure workflow's job-status steps read (see workflows.py)."""
+    """What the failure workflow's job-status steps read (see asl.py)."""
     return {"job_run": is_job_run(job, run), "jobs_table": settings.jobs_table, "job_pk": job_pk(job.job_id)}
 
 

@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.domain import times
 from jobsched.domain.firing import next_fire
 from jobsched.domain.models import (
@@ -29,8 +28,7 @@ from jobsched.domain.models import (
 from jobsched.domain.records import DueEntry
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
-from jobsched.handlers import HandlerRegistry
-from jobsched.ports import Clock
+from jobsched.ports import Clock, JobStore, RunStore, Targets
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher, jitter_offset
 
@@ -73,7 +71,7 @@ class JobService:
     jobs: JobStore
     runs: RunStore
     dispatcher: Dispatcher
-    registry: HandlerRegistry
+    registry: Targets
     clock: Clock
     dag: DagService
 

@@ -37,15 +37,13 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore
-from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
-from jobsched.domain.records import AttemptEnd, Lease, NewRun
+from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
-from jobsched.handlers import HandlerRegistry, RunContext
-from jobsched.ports import Clock, CrashPoints, no_crash
+from jobsched.handlers import RunContext
+from jobsched.ports import Clock, CrashPoints, JobStore, RunQueue, RunStore, Targets, no_crash
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
@@ -112,7 +110,7 @@ class Worker:
     jobs: JobStore
     runs: RunStore
     queue: RunQueue
-    registry: HandlerRegistry
+    registry: Targets
     settings: Settings
     clock: Clock
     failures: FailureService
@@ -639,9 +637,17 @@ class Worker:
     def _call(
         self, name: str, payload: dict[str, Any], ctx: RunContext
     ) -> tuple[object, tuple[str, str] | None]:
+        envelope = {
+            "job_id": ctx.job_id,
+            "run_id": ctx.run_id,
+            "tenant": ctx.tenant,
+            "scheduled_for": times.iso(ctx.scheduled_for),
+            "attempt": ctx.attempt,
+            "effect_key": ctx.effect_key,
+            "payload": payload,
+        }
         try:
-            handler = self.registry.get(name)
-            return handler(payload, ctx), None
+            return self.registry.target(name).invoke(envelope, ctx), None
         except Exception as exc:  # a handler's failure is data about the run, not a worker fault
             logger.info("handler failed", extra={"job_id": ctx.job_id, "error": repr(exc)})
             message = (str(exc) or type(exc).__name__)[:MAX_ERROR_CHARS]
