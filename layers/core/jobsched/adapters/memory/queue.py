@@ -89,6 +89,11 @@ class MemoryRunQueue:
                     return True
             return False
 
+    def peek(self) -> list[tuple[datetime, str]]:
+        """Every message in the queue as (when it is visible, body), visible or not."""
+        with self._lock:
+            return sorted((m.visible_at, m.body) for m in self._messages.values())
+
     def depth(self) -> int:
         """Messages in the queue, visible or not."""
         with self._lock:
