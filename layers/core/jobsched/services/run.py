@@ -20,6 +20,10 @@ state change is a compare-and-set that only the current holder can win:
         the next receive takes the run over (attempt + 1): no lost run
     crash after the result is written, before the ack -> the message surfaces again, finds the
         run finished and is dropped: no second effect
+
+Over 600 lines on purpose: this is one multi-step path (gate, start markers, fast or leased
+path, heartbeat, record, hand-over) whose crash points are read against the timeline above;
+split, each half would need the other's docstring. The target call goes behind ports.Target.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Jobs in the jobs table: definitions, idempotency records, the due index and the start markers."""
+"""Jobs in the jobs table: definitions, idempotency records, the due index and the start markers.
+
+About 600 lines: every write here conditions on the one job item, and the start markers'
+timeline (below) is the reason for most of them; keeping them with the item's codec calls makes
+each condition readable against it. Shard leases, the other item type of the table, are apart.
+"""
 
 from __future__ import annotations
 
