@@ -259,3 +259,34 @@ def test_release_shard_keeps_the_watermark_for_the_next_pass_unless_the_lease_wa
     assert again is not None and again.watermark == "2026-11-30T12:00"
     assert not backend.jobs.release_shard(lease, watermark="2026-11-30T12:05")  # d2 holds it now
     assert backend.jobs.acquire_shard(1, owner="d3", now=at(2), lease_seconds=30) is None
+
+
+def test_rewire_moves_the_edges_with_the_new_upstreams_if_the_version_is_unchanged(backend: Backend) -> None:
+    for up in ("job_u1", "job_u2"):
+        create(backend, job(up))
+    down = create(backend, job("job_down", depends_on=("job_u1",), root_schedule="job_u1"))
+    moved = down.model_copy(
+        update={"depends_on": ("job_u2",), "root_schedule": "job_u2", "updated_at": at(1)}
+    )
+    assert not backend.jobs.rewire(
+        moved, expected_version=down.version + 1, added=["job_u2"], removed=["job_u1"]
+    )
+    assert backend.jobs.rewire(moved, expected_version=down.version, added=["job_u2"], removed=["job_u1"])
+    u1, u2, after = (backend.jobs.get_job(j) for j in ("job_u1", "job_u2", "job_down"))
+    assert u1 is not None and u1.dependants == ()
+    assert u2 is not None and u2.dependants == ("job_down",)
+    assert after is not None and after.depends_on == ("job_u2",) and after.version == down.version + 1
+
+
+def test_a_job_s_completion_can_free_its_slot_in_the_same_write(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend)
+    applied, after = backend.jobs.set_job_status(
+        "job_a",
+        target=JobStatus.COMPLETED,
+        sources=[JobStatus.SCHEDULED],
+        now=at(1),
+        leave_index=True,
+        release_slot=True,
+    )
+    assert applied and after is not None and after.active_run is None
