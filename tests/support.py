@@ -306,7 +306,7 @@ def _deliver_visible(svc: Services) -> Counter[str]:
 
 
 def _running_executions(svc: Services) -> list[str]:
-    sfn = svc.failures.workflows.client
+    sfn = svc.failures.state_machines.client
     return [
         e["name"]
         for arn in (svc.settings.failure_workflow_arn, svc.settings.dag_workflow_arn)

@@ -46,8 +46,8 @@ from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error, response_schema_conformance, status_code_conformance
 from schemathesis.generation.meta import CoverageScenario, coverage_scenario
 
-from jobsched.adapters.dynamodb import job_pk
 from jobsched.api import build_app, openapi_document
+from jobsched.domain.keys import job_pk
 from jobsched.local.stack import DEFAULT_PREFIX, _handler_for
 from jobsched.resources import JOBS_TABLE, physical_name
 from tests.e2e.conftest import Stack, start_stack, stop_stack

@@ -10,7 +10,7 @@ from aws_cdk.assertions import Annotations, Match
 
 from jobsched import constants as c
 from jobsched import resources
-from jobsched.workflows import dag_definition, failure_definition
+from jobsched.asl import dag_definition, failure_definition
 from jobsched_infra.layer import build_layer, layer_requirements
 from jobsched_infra.stack import (
     DEFAULT_DISPATCH_PACE,

@@ -78,7 +78,7 @@ def status_of(svc: Services, job_id: str) -> str | None:
 
 
 def dag_executions(svc: Services) -> list[dict[str, Any]]:
-    sfn = svc.failures.workflows.client
+    sfn = svc.failures.state_machines.client
     return list(sfn.list_executions(stateMachineArn=svc.settings.dag_workflow_arn)["executions"])
 
 
@@ -235,7 +235,7 @@ def test_a_random_layered_dag_of_200_nodes_runs_every_node_once(served: Services
     settle(svc, lambda: all(status_of(svc, j) == "SUCCEEDED" for j in layers[-1]), timeout=240)
     pump_until(svc, lambda: all(status_of(svc, j) == "SUCCEEDED" for j in nodes), timeout=60)
     assert set(ledger.count().values()) == {1} and len(ledger.count()) == 200
-    sfn = svc.failures.workflows.client
+    sfn = svc.failures.state_machines.client
     entered = 0
     for ex in dag_executions(svc):
         events = sfn.get_execution_history(executionArn=ex["executionArn"], maxResults=1000)["events"]

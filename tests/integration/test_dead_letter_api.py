@@ -9,8 +9,9 @@ from typing import Any
 import boto3
 import pytest
 
-from jobsched.adapters.dynamodb import job_to_item, run_id_for
+from jobsched.adapters.dynamodb import job_to_item
 from jobsched.domain import times
+from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Job
 from jobsched.domain.status import JobStatus
 from jobsched.settings import Settings

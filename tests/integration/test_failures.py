@@ -70,13 +70,13 @@ def status_is(svc: Services, job_id: str, *statuses: RunStatus) -> Callable[[], 
 
 
 def executions(svc: Services) -> list[dict[str, Any]]:
-    sfn = svc.failures.workflows.client
+    sfn = svc.failures.state_machines.client
     return list(sfn.list_executions(stateMachineArn=svc.settings.failure_workflow_arn)["executions"])
 
 
 def transitions(svc: Services) -> int:
     """State transitions billed so far: states entered, over every execution."""
-    sfn = svc.failures.workflows.client
+    sfn = svc.failures.state_machines.client
     total = 0
     for ex in executions(svc):
         events = sfn.get_execution_history(executionArn=ex["executionArn"], maxResults=1000)["events"]
@@ -159,7 +159,7 @@ def test_a_replayed_run_that_succeeds_shows_no_top_level_error(svc: Services) ->
 
 
 def test_a_healthy_run_starts_no_workflow(svc: Services) -> None:
-    counter = CallCounter(svc.failures.workflows.client)
+    counter = CallCounter(svc.failures.state_machines.client)
     job_id = submit(svc, "demo.echo")
     pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
     assert counter.calls["SFN.StartExecution"] == 0 and executions(svc) == []

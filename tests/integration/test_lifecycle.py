@@ -98,25 +98,18 @@ def test_cancel_is_idempotent_and_refused_while_a_run_is_running(
 ) -> None:
     import pytest
 
+    from jobsched.domain.records import AttemptEnd, Lease
     from jobsched.errors import Conflict
 
     created = svc.job_service.submit(one_off(5, "demo.echo"), tenant="t1", idempotency_key="r")
     sf = times.stored(T0 + timedelta(seconds=5))
-    svc.runs.transition(
-        job_id=created.job_id,
-        scheduled_for=sf,
-        target=RunStatus.LEASED,
-        now=clock.now(),
-        set_values={"lease_owner": "w", "lease_until": times.stored(clock.now() + timedelta(seconds=30))},
-    )
-    svc.runs.transition(
-        job_id=created.job_id, scheduled_for=sf, target=RunStatus.RUNNING, now=clock.now(), owner="w"
-    )
+    lease = Lease(owner="w", message="m", worker="w", until=clock.now() + timedelta(seconds=30))
+    assert svc.runs.claim(created.job_id, sf, lease=lease, now=clock.now()).applied
+    assert svc.runs.start(created.job_id, sf, owner="w", now=clock.now()).applied
     with pytest.raises(Conflict):
         svc.job_service.cancel(created.job_id, tenant="t1")
-    svc.runs.transition(
-        job_id=created.job_id, scheduled_for=sf, target=RunStatus.FAILED, now=clock.now(), owner="w"
-    )
+    failed = AttemptEnd(attempt=1, started_at=clock.now(), finished_at=clock.now(), error=("E", "failed"))
+    assert svc.runs.record(created.job_id, sf, owner="w", end=failed).applied
     assert svc.job_service.cancel(created.job_id, tenant="t1").status == "CANCELLED"
     assert svc.job_service.cancel(created.job_id, tenant="t1").status == "CANCELLED"
 

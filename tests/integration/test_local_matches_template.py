@@ -1,6 +1,6 @@
 """The local stack's resources have the shape of what `cdk deploy` ships.
 
-Both sides are built from jobsched.resources and jobsched.workflows; this compares what each side
+Both sides are built from jobsched.resources and jobsched.asl; this compares what each side
 actually made, the synthesized CloudFormation and what the emulated AWS reports for the resources
 `create_local_resources` created, so neither can drift from the one definition unnoticed.
 """

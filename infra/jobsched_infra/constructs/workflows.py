@@ -1,4 +1,4 @@
-"""The failure and DAG workflows (Step Functions, ASL from jobsched.workflows) and the alert topic."""
+"""The failure and DAG workflows (Step Functions, ASL from jobsched.asl) and the alert topic."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from jobsched import resources
-from jobsched.workflows import dag_definition, failure_definition
+from jobsched.asl import dag_definition, failure_definition
 from jobsched_infra.nag import acknowledge
 
 # SNS's AWS-managed key: its key policy already lets any principal of the account use it through
@@ -23,7 +23,7 @@ SNS_MANAGED_KEY_ALIAS = "alias/aws/sns"
 class Workflows(Construct):
     """The alert topic and the Standard failure and DAG workflows; the stack grants their roles.
 
-    Each definition is its jobsched.workflows function's ASL verbatim, the one the local stack runs.
+    Each definition is its jobsched.asl function's ASL verbatim, the one the local stack runs.
     It reads the table, queue and topic from each execution's input, so CDK cannot derive the
     workflows' grants from it: the stack grants each role exactly what its ASL's tasks call, on the
     concrete resources.

@@ -49,11 +49,41 @@ class IdempotencyConflict(Conflict):
     code = "idempotency_key_reused"
 
 
-class TransientStoreError(JobschedError):
+class StoreError(JobschedError):
+    """A store, queue or workflow call AWS refused for a reason that is not the caller's input.
+
+    Raised by the adapters in place of botocore's errors (jobsched.adapters.aws); `aws_code` is
+    AWS's error code. Its message to an API client stays generic; str() keeps AWS's own words.
+    """
+
+    status = 500
+    code = "internal_error"
+
+    def __init__(
+        self, message: str, *, field: str | None = None, aws_code: str = "", detail: str | None = None
+    ) -> None:
+        super().__init__(message, field=field)
+        self.aws_code = aws_code
+        self.detail = detail or message
+        if type(self) is StoreError:
+            self.message = "internal error; the request may be retried"
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+class TransientStoreError(StoreError):
     """A throttle or a 5xx from AWS: the same call may succeed when retried."""
 
     status = 503
     code = "unavailable"
+
+
+class StoreUnreachable(TransientStoreError):
+    """AWS did not answer (a connection error or a timeout): a write may have taken effect anyway."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("a dependency timed out; retry with the same Idempotency-Key", detail=detail)
 
 
 class UnknownHandler(ValidationFailed):

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -43,6 +43,18 @@ class RunContext:
 Handler = Callable[[dict[str, Any], RunContext], Any]
 
 
+@dataclass(frozen=True, slots=True)
+class PythonHandler:
+    """The python target: a registered callable, given the envelope's payload and the run context."""
+
+    name: str
+    fn: Handler
+
+    def invoke(self, envelope: Mapping[str, Any], ctx: RunContext) -> object:
+        """Call the handler with (payload, context); its exception is the attempt's failure."""
+        return self.fn(envelope["payload"], ctx)
+
+
 class HandlerRegistry:
     """Maps dotted names to handlers; thread-safe, shared by API (validation) and workers (execution)."""
 
@@ -66,6 +78,10 @@ class HandlerRegistry:
             return self._handlers[name]
         except KeyError:
             raise UnknownHandler(f"handler '{name}' is not registered", field="handler") from None
+
+    def target(self, name: str) -> PythonHandler:
+        """The python target for `name` (jobsched.ports.Target); raises UnknownHandler naming it."""
+        return PythonHandler(name, self.get(name))
 
     def __contains__(self, name: object) -> bool:
         return name in self._handlers

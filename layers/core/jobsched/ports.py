@@ -1,15 +1,401 @@
 """Ports: the contracts services rely on. Adapters implement them; tests substitute them.
 
-Stores and queues are used through their adapters' public methods (jobsched.adapters), whose
-docstrings state each contract; time and crash injection are ports here because every
-service takes them as inputs (time is an input: nothing in a service reads the wall clock).
+Services import this module and the domain only (tests/unit/test_layering.py proves it); the
+composition root (jobsched.wiring) builds the implementations: DynamoDB, SQS and Step Functions
+in jobsched.adapters, in-memory fakes in jobsched.adapters.memory. One contract suite,
+tests/contract/, runs every port's docstring against both.
+
+Conventions every implementation keeps:
+- A conditional write answers whether it applied, never raises for a refused condition; the
+  row it answers when refused is the row as it stood at the write (not a later read).
+- Scheduled-for instants of runs are passed in stored form (jobsched.domain.times.stored) where
+  a parameter is `scheduled_for: str`; they are run-row keys.
+- Reads are consistent unless a method says otherwise. An eventually consistent read (an
+  index, or `consistent=False`) may answer an older version of a row, or miss a new one.
+- Failures are domain errors (jobsched.errors): TransientStoreError (retry later; after
+  StoreUnreachable a write may have applied), StoreError (not retryable), Conflict.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
+
+from jobsched.domain.models import Execution, Job
+from jobsched.domain.records import (
+    AttemptEnd,
+    Cursor,
+    DeadLetter,
+    DuePage,
+    IdempotencyRecord,
+    Lease,
+    NewRun,
+    Outgoing,
+    ShardLease,
+    Transition,
+)
+from jobsched.domain.status import JobStatus
+from jobsched.handlers import RunContext
+
+
+class ShardLeases(Protocol):
+    """One dispatcher pass per shard at a time, and the oldest bucket each shard has not drained."""
+
+    def acquire_shard(
+        self, shard: int, *, owner: str, now: datetime, lease_seconds: int
+    ) -> ShardLease | None:
+        """Lease `shard` until now + lease_seconds if it is unclaimed, expired (lease end < now), or
+        already `owner`'s (a pass that re-enters after its own crash); None if another holds it.
+        The lease answers the shard's stored watermark (None before its first release)."""
+        ...
+
+    def release_shard(self, lease: ShardLease, *, watermark: str) -> bool:
+        """Store `watermark` and give the lease up, if lease.owner still holds it; False (nothing
+        written) if the lease was lost meanwhile."""
+        ...
+
+
+class JobStore(ShardLeases, Protocol):
+    """Jobs: definitions, idempotency records, the due index and the start markers on each job.
+
+    Start markers (see services/run.py's process): a run marks its start on its job item before
+    it runs, in one conditional write, either by holding the job's slot (one-offs and guarded
+    recurring jobs) or by being counted. A cancel is a compare-and-set on the same item that is
+    refused while any marker is live, and every marker write is refused on a cancelled job: a
+    cancel and a run's start cannot both win. A marker whose holder stops renewing it lapses
+    at its `until`.
+    """
+
+    def create_with_idempotency(
+        self,
+        job: Job,
+        *,
+        idempotency_key: str,
+        request_hash: str,
+        response: Mapping[str, Any],
+        now: datetime,
+    ) -> IdempotencyRecord | None:
+        """Write the job (with its due-index entry), its idempotency record (tenant, key) and the
+        edge upstream -> job on every upstream of job.depends_on, all or nothing.
+
+        None when written. When (tenant, key) was used before, writes nothing and answers that
+        record. Raises Conflict (field depends_on) when an upstream is missing, another tenant's
+        or cancelled.
+        """
+        ...
+
+    def rewire(self, job: Job, *, expected_version: int, added: list[str], removed: list[str]) -> bool:
+        """Save a dependent job's depends_on and root_schedule, add the edges from `added` and drop
+        those from `removed`, bumping its version, all or nothing; False if its version is not
+        `expected_version` (or an added upstream is gone)."""
+        ...
+
+    def get_job(self, job_id: str) -> Job | None:
+        """The job (with its payload, wherever it is stored), read consistently, or None."""
+        ...
+
+    def stamp_next_tick(
+        self,
+        job_id: str,
+        *,
+        expected: datetime,
+        next_run_at: datetime | None,
+        now: datetime,
+        dispatched: int = 0,
+    ) -> bool:
+        """Move the pending tick from `expected` to `next_run_at` (None: out of the due index) and
+        add `dispatched` to the job's count: a compare-and-set on next_run_at, so of two callers
+        that read the same tick exactly one moves it. False (nothing written) otherwise."""
+        ...
+
+    def set_job_status(
+        self,
+        job_id: str,
+        *,
+        target: JobStatus,
+        sources: Iterable[JobStatus],
+        now: datetime,
+        leave_index: bool,
+        release_slot: bool = False,
+    ) -> tuple[bool, Job | None]:
+        """Compare-and-set the status from any of `sources` to `target` (version + 1); also leave
+        the due index (`leave_index`) and free the slot (`release_slot`) in the same write.
+        (applied, the job after the write; refused: as it stood, None if there is no job)."""
+        ...
+
+    def save_definition(self, job: Job, *, expected_version: int) -> bool:
+        """Write the job's definition (schedule, policies, status, payload, pending tick) if its
+        version is `expected_version` (version + 1); the run-time attributes (start markers,
+        dispatched count, dependants) are left as they are. False (nothing written) otherwise."""
+        ...
+
+    def hold_job(
+        self,
+        job_id: str,
+        *,
+        run: str,
+        message: str,
+        until: datetime,
+        now: datetime,
+        was_buffered: bool,
+        stale: str | None = None,
+    ) -> bool:
+        """Make `run` (carried by SQS message `message`) the slot's holder until `until`.
+
+        Applies when the job is not CANCELLED, no other live tick is buffered (none, it is `run`,
+        or its wait ended before `now`), and the slot is: unheld; lapsed (its until < now); held by
+        this very message (a redelivery); or held by `stale`, a run the caller knows finished.
+        `was_buffered`: the write also empties the buffered slot (this tick was the one waiting).
+        False (nothing written) otherwise, also when the job does not exist.
+        """
+        ...
+
+    def hold_and_read(
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+    ) -> tuple[bool, Job | None]:
+        """hold_job without `stale` and `was_buffered`, answering the job in the same write:
+        (held, the job after the write; refused: as it stood, None if there is no job)."""
+        ...
+
+    def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
+        """Take the job's one buffered slot for `run` (of run kind `kind`) until `until`: if it is
+        empty, already `run`'s, or its wait ended before `now`. False (nothing written) otherwise."""
+        ...
+
+    def release_job(self, job_id: str, *, run: str) -> Job | None:
+        """Free the slot if `run` holds it, answering the job as it stood before (so the caller
+        can wake the tick buffered behind it); None (nothing written) if `run` does not hold it."""
+        ...
+
+    def extend_hold(self, job_id: str, *, run: str, until: datetime) -> bool:
+        """Push the slot's until to `until` if `run` holds it (the heartbeat); else False."""
+        ...
+
+    def count_and_read(self, job_id: str, *, until: datetime, now: datetime) -> tuple[bool, Job | None]:
+        """Count one more run started on the job and push the count's until to `until`, unless
+        the job is CANCELLED or missing: (counted, the job after; refused: as it stood or None)."""
+        ...
+
+    def uncount(self, job_id: str) -> bool:
+        """A counted run is over: count - 1 if the count is above zero; else False."""
+        ...
+
+    def extend_count(self, job_id: str, *, until: datetime) -> bool:
+        """Push the count's until to `until` while the count is above zero; else False."""
+        ...
+
+    def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
+        """SCHEDULED|PAUSED -> CANCELLED (version + 1, out of the due index), only while no start
+        marker is live: the slot is unheld, lapsed, or held by `stale` (a run known finished),
+        and the count is zero or lapsed. (applied, the job after; refused: as it stood or None)."""
+        ...
+
+    def due_page(self, due_key: str, *, until: datetime, cursor: Cursor | None, limit: int) -> DuePage:
+        """Up to `limit` entries of due-index partition `due_key` with next_run_at <= until, oldest
+        first, from `cursor`; the page's cursor is None after the last page. The index is
+        eventually consistent: an entry just written or moved may be missing or stale (the
+        stamp's compare-and-set is what decides)."""
+        ...
+
+
+class RunStore(Protocol):
+    """Runs: one row per (job_id, scheduled_for), moved along the legal edges only.
+
+    Every status change checks the edge against jobsched.domain.status (an illegal one raises
+    IllegalTransition before anything is written) and is conditional on the stored status being
+    a legal source, plus the lease owner for moves out of a held lease. A refused change writes
+    nothing and answers the row as it stood (Transition.row); an applied one answers the row as
+    it was before (Transition.previous; None when the write created it).
+    """
+
+    def put_pending(
+        self,
+        *,
+        job_id: str,
+        tenant: str,
+        scheduled_for: datetime,
+        now: datetime,
+        skipped: str | None = None,
+        kind: str = "scheduled",
+    ) -> Transition:
+        """Create the run row PENDING (attempt 0), or SKIPPED with reason `skipped`, at most once per
+        (job_id, scheduled_for): applied with the new row, or refused with the row that exists."""
+        ...
+
+    def get(self, job_id: str, scheduled_for: datetime | str, *, consistent: bool = True) -> Execution | None:
+        """The run of one firing, or None; `consistent=False` may answer an older version or None."""
+        ...
+
+    def claim(
+        self, job_id: str, scheduled_for: str, *, lease: Lease, now: datetime, create: NewRun | None = None
+    ) -> Transition:
+        """-> LEASED under `lease` (owner, message, worker, until), attempt + 1. Applies from
+        PENDING, from LEASED|RUNNING whose lease ended before `now` (a takeover: previous shows the
+        dead holder's row), and from no row when `create` is given (the row is created)."""
+        ...
+
+    def start(self, job_id: str, scheduled_for: str, *, owner: str, now: datetime) -> Transition:
+        """LEASED -> RUNNING (started_at = now), only for the lease owner `owner`."""
+        ...
+
+    def record(self, job_id: str, scheduled_for: str, *, owner: str, end: AttemptEnd) -> Transition:
+        """RUNNING -> end.status (SUCCEEDED|FAILED) with its result or error, only for the lease
+        owner; the attempt joins the run's history. A success clears the run's earlier error."""
+        ...
+
+    def persist_running(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        lease: Lease,
+        started_at: datetime,
+        now: datetime,
+        create: NewRun,
+    ) -> Transition:
+        """PENDING (or no row: created) -> LEASED -> RUNNING under `lease` in one write, attempt + 1:
+        the fast path's first heartbeat makes a long run visible and its lease takeable."""
+        ...
+
+    def record_unleased(
+        self, job_id: str, scheduled_for: str, *, worker: str, end: AttemptEnd, create: NewRun
+    ) -> Transition:
+        """PENDING (or no row: created) -> LEASED -> RUNNING -> end.status in one write, attempt + 1:
+        the fast path's only write; refused when another delivery holds or recorded the run."""
+        ...
+
+    def skip(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        reason: str,
+        now: datetime,
+        create: NewRun,
+        first_attempt_only: bool = True,
+    ) -> Transition:
+        """PENDING (or no row: created) -> SKIPPED with `reason`; with first_attempt_only, only
+        while attempt is 0 (a retry of a run that started is never skipped)."""
+        ...
+
+    def cancel(
+        self, job_id: str, scheduled_for: str, *, now: datetime, create: NewRun | None = None
+    ) -> Transition:
+        """PENDING (or no row, when `create` is given) -> CANCELLED: the run never starts. A run held
+        under an expired lease (its worker died) counts as PENDING: RUNNING -> PENDING -> CANCELLED."""
+        ...
+
+    def lose(
+        self, job_id: str, scheduled_for: str, *, owner: str, now: datetime, error: tuple[str, str]
+    ) -> Transition:
+        """LEASED|RUNNING -> LOST with error (type, message), only for the lease owner."""
+        ...
+
+    def extend_lease(self, *, job_id: str, scheduled_for: str, owner: str, until: datetime) -> bool:
+        """Push a LEASED|RUNNING run's lease to `until` if `owner` holds it; else False."""
+        ...
+
+    def fail_stuck(
+        self,
+        *,
+        job_id: str,
+        scheduled_for: str,
+        tenant: str,
+        now: datetime,
+        error_type: str,
+        error_message: str,
+    ) -> Execution | None:
+        """PENDING|LEASED|RUNNING (or no row: created) -> FAILED along PENDING -> LEASED ->
+        RUNNING -> FAILED, the attempt recorded; the row after, or None if it is already past."""
+        ...
+
+    def dead_letters(
+        self, *, dl_key: str, start: Cursor | None, limit: int, job_id: str | None
+    ) -> tuple[list[DeadLetter], Cursor | None]:
+        """Up to `limit` dead letters of index partition `dl_key` (of one job if given), newest
+        dead first, from `start`; and the cursor after the page (None: no more). Eventually
+        consistent: a run dead-lettered a moment ago may be missing."""
+        ...
+
+    def recent(self, job_id: str, *, limit: int) -> list[Execution]:
+        """The job's `limit` latest runs by scheduled_for, newest first."""
+        ...
+
+    def history(
+        self,
+        job_id: str,
+        *,
+        start: datetime | None,
+        end: datetime | None,
+        status: str | None,
+        limit: int,
+        cursor: Cursor | None,
+        kind: str | None = None,
+    ) -> tuple[list[Execution], Cursor | None]:
+        """Runs with start <= scheduled_for < end, newest first, of `status` and `kind` if given (a
+        run without a kind is "scheduled"); up to `limit`, and the cursor after (None: no more)."""
+        ...
+
+    def since(self, job_id: str, *, after: datetime) -> list[Execution]:
+        """Every run of the job scheduled after `after`, oldest first (all pages)."""
+        ...
+
+
+class RunQueue(Protocol):
+    """The execution queue: messages that ask a worker to run (job_id, scheduled_for).
+
+    At least once: a message may be delivered twice, also at once; workers treat a run's
+    second message as a duplicate. A received message is invisible (leased) for a visibility
+    timeout and comes back when it ends without a delete.
+    """
+
+    def send(self, outgoing: Sequence[Outgoing]) -> None:
+        """Queue every message, each visible after its delay (capped at 900 s); all or error: a
+        caller that sees no exception knows every message is queued (TransientStoreError if not)."""
+        ...
+
+    def extend(self, receipt_handle: str, *, seconds: int) -> bool:
+        """Make a received message invisible for `seconds` more from now; False if the receipt is
+        no longer valid (the message was deleted, or received again by someone else)."""
+        ...
+
+
+class StateMachines(Protocol):
+    """Workflow executions (the failure workflow, the DAG workflow), at most one per name."""
+
+    def start_failure(self, name: str, payload: Mapping[str, Any]) -> bool:
+        """start() on the failure workflow."""
+        ...
+
+    def start(self, state_machine_arn: str, name: str, payload: Mapping[str, Any]) -> bool:
+        """Start an execution named `name` with input `payload`; False if one of that name exists
+        already (the name is the idempotency key: a crashed starter's retry starts nothing)."""
+        ...
+
+
+class Target(Protocol):
+    """A run's call to the user's work: what one attempt executes."""
+
+    def invoke(self, envelope: Mapping[str, Any], ctx: RunContext) -> object:
+        """Execute one attempt. `envelope`: {"job_id", "run_id", "tenant", "scheduled_for",
+        "attempt", "effect_key", "payload"}. Returns a JSON-serialisable result; raises for a
+        failed attempt (the exception's type and message become the attempt's error). Runs are at
+        least once: the target makes its effect idempotent with envelope["effect_key"]."""
+        ...
+
+
+class Targets(Protocol):
+    """Resolves a job's target by name (today: python handlers, jobsched.handlers)."""
+
+    def target(self, name: str) -> Target:
+        """The target named `name`; raises UnknownHandler if there is none."""
+        ...
+
+    def __contains__(self, name: object) -> bool:
+        """Whether `name` resolves to a target."""
+        ...
 
 
 class Clock(Protocol):

@@ -156,7 +156,7 @@ class TopicSpec:
 
 @dataclass(frozen=True, slots=True)
 class StateMachineSpec:
-    """A Standard Step Functions state machine; its ASL comes from jobsched.workflows."""
+    """A Standard Step Functions state machine; its ASL comes from jobsched.asl."""
 
     logical_id: str
     suffix: str
@@ -245,7 +245,7 @@ def create_local_resources(
     if sns is not None:
         out[ALERT_TOPIC.logical_id] = sns.create_topic(Name=physical_name(prefix, ALERT_TOPIC))["TopicArn"]
     if stepfunctions is not None:
-        from jobsched.workflows import dag_definition, failure_definition
+        from jobsched.asl import dag_definition, failure_definition
 
         existing_machines = {
             m["name"]: m["stateMachineArn"] for m in stepfunctions.list_state_machines()["stateMachines"]

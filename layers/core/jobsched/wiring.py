@@ -1,4 +1,7 @@
-"""The composition root: builds adapters and services from Settings, once per process."""
+"""The composition root: builds the concrete adapters and the services from Settings, once per process.
+
+`build` wires AWS (boto3 clients); `compose` wires any implementation of the ports.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
+from jobsched import ports
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.sqs import RunQueue
-from jobsched.adapters.stepfunctions import Workflows
+from jobsched.adapters.stepfunctions import StateMachines
 from jobsched.handlers import HandlerRegistry, registry
 from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
 from jobsched.services.dag import DagService
@@ -52,9 +56,9 @@ class Services:
     """Everything a function needs, built once."""
 
     settings: Settings
-    jobs: JobStore
-    runs: RunStore
-    queue: RunQueue
+    jobs: ports.JobStore
+    runs: ports.RunStore
+    queue: ports.RunQueue
     dispatcher: Dispatcher
     worker: Worker
     job_service: JobService
@@ -75,22 +79,44 @@ def build(
     crash: CrashPoints = no_crash,
     handlers: HandlerRegistry | None = None,
 ) -> Services:
-    """Wire the services; explicit clients and clock win over the defaults."""
+    """Wire the services to AWS; explicit clients and clock win over the defaults."""
     if dynamodb is None or sqs is None or stepfunctions is None:
         default_ddb, default_sqs, default_sfn = clients()
         dynamodb, sqs = dynamodb or default_ddb, sqs or default_sqs
         stepfunctions = stepfunctions or default_sfn
+    return compose(
+        settings,
+        jobs=JobStore(client=dynamodb, table=settings.jobs_table, shard_count=settings.shard_count),
+        runs=RunStore(client=dynamodb, table=settings.runs_table),
+        queue=RunQueue(client=sqs, queue_url=settings.execution_queue_url),
+        state_machines=StateMachines(
+            client=stepfunctions, failure_workflow_arn=settings.failure_workflow_arn
+        ),
+        clock=clock,
+        crash=crash,
+        handlers=handlers,
+    )
+
+
+def compose(
+    settings: Settings,
+    *,
+    jobs: ports.JobStore,
+    runs: ports.RunStore,
+    queue: ports.RunQueue,
+    state_machines: ports.StateMachines,
+    clock: Clock | None = None,
+    crash: CrashPoints = no_crash,
+    handlers: HandlerRegistry | None = None,
+) -> Services:
+    """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory)."""
     clock = clock or SystemClock()
     handlers = handlers or registry
     handlers.load_modules(settings.handler_modules)
-    jobs = JobStore(client=dynamodb, table=settings.jobs_table, shard_count=settings.shard_count)
-    runs = RunStore(client=dynamodb, table=settings.runs_table)
-    queue = RunQueue(client=sqs, queue_url=settings.execution_queue_url)
     dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
-    workflows = Workflows(client=stepfunctions, failure_workflow_arn=settings.failure_workflow_arn)
-    dag = DagService(jobs=jobs, runs=runs, workflows=workflows, settings=settings, clock=clock)
+    dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
     failures = FailureService(
-        jobs=jobs, runs=runs, workflows=workflows, settings=settings, clock=clock, dag=dag
+        jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock, dag=dag
     )
     worker = Worker(
         jobs=jobs,

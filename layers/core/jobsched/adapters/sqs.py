@@ -6,24 +6,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from botocore.exceptions import ClientError
-
-from jobsched.domain.models import RunMessage
-from jobsched.errors import TransientStoreError
+from jobsched.adapters.aws import aws_call
+from jobsched.domain.records import Outgoing
+from jobsched.errors import StoreError, StoreUnreachable, TransientStoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 MAX_DELAY_SECONDS = 900  # SQS's cap on a message delay
 BATCH = 10  # SQS's cap on a SendMessageBatch
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """One run to hand to the queue, held back `delay_seconds`."""
-
-    message: RunMessage
-    delay_seconds: int
 
 
 @dataclass
@@ -53,8 +44,11 @@ class RunQueue:
                     for key, o in pending.items()
                 ]
                 try:
-                    out = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)  # type: ignore[arg-type]
-                except ClientError as exc:
+                    with aws_call("SQS"):
+                        out = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)  # type: ignore[arg-type]
+                except StoreUnreachable:
+                    raise
+                except StoreError as exc:  # every refusal of a send is worth a retry later
                     raise TransientStoreError(f"SQS refused the batch: {exc}") from exc
                 pending = {f["Id"]: pending[f["Id"]] for f in out.get("Failed", [])}
                 if not pending:
@@ -65,9 +59,15 @@ class RunQueue:
     def extend(self, receipt_handle: str, *, seconds: int) -> bool:
         """Extend a received message's lease; False if the receipt is no longer valid."""
         try:
-            self.client.change_message_visibility(
-                QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
-            )
-        except ClientError:
+            with aws_call("SQS"):
+                self.client.change_message_visibility(
+                    QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+                )
+        except StoreUnreachable:
+            raise  # no answer: the caller cannot know whether the lease was extended
+        except StoreError:
             return False
         return True
+
+
+__all__ = ["MAX_DELAY_SECONDS", "Outgoing", "RunQueue"]

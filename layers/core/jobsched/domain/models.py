@@ -1,4 +1,8 @@
-"""Pydantic models: what a caller may ask for, what is stored, and what is answered."""
+"""Pydantic models: what a caller may ask for, what is stored, and what is answered.
+
+Over 600 lines because the API's request and response models still live here beside the domain
+types; they move to the API's own package (issue 10 item 3), which leaves the domain about half.
+"""
 
 from __future__ import annotations
 
@@ -312,6 +316,8 @@ class Execution(BaseModel):
     status: RunStatus
     attempt: int = 0
     lease_owner: str | None = None
+    lease_message: str | None = None
+    """The SQS message id of the delivery holding the lease (a second copy of it is not a duplicate)."""
     lease_until: datetime | None = None
     worker: str | None = None
     started_at: datetime | None = None

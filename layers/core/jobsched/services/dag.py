@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobsched.adapters.dynamodb import JobStore, RunStore, job_pk, run_id_for, run_sk
-from jobsched.adapters.stepfunctions import Workflows, execution_name
 from jobsched.domain import times
+from jobsched.domain.keys import execution_name, job_pk, run_id_for, run_sk
 from jobsched.domain.models import (
     MAX_GRAPH_NODES,
     Execution,
@@ -30,7 +29,7 @@ from jobsched.domain.models import (
 )
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
-from jobsched.ports import Clock
+from jobsched.ports import Clock, JobStore, RunStore, StateMachines
 from jobsched.settings import Settings
 
 ONCE = "once"
@@ -52,7 +51,7 @@ class DagService:
 
     jobs: JobStore
     runs: RunStore
-    workflows: Workflows
+    state_machines: StateMachines
     settings: Settings
     clock: Clock
 
@@ -171,7 +170,7 @@ class DagService:
             "items": items,
         }
         name = execution_name("dag", run.run_id, f"r{run.replays}", *([f"join-{only}"] if only else []))
-        return self.workflows.start(self.settings.dag_workflow_arn, name, payload)
+        return self.state_machines.start(self.settings.dag_workflow_arn, name, payload)
 
     def join(self, dependant: Job) -> None:
         """A new dependant of a one-off chain counts the upstream runs that already succeeded.

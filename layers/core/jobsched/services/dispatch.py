@@ -43,16 +43,14 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger
-from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore
-from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
-from jobsched.domain.models import Job, RunMessage, SchedulePolicy, takes_slot
+from jobsched.domain.models import RunMessage, takes_slot
+from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
-from jobsched.ports import Clock, CrashPoints, no_crash
+from jobsched.ports import Clock, CrashPoints, JobStore, RunQueue, RunStore, no_crash
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -68,51 +66,6 @@ FIRST_PASS_LOOKBACK_MINUTES = 60
 # A paced pass stops at this share of its lease, with the rest to spare for the page in flight and
 # the release, so no other dispatcher takes the shard while it still sends.
 PASS_SHARE_OF_LEASE = 0.9
-
-
-@dataclass(frozen=True, slots=True)
-class DueEntry:
-    """What the due index holds about a job with a pending tick."""
-
-    job_id: str
-    tenant: str
-    type: str
-    next_run_at: datetime
-    cron_expr: str | None
-    timezone: str
-    policy: SchedulePolicy = field(default_factory=SchedulePolicy)
-    dispatched: int = 0
-
-    @classmethod
-    def from_index(cls, item: dict[str, Any]) -> DueEntry:
-        """Build from a due-index item (INCLUDE projection)."""
-        return cls(
-            job_id=item["job_id"],
-            tenant=item["tenant"],
-            type=item["type"],
-            next_run_at=times.parse_stored(item["next_run_at"]),
-            cron_expr=item.get("cron_expr"),
-            timezone=item.get("timezone", "UTC"),
-            policy=SchedulePolicy.model_validate_json(item["policy"])
-            if "policy" in item
-            else SchedulePolicy(),
-            dispatched=int(item.get("dispatched", 0)),
-        )
-
-    @classmethod
-    def of(cls, job: Job) -> DueEntry:
-        """The entry a stored job with a pending tick stands for."""
-        assert job.next_run_at is not None
-        return cls(
-            job_id=job.job_id,
-            tenant=job.tenant,
-            type=job.type,
-            next_run_at=job.next_run_at,
-            cron_expr=job.cron_expr,
-            timezone=job.timezone,
-            policy=job.policy,
-            dispatched=job.dispatched,
-        )
 
 
 @dataclass
@@ -310,7 +263,7 @@ class Dispatcher:
                 while not report.paced_out:
                     page = self.jobs.due_page(f"{name}#{shard}", until=until, cursor=cursor, limit=PAGE_SIZE)
                     report.items_read += page.items_read
-                    entries = [DueEntry.from_index(e) for e in page.entries]
+                    entries = page.entries
                     if pace and entries:
                         wait = pace.wait(len(entries), self.monotonic())
                         if self.monotonic() + wait > stop_at:
@@ -327,7 +280,7 @@ class Dispatcher:
                 if report.paced_out:
                     break
                 report.buckets += 1
-        except (JobschedError, ClientError, BotoCoreError) as exc:
+        except JobschedError as exc:
             report.interrupted = True
             logger.warning(
                 "dispatch pass interrupted", extra={"shard": shard, "bucket": watermark, "error": repr(exc)}
@@ -335,7 +288,7 @@ class Dispatcher:
         self.crash("dispatch.before_release")
         try:
             self.jobs.release_shard(lease, watermark=watermark)
-        except (JobschedError, ClientError, BotoCoreError):
+        except JobschedError:
             report.interrupted = True  # the lease expires before the next tick; the watermark stays older
         return report
 
@@ -386,7 +339,7 @@ class Dispatcher:
                     row = self.runs.put_pending(
                         job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now
                     )
-                    if row.execution and row.execution.status != RunStatus.PENDING:
+                    if row.row and row.row.status != RunStatus.PENDING:
                         continue  # sent and received before; a second message would be a duplicate
                 fire_at = tick + timedelta(seconds=offset)
                 guard = takes_slot(entry.type, entry.policy.overlap_policy)

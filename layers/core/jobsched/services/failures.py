@@ -7,9 +7,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from jobsched.adapters.dynamodb import JobStore, RunStore, job_pk, parse_run_id, run_sk
-from jobsched.adapters.stepfunctions import Workflows, execution_name
 from jobsched.domain import cursors, times
+from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
 from jobsched.domain.models import (
     DeadLetterItem,
     DeadLetterPage,
@@ -21,7 +20,7 @@ from jobsched.domain.models import (
 )
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict, NotFound, ValidationFailed
-from jobsched.ports import Clock
+from jobsched.ports import Clock, JobStore, RunStore, StateMachines
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.settings import Settings
 
@@ -36,7 +35,7 @@ class FailureService:
 
     jobs: JobStore
     runs: RunStore
-    workflows: Workflows
+    state_machines: StateMachines
     settings: Settings
     clock: Clock
     dag: DagService
@@ -89,7 +88,7 @@ class FailureService:
         # One execution per (run, replay series, attempt): a duplicate start of the same failure is a
         # no-op, and a replayed run's attempt 1 is a new failure, not the first series' attempt 1.
         name = execution_name("fail", run.run_id, f"r{run.replays}", f"a{run.attempt}")
-        return self.workflows.start_failure(name, payload)
+        return self.state_machines.start_failure(name, payload)
 
     def reconcile(self, message: RunMessage) -> str:
         """A message the execution queue gave up on (maxReceiveCount): dead-letter its run, visibly.
@@ -140,12 +139,12 @@ class FailureService:
         )
         items = [
             DeadLetterItem(
-                job_id=r["job_id"],
-                run_id=r["run_id"],
-                scheduled_for=times.iso(times.parse_stored(r["scheduled_for"])),
-                dead_at=times.iso(times.parse_stored(r["dead_at"])),
-                attempts=int(r.get("attempt", 0)),
-                last_error=f"{r.get('error_type', 'Unknown')}: {r.get('error_message', '')}".strip(),
+                job_id=r.job_id,
+                run_id=r.run_id,
+                scheduled_for=times.iso(r.scheduled_for),
+                dead_at=times.iso(r.dead_at),
+                attempts=r.attempt,
+                last_error=f"{_or_unknown(r.error_type)}: {r.error_message or ''}".strip(),
             )
             for r in rows
         ]
@@ -179,7 +178,7 @@ class FailureService:
             **_job_keys(self.settings, job, run),
             "now": times.stored(self.clock.now()),
         }
-        self.workflows.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
+        self.state_machines.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
         return ReplayAccepted(run_id=run_id, job_id=job_id, status=RunStatus.PENDING.value)
 
 
@@ -192,8 +191,12 @@ def is_job_run(job: Job, run: Execution) -> bool:
 
 
 def _job_keys(settings: Settings, job: Job, run: Execution) -> dict[str, Any]:
-    """What the failure workflow's job-status steps read (see workflows.py)."""
+    """What the failure workflow's job-status steps read (see asl.py)."""
     return {"job_run": is_job_run(job, run), "jobs_table": settings.jobs_table, "job_pk": job_pk(job.job_id)}
+
+
+def _or_unknown(error_type: str | None) -> str:
+    return "Unknown" if error_type is None else error_type
 
 
 def dead_letter_key(tenant: str) -> str:

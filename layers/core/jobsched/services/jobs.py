@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.domain import times
 from jobsched.domain.firing import next_fire
 from jobsched.domain.models import (
@@ -26,12 +25,12 @@ from jobsched.domain.models import (
     JobView,
     SchedulePolicy,
 )
+from jobsched.domain.records import DueEntry
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
-from jobsched.handlers import HandlerRegistry
-from jobsched.ports import Clock
+from jobsched.ports import Clock, JobStore, RunStore, Targets
 from jobsched.services.dag import DagService
-from jobsched.services.dispatch import Dispatcher, DueEntry, jitter_offset
+from jobsched.services.dispatch import Dispatcher, jitter_offset
 
 # A one-off may be a little in the past (client clock skew, a slow retry): it then fires at once.
 RUN_AT_PAST_TOLERANCE = timedelta(minutes=5)
@@ -72,7 +71,7 @@ class JobService:
     jobs: JobStore
     runs: RunStore
     dispatcher: Dispatcher
-    registry: HandlerRegistry
+    registry: Targets
     clock: Clock
     dag: DagService
 
@@ -123,11 +122,11 @@ class JobService:
             now=now,
         )
         if used is not None:
-            if used["request_hash"] != request_hash(request):
+            if used.request_hash != request_hash(request):
                 raise IdempotencyConflict(
                     "Idempotency-Key was already used with a different request body", field="Idempotency-Key"
                 )
-            response = JobCreated.model_validate(used["response"])
+            response = JobCreated.model_validate(used.response)
             stored = self.jobs.get_job(response.job_id)
             if stored is None:
                 raise NotFound(f"job {response.job_id} no longer exists")
@@ -192,12 +191,7 @@ class JobService:
         # the job too, so a crash here (or a repeat cancel, which sweeps again) loses nothing.
         for run in recent:
             if run.status == RunStatus.PENDING:
-                self.runs.transition(
-                    job_id=job.job_id,
-                    scheduled_for=times.stored(run.scheduled_for),
-                    target=RunStatus.CANCELLED,
-                    now=self.clock.now(),
-                )
+                self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
         return CancelResult(job_id=job.job_id, status=JobStatus.CANCELLED.value)
 
     def _in_progress(self, job: Job, now: datetime) -> str | None:

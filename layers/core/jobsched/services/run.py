@@ -20,6 +20,10 @@ state change is a compare-and-set that only the current holder can win:
         the next receive takes the run over (attempt + 1): no lost run
     crash after the result is written, before the ack -> the message surfaces again, finds the
         run finished and is dropped: no second effect
+
+Over 600 lines on purpose: this is one multi-step path (gate, start markers, fast or leased
+path, heartbeat, record, hand-over) whose crash points are read against the timeline above;
+split, each half would need the other's docstring. The target call goes behind ports.Target.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -37,13 +41,13 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore, Transition, execution_from_item, run_id_for
-from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
+from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
+from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
-from jobsched.handlers import HandlerRegistry, RunContext
-from jobsched.ports import Clock, CrashPoints, no_crash
+from jobsched.handlers import RunContext
+from jobsched.ports import Clock, CrashPoints, JobStore, RunQueue, RunStore, Targets, no_crash
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
@@ -110,7 +114,7 @@ class Worker:
     jobs: JobStore
     runs: RunStore
     queue: RunQueue
-    registry: HandlerRegistry
+    registry: Targets
     settings: Settings
     clock: Clock
     failures: FailureService
@@ -207,15 +211,12 @@ class Worker:
         through) goes RUNNING -> PENDING -> CANCELLED, keeping its attempts; it used to stay RUNNING
         forever, its message acknowledged, since RUNNING -> CANCELLED is no edge.
         """
-        self.runs.transition(
-            job_id=message.job_id,
-            scheduled_for=message.scheduled_for,
-            target=RunStatus.CANCELLED,
+        kind = message.kind
+        self.runs.cancel(
+            message.job_id,
+            message.scheduled_for,
             now=self.clock.now(),
-            takeover_expired_lease=True,
-            create_if_missing=None
-            if job is None
-            else self.runs.new_row(job.job_id, job.tenant, message.scheduled_for, kind=message.kind),
+            create=None if job is None else NewRun(job.job_id, job.tenant, message.scheduled_for, kind),
         )
         return Outcome.CANCELLED
 
@@ -339,23 +340,21 @@ class Worker:
         resume); a tick due before the pause, or a retry of a run that started, goes on."""
         if job.paused_at is not None and times.parse_stored(sf) <= job.paused_at:
             return False
-        row = self.runs.get_raw(job.job_id, sf)
-        return int((row or {}).get("attempt", {}).get("N", "0")) == 0
+        row = self.runs.get(job.job_id, sf)
+        return row is None or row.attempt == 0
 
     def _finished(self, job: Job, sf: str) -> bool:
-        row = self.runs.get_raw(job.job_id, sf)
-        status = (row or {}).get("status", {}).get("S")
-        return status is not None and RunStatus(status) in TERMINAL
+        row = self.runs.get(job.job_id, sf)
+        return row is not None and row.status in TERMINAL
 
     def _finished_holder(self, current: Job) -> str | None:
         """The run holding the job, if its row says it is over (it was not released: see hold_job)."""
         holder = current.active_run
         if holder is None:
             return None
-        row = self.runs.get_raw(current.job_id, holder)
-        status = (row or {}).get("status", {}).get("S")
+        row = self.runs.get(current.job_id, holder)
         # No row, or PENDING: the holder is running on the fast path (it writes once, at the end).
-        if status is None or status == RunStatus.PENDING.value or status in {s.value for s in HELD}:
+        if row is None or row.status == RunStatus.PENDING or row.status in HELD:
             return None
         return holder
 
@@ -370,18 +369,17 @@ class Worker:
         return cron.parse(job.cron_expr, job.timezone).fires_at(tick)
 
     def _skip(self, job: Job, sf: str, reason: str, *, kind: str, first_attempt_only: bool) -> Outcome | None:
-        done = self.runs.transition(
-            job_id=job.job_id,
-            scheduled_for=sf,
-            target=RunStatus.SKIPPED,
+        done = self.runs.skip(
+            job.job_id,
+            sf,
+            reason=reason,
             now=self.clock.now(),
-            set_values={"reason": reason},
+            create=NewRun(job.job_id, job.tenant, sf, kind),
             first_attempt_only=first_attempt_only,
-            create_if_missing=self.runs.new_row(job.job_id, job.tenant, sf, kind=kind),
         )
         if done.applied:
             return Outcome.SKIPPED
-        row = done.execution
+        row = done.row
         if row is None or row.status in TERMINAL:
             return Outcome.DUPLICATE  # finished, cancelled or skipped already: nothing to do
         if row.status == RunStatus.PENDING:
@@ -397,10 +395,9 @@ class Worker:
         # enough: it only picks the path; the conditional write decides. A stale "absent/PENDING"
         # for a run another worker holds or finished makes the fast path's write lose, and the
         # run is dropped as a duplicate, as it would have been.
-        row = self.runs.get_raw(job.job_id, sf, consistent=False)
-        status = (row or {}).get("status", {}).get("S")
-        created = self.runs.new_row(job.job_id, job.tenant, sf, kind=kind)
-        if self.fast_path and job.idempotent and status in (None, RunStatus.PENDING.value):
+        row = self.runs.get(job.job_id, sf, consistent=False)
+        created = NewRun(job.job_id, job.tenant, sf, kind)
+        if self.fast_path and job.idempotent and (row is None or row.status == RunStatus.PENDING):
             return self._run_fast(job, sf, delivery, row, created, kind=kind)
         return self._run_leased(job, sf, delivery, created, kind=kind)
 
@@ -409,8 +406,8 @@ class Worker:
         job: Job,
         sf: str,
         delivery: Delivery,
-        row: dict[str, Any] | None,
-        created: Mapping[str, str | int],
+        row: Execution | None,
+        created: NewRun,
         *,
         kind: str,
     ) -> Outcome:
@@ -424,112 +421,70 @@ class Worker:
         compare-and-set and is dropped; its handler ran twice, under one effect key (at least once,
         one effect). Jobs declared idempotent: false never take this path: they lease first.
         """
-        attempt = int((row or {}).get("attempt", {}).get("N", "0")) + 1
-        replays = int((row or {}).get("replays", {}).get("N", "0"))
+        attempt = (row.attempt if row else 0) + 1
+        replays = row.replays if row else 0
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
         self.crash("run.after_lease")
         self._wait_for_second(sf)
         started = self.clock.now()
-        lease = {
-            "lease_owner": owner,
-            "lease_message": delivery.message_id,
-            "worker": self.worker_id,
-            "started_at": times.stored(started),
-        }
 
         def persist_lease(until: datetime) -> bool:
-            return self.runs.transition(
-                job_id=job.job_id,
-                scheduled_for=sf,
-                target=RunStatus.RUNNING,
-                via=(RunStatus.LEASED,),
-                now=self.clock.now(),
-                set_values={**lease, "lease_until": times.stored(until)},
-                increment_attempt=True,
-                create_if_missing=created,
+            lease = Lease(owner=owner, message=delivery.message_id, worker=self.worker_id, until=until)
+            return self.runs.persist_running(
+                job.job_id, sf, lease=lease, started_at=started, now=self.clock.now(), create=created
             ).applied
 
         error, result, heartbeat = self._execute(
             job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease, kind=kind
         )
-        finished = self.clock.now()
-        values, record, target = self._outcome(started, finished, attempt, result, error)
+        end = self._outcome(started, self.clock.now(), attempt, result, error)
+        finished = end.finished_at
         if heartbeat.persisted:
-            done = self._record_held(job, sf, owner, target, finished, values, record)
+            done = self.runs.record(job.job_id, sf, owner=owner, end=end)
         else:
-            done = self.runs.transition(
-                job_id=job.job_id,
-                scheduled_for=sf,
-                target=target,
-                via=(RunStatus.LEASED, RunStatus.RUNNING),
-                now=finished,
-                set_values={"worker": self.worker_id, "started_at": lease["started_at"], **values},
-                increment_attempt=True,
-                create_if_missing=created,
-                append_attempt=record,
-            )
+            done = self.runs.record_unleased(job.job_id, sf, worker=self.worker_id, end=end, create=created)
         if not done.applied:
             # Someone else recorded this run meanwhile (a duplicate delivery, or a retry's
             # takeover): theirs stands; finish what a dead recorder may have left undone.
-            refused = self._refused(job, done.item, delivery)
+            refused = self._refused(job, done.row, delivery)
             if refused == Outcome.DUPLICATE and heartbeat.persisted:
                 raise LeaseLost(delivery.message_id)
             return refused
         return self._recorded(job, sf, attempt, error, replays, finished)
 
     def _run_leased(
-        self, job: Job, sf: str, delivery: Delivery, created: Mapping[str, str | int], *, kind: str
+        self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str
     ) -> Outcome:
         """Lease first, then run: for takeovers of a dead worker's run and non-idempotent jobs."""
         now = self.clock.now()
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
-        claim = self.runs.transition(
-            job_id=job.job_id,
-            scheduled_for=sf,
-            target=RunStatus.LEASED,
-            now=now,
-            set_values={
-                "lease_owner": owner,
-                "lease_message": delivery.message_id,
-                "lease_until": times.stored(now + timedelta(seconds=self.settings.lease_seconds)),
-                "worker": self.worker_id,
-            },
-            increment_attempt=True,
-            takeover_expired_lease=True,
-            create_if_missing=created,
+        lease = Lease(
+            owner=owner,
+            message=delivery.message_id,
+            worker=self.worker_id,
+            until=now + timedelta(seconds=self.settings.lease_seconds),
         )
+        claim = self.runs.claim(job.job_id, sf, lease=lease, now=now, create=created)
         if not claim.applied:
-            return self._refused(job, claim.item, delivery)
-        previous = claim.previous or {}
-        attempt = int(previous.get("attempt", {}).get("N", "0")) + 1
-        replays = int(previous.get("replays", {}).get("N", "0"))
-        took_over = previous.get("status", {}).get("S") in {s.value for s in HELD}
+            return self._refused(job, claim.row, delivery)
+        previous = claim.previous
+        attempt = (previous.attempt if previous else 0) + 1
+        replays = previous.replays if previous else 0
+        took_over = previous is not None and previous.status in HELD
         if took_over:
             logger.warning(
                 "a worker died holding this run; taking it over", extra={"job_id": job.job_id, "sf": sf}
             )
             if not job.idempotent:
                 # Re-running a job that declared its effect unsafe to repeat is an operator's call.
-                self.runs.transition(
-                    job_id=job.job_id,
-                    scheduled_for=sf,
-                    target=RunStatus.LOST,
-                    now=self.clock.now(),
-                    owner=owner,
-                    set_values={"error_type": "LeaseLost", "error_message": LOST_MESSAGE},
+                self.runs.lose(
+                    job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", LOST_MESSAGE)
                 )
                 return Outcome.LOST
         self.crash("run.after_lease")
         self._wait_for_second(sf)
         started = self.clock.now()
-        start = self.runs.transition(
-            job_id=job.job_id,
-            scheduled_for=sf,
-            target=RunStatus.RUNNING,
-            now=started,
-            owner=owner,
-            set_values={"started_at": times.stored(started)},
-        )
+        start = self.runs.start(job.job_id, sf, owner=owner, now=started)
         if not start.applied:
             raise LeaseLost(delivery.message_id)
         if took_over and attempt > job.retry.max_attempts:
@@ -544,33 +499,12 @@ class Worker:
             error, result, _ = self._execute(
                 job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind
             )
-        finished = self.clock.now()
-        values, record, target = self._outcome(started, finished, attempt, result, error)
-        done = self._record_held(job, sf, owner, target, finished, values, record)
+        end = self._outcome(started, self.clock.now(), attempt, result, error)
+        finished = end.finished_at
+        done = self.runs.record(job.job_id, sf, owner=owner, end=end)
         if not done.applied:
             raise LeaseLost(delivery.message_id)
         return self._recorded(job, sf, attempt, error, replays, finished)
-
-    def _record_held(
-        self,
-        job: Job,
-        sf: str,
-        owner: str,
-        target: RunStatus,
-        finished: datetime,
-        values: Mapping[str, str | int],
-        record: Mapping[str, str | int],
-    ) -> Transition:
-        """RUNNING -> the attempt's outcome, by the holder of the run's lease row."""
-        return self.runs.transition(
-            job_id=job.job_id,
-            scheduled_for=sf,
-            target=target,
-            now=finished,
-            owner=owner,
-            set_values=values,
-            append_attempt=record,
-        )
 
     def _wait_for_second(self, sf: str) -> None:
         early = (times.parse_stored(sf) - self.clock.now()).total_seconds()
@@ -620,26 +554,15 @@ class Worker:
     @staticmethod
     def _outcome(
         started: datetime, finished: datetime, attempt: int, result: object, error: tuple[str, str] | None
-    ) -> tuple[dict[str, str | int], dict[str, str | int], RunStatus]:
-        """The run row's values, the attempt's record and the target status for one attempt's end."""
-        values: dict[str, str | int] = {
-            "finished_at": times.stored(finished),
-            "duration_ms": max(0, int((finished - started).total_seconds() * 1000)),
-        }
-        record: dict[str, str | int] = {
-            "attempt": attempt,
-            "started_at": times.stored(started),
-            "finished_at": times.stored(finished),
-        }
-        if error is None:
-            values["result"] = _bounded_json(result)
-            target = RunStatus.SUCCEEDED
-        else:
-            values["error_type"], values["error_message"] = error
-            record["error_type"], record["error_message"] = error
-            target = RunStatus.FAILED
-        record["outcome"] = target.value
-        return values, record, target
+    ) -> AttemptEnd:
+        """How one attempt ended: its bounded result, or its error."""
+        return AttemptEnd(
+            attempt=attempt,
+            started_at=started,
+            finished_at=finished,
+            result=_bounded_json(result) if error is None else None,
+            error=error,
+        )
 
     def _recorded(
         self,
@@ -694,25 +617,17 @@ class Worker:
             )
         return Outcome.SUCCEEDED
 
-    def _refused(self, job: Job, row: dict[str, Any] | None, delivery: Delivery) -> Outcome:
-        status = (row or {}).get("status", {})
-        if (
-            row
-            and isinstance(status, dict)
-            and status.get("S") == RunStatus.SUCCEEDED.value
-            and job.dependants
-        ):
+    def _refused(self, job: Job, row: Execution | None, delivery: Delivery) -> Outcome:
+        if row is not None and row.status == RunStatus.SUCCEEDED and job.dependants:
             # A worker died between recording the success and signalling the dependants (or this is
             # a duplicate): signal; the execution name makes a second signal of one run a no-op.
-            self.dag.signal_success(job, execution_from_item(row))
-        if row and isinstance(status, dict) and status.get("S") == RunStatus.FAILED.value:
+            self.dag.signal_success(job, row)
+        if row is not None and row.status == RunStatus.FAILED:
             # A worker died between recording the failure and handing it to the workflow (or this is
             # a duplicate of a message whose failure was handed over): start it; the execution name
             # makes a second start a no-op.
-            self.failures.hand_over(job, execution_from_item(row))
-        held_by = (row or {}).get("lease_message", {})
-        held = isinstance(status, dict) and status.get("S") in {s.value for s in HELD}
-        if held and isinstance(held_by, dict) and held_by.get("S") == delivery.message_id:
+            self.failures.hand_over(job, row)
+        if row is not None and row.status in HELD and row.lease_message == delivery.message_id:
             raise InFlightElsewhere(delivery.message_id)
         return Outcome.DUPLICATE
 
@@ -739,9 +654,17 @@ class Worker:
     def _call(
         self, name: str, payload: dict[str, Any], ctx: RunContext
     ) -> tuple[object, tuple[str, str] | None]:
+        envelope = {
+            "job_id": ctx.job_id,
+            "run_id": ctx.run_id,
+            "tenant": ctx.tenant,
+            "scheduled_for": times.iso(ctx.scheduled_for),
+            "attempt": ctx.attempt,
+            "effect_key": ctx.effect_key,
+            "payload": payload,
+        }
         try:
-            handler = self.registry.get(name)
-            return handler(payload, ctx), None
+            return self.registry.target(name).invoke(envelope, ctx), None
         except Exception as exc:  # a handler's failure is data about the run, not a worker fault
             logger.info("handler failed", extra={"job_id": ctx.job_id, "error": repr(exc)})
             message = (str(exc) or type(exc).__name__)[:MAX_ERROR_CHARS]

@@ -13,9 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any, get_args
 
 from jobsched import cron
-from jobsched.adapters.dynamodb import JobStore, RunStore, run_id_for
-from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import cursors, times
+from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import (
     BackfillRequest,
     BackfillResult,
@@ -30,10 +29,10 @@ from jobsched.domain.models import (
     SchedulePolicy,
     takes_slot,
 )
+from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
-from jobsched.ports import Clock
-from jobsched.services.dispatch import DueEntry
+from jobsched.ports import Clock, JobStore, RunQueue, RunStore
 from jobsched.services.jobs import JobService, next_run_shown
 
 MAX_BACKFILL_TICKS = 1000
@@ -266,7 +265,7 @@ class ScheduleService:
             row = self.runs.put_pending(
                 job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, kind="backfill"
             )
-            execution = row.execution
+            execution = row.row
             if row.applied:
                 created += 1
             else:

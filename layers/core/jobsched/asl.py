@@ -1,4 +1,7 @@
-"""The failure workflow's definition (Amazon States Language), the one source for CDK and the local stack.
+"""The workflows' definitions (Amazon States Language): the failure and DAG state machines, the one
+source for CDK and the local stack ("asl": the definitions; "workflow": what runs; StateMachines: the port).
+
+The failure workflow:
 
 A failed attempt, a poison message and an operator's replay all go through it. It runs only on
 the bad path: a healthy run never starts it (Standard workflows are billed per state transition).

@@ -1,0 +1,613 @@
+"""Jobs in the jobs table: definitions, idempotency records, the due index and the start markers.
+
+About 600 lines: every write here conditions on the one job item, and the start markers'
+timeline (below) is the reason for most of them; keeping them with the item's codec calls makes
+each condition readable against it. Shard leases, the other item type of the table, are apart.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from jobsched.adapters.aws import Refused, aws_call
+from jobsched.adapters.dynamodb.codec import (
+    PAYLOAD_CACHE_ENTRIES,
+    dec,
+    due_entry_from_item,
+    enc,
+    job_from_item,
+    job_items,
+    job_to_item,
+)
+from jobsched.adapters.dynamodb.conditions import DYNAMODB, all_of, any_of, conditional
+from jobsched.adapters.dynamodb.leases import ShardLeases
+from jobsched.domain import times
+from jobsched.domain.keys import due_key_for, job_pk
+from jobsched.domain.models import Job
+from jobsched.domain.records import DuePage, IdempotencyRecord
+from jobsched.domain.status import JobStatus
+from jobsched.errors import Conflict, TransientStoreError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+IDEMPOTENCY_HOURS = 24
+
+
+@dataclass
+class JobStore(ShardLeases):
+    """Jobs, idempotency records and shard leases in the jobs table."""
+
+    client: DynamoDBClient
+    table: str
+    shard_count: int
+    due_index: str = "due"
+    reads: dict[str, int] = field(default_factory=lambda: {"due_items": 0})
+    # Payloads stored apart, as JSON text by reference. Content-addressed, so never stale: a run
+    # that reads its job more than once (the hold, its dependants, its completion) reads the
+    # payload once, and a warm worker not at all for a job it ran before. The oldest go first.
+    _payloads: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False, compare=False)
+    _payloads_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def create_with_idempotency(
+        self,
+        job: Job,
+        *,
+        idempotency_key: str,
+        request_hash: str,
+        response: Mapping[str, Any],
+        now: datetime,
+    ) -> IdempotencyRecord | None:
+        """Write the job (with its due-index entry) and its idempotency record in one transaction.
+
+        Returns None when written; when the key was already used, returns that record and writes
+        nothing. Raises Conflict when an upstream of `depends_on` is missing, another tenant's or
+        cancelled.
+        """
+        idem_item = {
+            "PK": enc(f"IDEM#{job.tenant}#{idempotency_key}"),
+            "SK": enc("IDEM"),
+            "request_hash": enc(request_hash),
+            "response": enc(json.dumps(response, separators=(",", ":"))),
+            "job_id": enc(job.job_id),
+            "created_at": enc(times.stored(now)),
+            "expires_at": enc(int((now + timedelta(hours=IDEMPOTENCY_HOURS)).timestamp())),
+        }
+        edges: list[Any] = [self._edge(upstream, job, add=True) for upstream in job.depends_on]
+        # After the edges: a refused edge's reason is read by its position (reasons[2:]).
+        job_item, stored_apart = job_items(job, shard_count=self.shard_count)
+        payload_put: list[Any] = (
+            [{"Put": {"TableName": self.table, "Item": stored_apart}}] if stored_apart else []
+        )
+        try:
+            with aws_call(DYNAMODB):
+                self.client.transact_write_items(
+                    TransactItems=[
+                        {
+                            "Put": {
+                                "TableName": self.table,
+                                "Item": idem_item,
+                                "ConditionExpression": "attribute_not_exists(PK)",
+                                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                            }
+                        },
+                        {
+                            "Put": {
+                                "TableName": self.table,
+                                "Item": job_item,
+                                "ConditionExpression": "attribute_not_exists(PK)",
+                            }
+                        },
+                        *edges,
+                        *payload_put,
+                    ]
+                )
+        except Refused as exc:
+            reasons = exc.reasons
+            first = reasons[0] if reasons else {}
+            edge_refused = [
+                upstream
+                for upstream, reason in zip(job.depends_on, reasons[2:], strict=False)
+                if reason.get("Code") == "ConditionalCheckFailed"
+            ]
+            if edge_refused and first.get("Code") != "ConditionalCheckFailed":
+                raise Conflict(
+                    f"depends_on: upstream job '{edge_refused[0]}' changed (cancelled?) "
+                    "while this job was created",
+                    field="depends_on",
+                ) from exc
+            if first.get("Code") == "ConditionalCheckFailed":
+                old = first.get("Item") or self._get(f"IDEM#{job.tenant}#{idempotency_key}", "IDEM")
+                if old:
+                    decoded = dec(old)
+                    return IdempotencyRecord(
+                        request_hash=decoded["request_hash"], response=json.loads(decoded["response"])
+                    )
+            raise TransientStoreError(
+                "job creation was cancelled; retry with the same Idempotency-Key"
+            ) from exc
+        return None
+
+    def _edge(self, upstream: str, job: Job, *, add: bool) -> dict[str, Any]:
+        """A transaction item that records (or removes) the edge upstream -> job on the upstream."""
+        if add:
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"PK": enc(job_pk(upstream)), "SK": enc("META")},
+                    "UpdateExpression": "ADD dependants :me",
+                    "ConditionExpression": "attribute_exists(PK) AND tenant = :tenant AND #s <> :cancelled",
+                    "ExpressionAttributeNames": {"#s": "status"},
+                    "ExpressionAttributeValues": {
+                        ":me": {"SS": [job.job_id]},
+                        ":tenant": enc(job.tenant),
+                        ":cancelled": enc(JobStatus.CANCELLED.value),
+                    },
+                }
+            }
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"PK": enc(job_pk(upstream)), "SK": enc("META")},
+                "UpdateExpression": "DELETE dependants :me",
+                "ConditionExpression": "attribute_exists(PK)",
+                "ExpressionAttributeValues": {":me": {"SS": [job.job_id]}},
+            }
+        }
+
+    def rewire(self, job: Job, *, expected_version: int, added: list[str], removed: list[str]) -> bool:
+        """Save a dependent job's new definition and move its edges, in one transaction."""
+        item = job_to_item(job, shard_count=self.shard_count)
+        moves: list[Any] = [self._edge(u, job, add=True) for u in added]
+        moves += [self._edge(u, job, add=False) for u in removed]
+        return self._versioned_transaction(
+            job.job_id,
+            update="SET depends_on = :deps, root_schedule = :root, updated_at = :now ADD version :one",
+            values={
+                ":deps": item["depends_on"],
+                ":root": item.get("root_schedule", enc("once")),
+                ":now": item["updated_at"],
+                ":one": enc(1),
+                ":v": enc(expected_version),
+            },
+            others=moves,
+        )
+
+    def _versioned_transaction(
+        self,
+        job_id: str,
+        *,
+        update: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+        others: Sequence[Any] = (),
+    ) -> bool:
+        """Update the job item if its version is still :v, with `others`, all in one transaction.
+
+        False when the transaction is cancelled (the version moved, or one of `others` refused).
+        """
+        job_update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            "UpdateExpression": update,
+            "ConditionExpression": "version = :v",
+            "ExpressionAttributeValues": values,
+        }
+        if names:
+            job_update["ExpressionAttributeNames"] = names
+        items: list[Any] = [{"Update": job_update}, *others]
+        try:
+            with aws_call(DYNAMODB):
+                self.client.transact_write_items(TransactItems=items)
+        except Refused:
+            return False
+        return True
+
+    def get_job(self, job_id: str) -> Job | None:
+        """The job, read consistently, or None."""
+        raw = self._get(job_pk(job_id), "META")
+        return self._job(raw) if raw else None
+
+    def _job(self, raw: Mapping[str, Any]) -> Job:
+        """A job item as a Job, with its payload read when it is stored apart."""
+        ref = raw.get("payload_ref")
+        if ref is None:
+            return job_from_item(raw)
+        with self._payloads_lock:
+            text = self._payloads.get(ref["S"])
+        if text is None:
+            text = self._read_payload(raw["PK"], ref["S"], job_id=raw["job_id"]["S"])
+            with self._payloads_lock:
+                self._payloads[ref["S"]] = text
+                if len(self._payloads) > PAYLOAD_CACHE_ENTRIES:
+                    self._payloads.popitem(last=False)
+        return job_from_item(raw, payload=json.loads(text))  # parsed per read: each Job its own
+
+    def _read_payload(self, pk: Mapping[str, str], ref: str, *, job_id: str) -> str:
+        key = {"PK": dict(pk), "SK": enc(f"PAYLOAD#{ref}")}
+        # Written before (or with) the job item and never changed, so an eventually consistent read
+        # finds it unless it is only just written; then a consistent one does.
+        for consistent in (False, True):
+            with aws_call(DYNAMODB):
+                got = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=consistent).get(
+                    "Item"
+                )
+            if got:
+                return str(got["payload"]["S"])
+        raise TransientStoreError(f"the payload of job {job_id} is not readable yet")
+
+    def stamp_next_tick(
+        self,
+        job_id: str,
+        *,
+        expected: datetime,
+        next_run_at: datetime | None,
+        now: datetime,
+        dispatched: int = 0,
+    ) -> bool:
+        """Move the job's pending tick from `expected` to `next_run_at` (None: leave the index).
+
+        A compare-and-set on next_run_at, so two dispatchers (or the API and a dispatcher) that
+        read the same tick advance it once; returns whether this call moved it.
+        """
+        values: dict[str, Any] = {
+            ":expected": enc(times.stored(expected)),
+            ":now": enc(times.stored(now)),
+            ":n": enc(dispatched),
+        }
+        if next_run_at is None:
+            update = "REMOVE next_run_at, due_key SET updated_at = :now ADD dispatched :n"
+        else:
+            update = "SET next_run_at = :next, due_key = :due, updated_at = :now ADD dispatched :n"
+            values[":next"] = enc(times.stored(next_run_at))
+            values[":due"] = enc(due_key_for(job_id, next_run_at, written=now, shards=self.shard_count))
+        return conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            UpdateExpression=update,
+            ConditionExpression="next_run_at = :expected",
+            ExpressionAttributeValues=values,
+        )[0]
+
+    def set_job_status(
+        self,
+        job_id: str,
+        *,
+        target: JobStatus,
+        sources: Iterable[JobStatus],
+        now: datetime,
+        leave_index: bool,
+        release_slot: bool = False,
+    ) -> tuple[bool, Job | None]:
+        """Compare-and-set the job status; returns (applied, job as it stands after the call).
+
+        `release_slot`: the write also frees the job's slot (a one-off's run completing it).
+        """
+        names = {"#s": "status"}
+        src = sorted({s.value for s in sources})
+        values: dict[str, Any] = {":t": enc(target.value), ":now": enc(times.stored(now))}
+        values.update({f":s{i}": enc(s) for i, s in enumerate(src)})
+        values_of_src = [f":s{i}" for i in range(len(src))]
+        update = "SET #s = :t, updated_at = :now ADD version :one"
+        values[":one"] = enc(1)
+        removes = [*(("next_run_at", "due_key") if leave_index else ()),
+                   *(("active_run", "active_until", "active_message") if release_slot else ())]
+        if removes:
+            update += " REMOVE " + ", ".join(removes)
+        applied, result = conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            UpdateExpression=update,
+            ConditionExpression=f"attribute_exists(PK) AND #s IN ({', '.join(values_of_src)})",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if not applied:
+            return False, self._job(result) if result else None
+        return True, self._job(result)
+
+    def save_definition(self, job: Job, *, expected_version: int) -> bool:
+        """Write a job's definition (schedule, policies, status, pending tick) if its version is unchanged.
+
+        One conditional UpdateItem: the edit and the recomputed next tick land together or not at
+        all, and the run-time attributes (overlap guard, dispatched count) are left as they are.
+        """
+        item, stored_apart = job_items(job, shard_count=self.shard_count)
+        definition = {
+            k: v
+            for k, v in item.items()
+            if k not in ("PK", "SK", "version", "dispatched", "created_at", "dependants")
+        }
+        optional = (
+            "name",
+            "run_at",
+            "cron_expr",
+            "next_run_at",
+            "due_key",
+            "paused_at",
+            "resume_from",
+            "payload",  # one of these two: inline, or stored apart
+            "payload_ref",
+        )
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}
+        sets = []
+        for i, (key, value) in enumerate(sorted(definition.items())):
+            names[f"#a{i}"] = key
+            values[f":a{i}"] = value
+            sets.append(f"#a{i} = :a{i}")
+        removes = [k for k in optional if k not in definition]
+        for i, key in enumerate(removes):
+            names[f"#r{i}"] = key
+        update = "SET " + ", ".join(sets) + " ADD version :one"
+        if removes:
+            update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
+        if stored_apart is None:
+            return self._guarded_update(job.job_id, update, "version = :v", values, names)
+        # A payload stored apart lands with the edit or not at all (an edit refused for its version
+        # leaves nothing behind); an unchanged one is put again, the same bytes under the same key.
+        return self._versioned_transaction(
+            job.job_id,
+            update=update,
+            values=values,
+            names=names,
+            others=[{"Put": {"TableName": self.table, "Item": stored_apart}}],
+        )
+
+    # -- start markers: the slot (overlap guard) and the count ------------------------------------------
+    #
+    #   worker A (tick 10:00)                    worker B (tick 10:10, A still running)
+    #   hold: slot free -> 10:00 (message a)  ok
+    #                                            hold: slot = 10:00, live -> refused
+    #                                              skip:       run 10:10 -> SKIPPED ("overlap")
+    #                                              buffer_one: buffered slot free -> 10:10, sleep
+    #   release: slot = 10:00 -> freed; it answers
+    #   the buffered 10:10: A sends it a wake-up
+    #                                            hold (wake-up): buffered_run = 10:10 -> slot ok
+    #
+    #   cancel (API)                             any run's start
+    #   job SCHEDULED, no live marker -> CANCELLED
+    #                                            hold/count: status <> CANCELLED -> refused: no run
+    #   -- or the other way round --
+    #                                            hold/count -> live marker
+    #   cancel: live marker -> refused -> 409
+    #
+    # Every condition is on the one job item, so a cancel and a run's start cannot both win. A
+    # holder that dies stops renewing its lease (active_until, running_until): its marker lapses.
+    #
+    # A healthy run of a `skip` job does not release the slot when its lease runs out before the
+    # job's next tick (a write saved per run); a tick that finds a live slot checks whether that run
+    # is already finished and, if so, replaces it (`stale`) with a compare-and-set on its name.
+    # A live buffered tick owns the next turn: no other tick takes the slot from under it.
+    #
+    # The named sub-conditions below are the rules of that timeline; each write is built from them.
+    _EXISTS = "attribute_exists(PK)"
+    _NOT_CANCELLED = "#s <> :cancelled"
+    _SLOT_UNHELD = "attribute_not_exists(active_run)"
+    _SLOT_LAPSED = "active_until < :now"  # its holder stopped renewing (died)
+    _SLOT_THIS_MESSAGE = "active_run = :run AND active_message = :msg"  # a redelivery of the holder
+    _SLOT_STALE = "active_run = :stale"  # held by a run known to be finished (see above)
+    # No other live tick waits for the next turn: none waits, it is this tick, or its wait lapsed.
+    _NO_OTHER_BUFFERED = any_of(
+        "attribute_not_exists(buffered_run)", "buffered_run = :run", "buffered_until < :now"
+    )
+    _NO_LIVE_COUNT = any_of("attribute_not_exists(running)", "running <= :zero", "running_until < :now")
+
+    def _slot_free(self, *, stale: bool) -> str:
+        """The slot may be taken by :run (message :msg), and no other buffered tick owns the next turn."""
+        slot = any_of(
+            self._SLOT_UNHELD,
+            self._SLOT_LAPSED,
+            self._SLOT_THIS_MESSAGE,
+            self._SLOT_STALE if stale else "",
+        )
+        return all_of(slot, self._NO_OTHER_BUFFERED)
+
+    def _hold_values(self, run: str, message: str, until: datetime, now: datetime) -> dict[str, Any]:
+        return {
+            ":run": enc(run),
+            ":msg": enc(message),
+            ":until": enc(times.stored(until)),
+            ":now": enc(times.stored(now)),
+            ":cancelled": enc(JobStatus.CANCELLED.value),
+        }
+
+    def hold_job(
+        self,
+        job_id: str,
+        *,
+        run: str,
+        message: str,
+        until: datetime,
+        now: datetime,
+        was_buffered: bool,
+        stale: str | None = None,
+    ) -> bool:
+        """Make `run` (carried by `message`) the job's holder: if the slot is free, lapsed, already
+        this message's, or held by the finished run `stale`; never on a cancelled job."""
+        update = "SET active_run = :run, active_until = :until, active_message = :msg"
+        values = self._hold_values(run, message, until, now)
+        if stale is not None:
+            values[":stale"] = enc(stale)
+        condition = all_of(self._NOT_CANCELLED, self._slot_free(stale=stale is not None))
+        if was_buffered:
+            update += " REMOVE buffered_run, buffered_until, buffered_kind"
+        return self._guarded_update(job_id, update, condition, values, {"#s": "status"})
+
+    def hold_and_read(
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+    ) -> tuple[bool, Job | None]:
+        """hold_job (without the buffered slot) that also answers the job: (held, the job or None)."""
+        applied, item = conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            UpdateExpression="SET active_run = :run, active_until = :until, active_message = :msg",
+            ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED, self._slot_free(stale=False)),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=self._hold_values(run, message, until, now),
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return applied, self._job(item) if item else None
+
+    def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
+        """Take the job's one waiting slot for `run` until `until`: if free, ours, or lapsed."""
+        return self._guarded_update(
+            job_id,
+            "SET buffered_run = :run, buffered_until = :until, buffered_kind = :kind",
+            self._NO_OTHER_BUFFERED,
+            {
+                ":run": enc(run),
+                ":kind": enc(kind),
+                ":until": enc(times.stored(until)),
+                ":now": enc(times.stored(now)),
+            },
+        )
+
+    def release_job(self, job_id: str, *, run: str) -> Job | None:
+        """Give the slot up if `run` holds it; the job as it stood (to wake its buffered tick), or None."""
+        applied, item = conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            UpdateExpression="REMOVE active_run, active_until, active_message",
+            ConditionExpression="active_run = :run",
+            ExpressionAttributeValues={":run": enc(run)},
+            ReturnValues="ALL_OLD",
+        )
+        return self._job(item) if applied and item else None
+
+    def extend_hold(self, job_id: str, *, run: str, until: datetime) -> bool:
+        """Push the active run's claim on the job to `until` (the heartbeat)."""
+        return self._guarded_update(
+            job_id,
+            "SET active_until = :until",
+            "active_run = :run",
+            {":run": enc(run), ":until": enc(times.stored(until))},
+        )
+
+    def count_and_read(self, job_id: str, *, until: datetime, now: datetime) -> tuple[bool, Job | None]:
+        """Count a run as started on its job (never a cancelled one); (counted, the job or None)."""
+        applied, item = conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            UpdateExpression="SET running_until = :until ADD running :one",
+            ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":one": enc(1),
+                ":until": enc(times.stored(until)),
+                ":cancelled": enc(JobStatus.CANCELLED.value),
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return applied, self._job(item) if item else None
+
+    def uncount(self, job_id: str) -> bool:
+        """A counted run is over (whatever its outcome)."""
+        return self._guarded_update(
+            job_id, "ADD running :minus", "running > :zero", {":minus": enc(-1), ":zero": enc(0)}
+        )
+
+    def extend_count(self, job_id: str, *, until: datetime) -> bool:
+        """Push the counted runs' lease to `until` (the heartbeat of one of them)."""
+        return self._guarded_update(
+            job_id,
+            "SET running_until = :until",
+            "running > :zero",
+            {":until": enc(times.stored(until)), ":zero": enc(0)},
+        )
+
+    def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
+        """SCHEDULED|PAUSED -> CANCELLED, only while no run has a live start marker (see above).
+
+        `stale`: the slot's holder, known to be finished. Returns (applied, the job after or as it stood).
+        """
+        values: dict[str, Any] = {
+            ":t": enc(JobStatus.CANCELLED.value),
+            ":s0": enc(JobStatus.SCHEDULED.value),
+            ":s1": enc(JobStatus.PAUSED.value),
+            ":now": enc(times.stored(now)),
+            ":one": enc(1),
+            ":zero": enc(0),
+        }
+        no_live_slot = any_of(self._SLOT_UNHELD, self._SLOT_LAPSED, self._SLOT_STALE if stale else "")
+        if stale:
+            values[":stale"] = enc(stale)
+        applied, result = conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            UpdateExpression="SET #s = :t, updated_at = :now ADD version :one REMOVE next_run_at, due_key",
+            ConditionExpression=all_of(self._EXISTS, "#s IN (:s0, :s1)", no_live_slot, self._NO_LIVE_COUNT),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return applied, self._job(result) if result else None
+
+    def _guarded_update(
+        self,
+        job_id: str,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+    ) -> bool:
+        kwargs: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
+        return conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            **kwargs,
+        )[0]
+
+    # -- the due index --------------------------------------------------------------------------
+    def due_page(
+        self, due_key: str, *, until: datetime, cursor: dict[str, Any] | None, limit: int
+    ) -> DuePage:
+        """One page of the entries of `due_key` with next_run_at <= until, oldest first."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": self.due_index,
+            "KeyConditionExpression": "due_key = :k AND next_run_at <= :until",
+            "ExpressionAttributeValues": {":k": enc(due_key), ":until": enc(times.stored(until))},
+            "Limit": limit,
+        }
+        if cursor:
+            kwargs["ExclusiveStartKey"] = cursor
+        with aws_call(DYNAMODB):
+            out = self.client.query(**kwargs)
+        self.reads["due_items"] += int(out.get("ScannedCount", 0))
+        return DuePage(
+            entries=[due_entry_from_item(i) for i in out.get("Items", [])],
+            cursor=out.get("LastEvaluatedKey"),
+            items_read=int(out.get("ScannedCount", 0)),
+        )
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        with aws_call(DYNAMODB):
+            out = self.client.get_item(
+                TableName=self.table, Key={"PK": enc(pk), "SK": enc(sk)}, ConsistentRead=True
+            )
+        item = out.get("Item")
+        return dict(item) if item else None

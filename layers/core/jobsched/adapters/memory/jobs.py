@@ -1,0 +1,386 @@
+"""JobStore (and ShardLeases) in memory: the same compare-and-sets as adapters/dynamodb/jobs.py.
+
+Each method evaluates the DynamoDB write's condition on the stored Job under one lock and
+applies the same update; the start-marker rules and their timeline are documented there and in
+jobsched.ports.JobStore.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobsched.domain.keys import due_key_for, job_pk
+from jobsched.domain.models import Job
+from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
+from jobsched.domain.status import JobStatus
+from jobsched.errors import Conflict, TransientStoreError
+
+
+@dataclass
+class _Lease:
+    owner: str | None = None
+    until: datetime | None = None
+    watermark: str | None = None
+
+
+def _lapsed(until: datetime | None, now: datetime) -> bool:
+    """DynamoDB's `until < :now`: false when the attribute is absent."""
+    return until is not None and until < now
+
+
+@dataclass
+class MemoryJobStore:
+    """Jobs, idempotency records, the due index and shard leases."""
+
+    shard_count: int = 4
+    jobs: dict[str, Job] = field(default_factory=dict)
+    # The due-index key each job's pending tick was written under (as the item's due_key holds it).
+    due_keys: dict[str, str] = field(default_factory=dict)
+    idempotency: dict[tuple[str, str], IdempotencyRecord] = field(default_factory=dict)
+    leases: dict[int, _Lease] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _put(self, job: Job, *, written: datetime) -> Job:
+        self.jobs[job.job_id] = job
+        if job.next_run_at is None:
+            self.due_keys.pop(job.job_id, None)
+        else:
+            self.due_keys[job.job_id] = due_key_for(
+                job.job_id, job.next_run_at, written=written, shards=self.shard_count
+            )
+        return job.model_copy(deep=True)
+
+    def _update(self, job: Job, **changes: Any) -> Job:
+        """The stored job with `changes`, the due index kept as it was."""
+        new = job.model_copy(update=changes)
+        self.jobs[job.job_id] = new
+        if new.next_run_at is None:
+            self.due_keys.pop(job.job_id, None)
+        return new.model_copy(deep=True)
+
+    def _read(self, job_id: str) -> Job | None:
+        job = self.jobs.get(job_id)
+        return job.model_copy(deep=True) if job else None
+
+    def _edge_ok(self, upstream: str, job: Job) -> bool:
+        up = self.jobs.get(upstream)
+        return up is not None and up.tenant == job.tenant and up.status != JobStatus.CANCELLED
+
+    def _add_edge(self, upstream: str, job_id: str, *, add: bool) -> None:
+        up = self.jobs[upstream]
+        edges = set(up.dependants) | {job_id} if add else set(up.dependants) - {job_id}
+        self.jobs[upstream] = up.model_copy(update={"dependants": tuple(sorted(edges))})
+
+    # -- jobs -------------------------------------------------------------------------------------
+    def create_with_idempotency(
+        self,
+        job: Job,
+        *,
+        idempotency_key: str,
+        request_hash: str,
+        response: Mapping[str, Any],
+        now: datetime,
+    ) -> IdempotencyRecord | None:
+        """Job, idempotency record and upstream edges, all or nothing (see the port)."""
+        with self._lock:
+            used = self.idempotency.get((job.tenant, idempotency_key))
+            if used is not None:
+                return used
+            refused = [u for u in job.depends_on if not self._edge_ok(u, job)]
+            if refused:
+                raise Conflict(
+                    f"depends_on: upstream job '{refused[0]}' changed (cancelled?) "
+                    "while this job was created",
+                    field="depends_on",
+                )
+            if job.job_id in self.jobs:
+                raise TransientStoreError("job creation was cancelled; retry with the same Idempotency-Key")
+            self.idempotency[(job.tenant, idempotency_key)] = IdempotencyRecord(
+                request_hash=request_hash, response=dict(response)
+            )
+            for upstream in job.depends_on:
+                self._add_edge(upstream, job.job_id, add=True)
+            self._put(
+                job.model_copy(update={"dependants": tuple(sorted(job.dependants))}), written=job.updated_at
+            )
+            return None
+
+    def rewire(self, job: Job, *, expected_version: int, added: list[str], removed: list[str]) -> bool:
+        """New depends_on and root_schedule, edges moved, version + 1, if the version is unchanged."""
+        with self._lock:
+            current = self.jobs.get(job.job_id)
+            if current is None or current.version != expected_version:
+                return False
+            if any(not self._edge_ok(u, job) for u in added) or any(u not in self.jobs for u in removed):
+                return False
+            for upstream in added:
+                self._add_edge(upstream, job.job_id, add=True)
+            for upstream in removed:
+                self._add_edge(upstream, job.job_id, add=False)
+            self._update(
+                self.jobs[job.job_id],
+                depends_on=tuple(job.depends_on),
+                root_schedule=job.root_schedule or "once",
+                updated_at=job.updated_at,
+                version=current.version + 1,
+            )
+            return True
+
+    def get_job(self, job_id: str) -> Job | None:
+        """The job, or None."""
+        with self._lock:
+            return self._read(job_id)
+
+    def stamp_next_tick(
+        self,
+        job_id: str,
+        *,
+        expected: datetime,
+        next_run_at: datetime | None,
+        now: datetime,
+        dispatched: int = 0,
+    ) -> bool:
+        """Compare-and-set of the pending tick from `expected`."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.next_run_at != expected:
+                return False
+            self._put(
+                job.model_copy(
+                    update={
+                        "next_run_at": next_run_at,
+                        "updated_at": now,
+                        "dispatched": job.dispatched + dispatched,
+                    }
+                ),
+                written=now,
+            )
+            return True
+
+    def set_job_status(
+        self,
+        job_id: str,
+        *,
+        target: JobStatus,
+        sources: Iterable[JobStatus],
+        now: datetime,
+        leave_index: bool,
+        release_slot: bool = False,
+    ) -> tuple[bool, Job | None]:
+        """Compare-and-set of the status from `sources`."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.status not in set(sources):
+                return False, self._read(job_id)
+            changes: dict[str, Any] = {"status": target, "updated_at": now, "version": job.version + 1}
+            if leave_index:
+                changes["next_run_at"] = None
+            if release_slot:
+                changes.update(active_run=None, active_until=None, active_message=None)
+            return True, self._update(job, **changes)
+
+    def save_definition(self, job: Job, *, expected_version: int) -> bool:
+        """The definition, if the version is unchanged; run-time attributes kept."""
+        with self._lock:
+            current = self.jobs.get(job.job_id)
+            if current is None or current.version != expected_version:
+                return False
+            kept = {
+                k: getattr(current, k)
+                for k in (
+                    "dispatched",
+                    "created_at",
+                    "dependants",
+                    "active_run",
+                    "active_until",
+                    "active_message",
+                    "buffered_run",
+                    "buffered_kind",
+                    "buffered_until",
+                    "running",
+                    "running_until",
+                )
+            }
+            self._put(job.model_copy(update={**kept, "version": current.version + 1}), written=job.updated_at)
+            return True
+
+    # -- start markers (the rules and their timeline: adapters/dynamodb/jobs.py) -------------------
+    def _slot_free(self, job: Job, *, run: str, message: str, now: datetime, stale: str | None) -> bool:
+        slot = (
+            job.active_run is None
+            or _lapsed(job.active_until, now)
+            or (job.active_run == run and job.active_message == message)
+            or (stale is not None and job.active_run == stale)
+        )
+        return slot and self._no_other_buffered(job, run=run, now=now)
+
+    @staticmethod
+    def _no_other_buffered(job: Job, *, run: str, now: datetime) -> bool:
+        return job.buffered_run is None or job.buffered_run == run or _lapsed(job.buffered_until, now)
+
+    def hold_job(
+        self,
+        job_id: str,
+        *,
+        run: str,
+        message: str,
+        until: datetime,
+        now: datetime,
+        was_buffered: bool,
+        stale: str | None = None,
+    ) -> bool:
+        """Take the slot for `run` (see the port for when)."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.status == JobStatus.CANCELLED:
+                return False
+            if not self._slot_free(job, run=run, message=message, now=now, stale=stale):
+                return False
+            changes: dict[str, Any] = {"active_run": run, "active_until": until, "active_message": message}
+            if was_buffered:
+                changes.update(buffered_run=None, buffered_until=None, buffered_kind=None)
+            self._update(job, **changes)
+            return True
+
+    def hold_and_read(
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+    ) -> tuple[bool, Job | None]:
+        """hold_job that answers the job."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                return False, None
+            if job.status == JobStatus.CANCELLED or not self._slot_free(
+                job, run=run, message=message, now=now, stale=None
+            ):
+                return False, self._read(job_id)
+            return True, self._update(job, active_run=run, active_until=until, active_message=message)
+
+    def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
+        """Take the buffered slot for `run`."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or not self._no_other_buffered(job, run=run, now=now):
+                return False
+            self._update(job, buffered_run=run, buffered_until=until, buffered_kind=kind)
+            return True
+
+    def release_job(self, job_id: str, *, run: str) -> Job | None:
+        """Free the slot if `run` holds it; the job as it stood."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.active_run != run:
+                return None
+            before = job.model_copy(deep=True)
+            self._update(job, active_run=None, active_until=None, active_message=None)
+            return before
+
+    def extend_hold(self, job_id: str, *, run: str, until: datetime) -> bool:
+        """The slot holder's heartbeat."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.active_run != run:
+                return False
+            self._update(job, active_until=until)
+            return True
+
+    def count_and_read(self, job_id: str, *, until: datetime, now: datetime) -> tuple[bool, Job | None]:
+        """Count a run started, unless the job is cancelled or missing."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                return False, None
+            if job.status == JobStatus.CANCELLED:
+                return False, self._read(job_id)
+            return True, self._update(job, running=job.running + 1, running_until=until)
+
+    def uncount(self, job_id: str) -> bool:
+        """A counted run is over."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.running <= 0:
+                return False
+            self._update(job, running=job.running - 1)
+            return True
+
+    def extend_count(self, job_id: str, *, until: datetime) -> bool:
+        """The counted runs' heartbeat."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.running <= 0:
+                return False
+            self._update(job, running_until=until)
+            return True
+
+    def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
+        """SCHEDULED|PAUSED -> CANCELLED while no start marker is live."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                return False, None
+            no_live_slot = (
+                job.active_run is None
+                or _lapsed(job.active_until, now)
+                or (stale is not None and job.active_run == stale)
+            )
+            no_live_count = job.running <= 0 or _lapsed(job.running_until, now)
+            if job.status not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or not (
+                no_live_slot and no_live_count
+            ):
+                return False, self._read(job_id)
+            return True, self._update(
+                job, status=JobStatus.CANCELLED, updated_at=now, version=job.version + 1, next_run_at=None
+            )
+
+    # -- the due index ------------------------------------------------------------------------------
+    def due_page(self, due_key: str, *, until: datetime, cursor: Cursor | None, limit: int) -> DuePage:
+        """Entries of `due_key` with next_run_at <= until, oldest first, `limit` a page."""
+        with self._lock:
+            due = sorted(
+                (job.next_run_at, job.job_id)
+                for job_id, key in self.due_keys.items()
+                if key == due_key
+                and (job := self.jobs[job_id]).next_run_at is not None
+                and job.next_run_at <= until
+            )
+            if cursor:
+                after = (datetime.fromisoformat(cursor["next_run_at"]["S"]), cursor["job_id"]["S"])
+                due = [d for d in due if d > after]
+            page = due[:limit]
+            entries = [DueEntry.of(self.jobs[job_id]) for _, job_id in page]
+            next_cursor: Cursor | None = None
+            if len(page) == limit:  # as DynamoDB does: a full page has a cursor, maybe to nothing
+                at, job_id = page[-1]
+                next_cursor = {
+                    "PK": {"S": job_pk(job_id)},
+                    "job_id": {"S": job_id},
+                    "due_key": {"S": due_key},
+                    "next_run_at": {"S": at.isoformat()},
+                }
+            return DuePage(entries=entries, cursor=next_cursor, items_read=len(page))
+
+    # -- shard leases -------------------------------------------------------------------------------
+    def acquire_shard(
+        self, shard: int, *, owner: str, now: datetime, lease_seconds: int
+    ) -> ShardLease | None:
+        """Lease a shard if unclaimed, expired, or ours."""
+        with self._lock:
+            lease = self.leases.setdefault(shard, _Lease())
+            if not (lease.owner is None or _lapsed(lease.until, now) or lease.owner == owner):
+                return None
+            lease.owner, lease.until = owner, now + timedelta(seconds=lease_seconds)
+            return ShardLease(shard=shard, owner=owner, watermark=lease.watermark)
+
+    def release_shard(self, lease: ShardLease, *, watermark: str) -> bool:
+        """Store the watermark and give the lease up, if still held."""
+        with self._lock:
+            held = self.leases.get(lease.shard)
+            if held is None or held.owner != lease.owner:
+                return False
+            held.owner, held.until, held.watermark = None, None, watermark
+            return True

@@ -1,0 +1,406 @@
+"""RunStore in memory: one Execution per (job_id, scheduled_for), moved along the legal edges only.
+
+The same conditions as the DynamoDB RunStore (adapters/dynamodb/runs.py), evaluated on the row
+under one lock; `_move` is the one legal-edge check, as `_transition` is there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from jobsched.domain import times
+from jobsched.domain.keys import job_pk, run_id_for, run_sk
+from jobsched.domain.models import AttemptRecord, Execution, RunError
+from jobsched.domain.records import AttemptEnd, Cursor, DeadLetter, Lease, NewRun, Transition
+from jobsched.domain.status import HELD, RunStatus, check_path, sources_of
+
+Key = tuple[str, str]  # (job_id, stored scheduled_for)
+
+
+@dataclass
+class MemoryRunStore:
+    """Run rows; `dead_letter` plays the failure workflow's DeadLetter step (not part of the port)."""
+
+    rows: dict[Key, Execution] = field(default_factory=dict)
+    # The dead-letter index: (dl_key, dl_sk) per dead-lettered row, as the failure workflow writes it.
+    dead: dict[Key, tuple[str, str, datetime]] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    def put_pending(
+        self,
+        *,
+        job_id: str,
+        tenant: str,
+        scheduled_for: datetime,
+        now: datetime,
+        skipped: str | None = None,
+        kind: str = "scheduled",
+    ) -> Transition:
+        """Create the run row PENDING (or SKIPPED with a reason) at most once per firing."""
+        key = (job_id, times.stored(scheduled_for))
+        with self._lock:
+            if key in self.rows:
+                return Transition(applied=False, row=self.rows[key])
+            row = Execution(
+                run_id=run_id_for(job_id, scheduled_for),
+                job_id=job_id,
+                tenant=tenant,
+                scheduled_for=times.parse_stored(key[1]),
+                status=RunStatus.SKIPPED if skipped else RunStatus.PENDING,
+                attempt=0,
+                kind=kind,
+                reason=skipped or None,
+                created_at=now,
+            )
+            self.rows[key] = row
+            return Transition(applied=True, row=row)
+
+    def get(self, job_id: str, scheduled_for: datetime | str, *, consistent: bool = True) -> Execution | None:
+        """The run of one firing, or None (always consistent)."""
+        sf = scheduled_for if isinstance(scheduled_for, str) else times.stored(scheduled_for)
+        with self._lock:
+            return self.rows.get((job_id, sf))
+
+    # -- the run's edges ------------------------------------------------------------------------
+    def _move(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        target: RunStatus,
+        now: datetime,
+        owner: str | None = None,
+        changes: dict[str, Any] | None = None,
+        increment_attempt: bool = False,
+        takeover_expired_lease: bool = False,
+        create: NewRun | None = None,
+        append: AttemptEnd | None = None,
+        first_attempt_only: bool = False,
+        via: Sequence[RunStatus] = (),
+    ) -> Transition:
+        first = via[0] if via else target
+        for source in sources_of(first):
+            check_path(source, *via, target)
+        key = (job_id, scheduled_for)
+        with self._lock:
+            row = self.rows.get(key)
+            at_a_source = (
+                row is not None
+                and row.status in sources_of(first)
+                and (owner is None or first == RunStatus.LEASED or row.lease_owner == owner)
+                and (not first_attempt_only or row.attempt == 0)
+            )
+            lease_lapsed = (
+                takeover_expired_lease
+                and row is not None
+                and row.status in HELD
+                and row.lease_until is not None
+                and row.lease_until < now
+            )
+            absent = create is not None and row is None
+            if not (at_a_source or lease_lapsed or absent):
+                return Transition(applied=False, row=row)
+            base = row or self._created(create)  # type: ignore[arg-type]
+            update: dict[str, Any] = {"status": target, **(changes or {})}
+            if increment_attempt:
+                update["attempt"] = base.attempt + 1
+            if append is not None:
+                update["attempts"] = [*base.attempts, _attempt_record(append)]
+            if target == RunStatus.SUCCEEDED:
+                update["error"] = None  # a success ends the run's failure story
+            self.rows[key] = base.model_copy(update=update)
+            return Transition(applied=True, previous=row)
+
+    @staticmethod
+    def _created(new: NewRun) -> Execution:
+        scheduled_for = times.parse_stored(new.scheduled_for)
+        return Execution(
+            run_id=run_id_for(new.job_id, scheduled_for),
+            job_id=new.job_id,
+            tenant=new.tenant,
+            scheduled_for=scheduled_for,
+            status=RunStatus.PENDING,
+            kind=new.kind,
+        )
+
+    def claim(
+        self, job_id: str, scheduled_for: str, *, lease: Lease, now: datetime, create: NewRun | None = None
+    ) -> Transition:
+        """PENDING (a lapsed lease, or no row with `create`) -> LEASED, attempt + 1."""
+        return self._move(
+            job_id,
+            scheduled_for,
+            target=RunStatus.LEASED,
+            now=now,
+            changes=_lease_changes(lease),
+            increment_attempt=True,
+            takeover_expired_lease=True,
+            create=create,
+        )
+
+    def start(self, job_id: str, scheduled_for: str, *, owner: str, now: datetime) -> Transition:
+        """LEASED -> RUNNING by the lease owner."""
+        return self._move(
+            job_id, scheduled_for, target=RunStatus.RUNNING, now=now, owner=owner, changes={"started_at": now}
+        )
+
+    def record(self, job_id: str, scheduled_for: str, *, owner: str, end: AttemptEnd) -> Transition:
+        """RUNNING -> SUCCEEDED|FAILED by the lease owner."""
+        return self._move(
+            job_id,
+            scheduled_for,
+            target=end.status,
+            now=end.finished_at,
+            owner=owner,
+            changes=_end_changes(end),
+            append=end,
+        )
+
+    def persist_running(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        lease: Lease,
+        started_at: datetime,
+        now: datetime,
+        create: NewRun,
+    ) -> Transition:
+        """PENDING (or no row) -> LEASED -> RUNNING in one write, attempt + 1."""
+        return self._move(
+            job_id,
+            scheduled_for,
+            target=RunStatus.RUNNING,
+            via=(RunStatus.LEASED,),
+            now=now,
+            changes={**_lease_changes(lease), "started_at": started_at},
+            increment_attempt=True,
+            create=create,
+        )
+
+    def record_unleased(
+        self, job_id: str, scheduled_for: str, *, worker: str, end: AttemptEnd, create: NewRun
+    ) -> Transition:
+        """PENDING (or no row) -> LEASED -> RUNNING -> SUCCEEDED|FAILED in one write, attempt + 1."""
+        return self._move(
+            job_id,
+            scheduled_for,
+            target=end.status,
+            via=(RunStatus.LEASED, RunStatus.RUNNING),
+            now=end.finished_at,
+            changes={"worker": worker, "started_at": end.started_at, **_end_changes(end)},
+            increment_attempt=True,
+            create=create,
+            append=end,
+        )
+
+    def skip(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        reason: str,
+        now: datetime,
+        create: NewRun,
+        first_attempt_only: bool = True,
+    ) -> Transition:
+        """PENDING (or no row) -> SKIPPED, by default only before any attempt."""
+        return self._move(
+            job_id,
+            scheduled_for,
+            target=RunStatus.SKIPPED,
+            now=now,
+            changes={"reason": reason},
+            first_attempt_only=first_attempt_only,
+            create=create,
+        )
+
+    def cancel(
+        self, job_id: str, scheduled_for: str, *, now: datetime, create: NewRun | None = None
+    ) -> Transition:
+        """PENDING (or no row, with `create`, or held under an expired lease) -> CANCELLED."""
+        return self._move(
+            job_id,
+            scheduled_for,
+            target=RunStatus.CANCELLED,
+            now=now,
+            create=create,
+            takeover_expired_lease=True,
+        )
+
+    def lose(
+        self, job_id: str, scheduled_for: str, *, owner: str, now: datetime, error: tuple[str, str]
+    ) -> Transition:
+        """LEASED|RUNNING -> LOST by the lease owner."""
+        return self._move(
+            job_id,
+            scheduled_for,
+            target=RunStatus.LOST,
+            now=now,
+            owner=owner,
+            changes={"error": RunError(type=error[0], message=error[1])},
+        )
+
+    def extend_lease(self, *, job_id: str, scheduled_for: str, owner: str, until: datetime) -> bool:
+        """Push a held run's lease to `until` if `owner` holds it."""
+        key = (job_id, scheduled_for)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is None or row.lease_owner != owner or row.status not in HELD:
+                return False
+            self.rows[key] = row.model_copy(update={"lease_until": until})
+            return True
+
+    def fail_stuck(
+        self,
+        *,
+        job_id: str,
+        scheduled_for: str,
+        tenant: str,
+        now: datetime,
+        error_type: str,
+        error_message: str,
+    ) -> Execution | None:
+        """A run its workers never finished -> FAILED (created if absent); None if it is past that."""
+        check_path(RunStatus.PENDING, RunStatus.LEASED, RunStatus.RUNNING, RunStatus.FAILED)
+        key = (job_id, scheduled_for)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is not None and row.status not in (RunStatus.PENDING, RunStatus.LEASED, RunStatus.RUNNING):
+                return None
+            base = row or self._created(NewRun(job_id, tenant, scheduled_for))
+            error = RunError(type=error_type, message=error_message)
+            record = AttemptRecord(attempt=0, finished_at=now, outcome=error_type, error=error)
+            failed = base.model_copy(
+                update={
+                    "status": RunStatus.FAILED,
+                    "error": error,
+                    "finished_at": now,
+                    "attempts": [*base.attempts, record],
+                }
+            )
+            self.rows[key] = failed
+            return failed
+
+    # -- reads ------------------------------------------------------------------------------------
+    def dead_letters(
+        self, *, dl_key: str, start: Cursor | None, limit: int, job_id: str | None
+    ) -> tuple[list[DeadLetter], Cursor | None]:
+        """Dead letters of `dl_key`, newest dead first, `limit` a page."""
+        with self._lock:
+            entries = sorted(
+                ((sk, key) for key, (k, sk, _) in self.dead.items() if k == dl_key),
+                reverse=True,
+            )
+            after = start["dl_sk"]["S"] if start else None
+            page: list[DeadLetter] = []
+            for sk, key in entries:
+                if after is not None and sk >= after:
+                    continue
+                row, dead_at = self.rows[key], self.dead[key][2]
+                if job_id and row.job_id != job_id:
+                    continue
+                page.append(
+                    DeadLetter(
+                        job_id=row.job_id,
+                        run_id=row.run_id,
+                        scheduled_for=row.scheduled_for,
+                        dead_at=dead_at,
+                        attempt=row.attempt,
+                        error_type=row.error.type if row.error else None,
+                        error_message=row.error.message if row.error else None,
+                    )
+                )
+                if len(page) == limit:
+                    # As DynamoDB does, a full page has a cursor even when nothing follows it.
+                    return page, _dl_cursor(dl_key, sk, key)
+            return page, None
+
+    def dead_letter(self, job_id: str, scheduled_for: str, *, dl_key: str, dead_at: datetime) -> None:
+        """FAILED -> DEAD_LETTER with its index entry: what the failure workflow's step writes."""
+        key = (job_id, scheduled_for)
+        with self._lock:
+            self.rows[key] = self.rows[key].model_copy(update={"status": RunStatus.DEAD_LETTER})
+            self.dead[key] = (dl_key, f"{times.stored(dead_at)}#{self.rows[key].run_id}", dead_at)
+
+    def recent(self, job_id: str, *, limit: int) -> list[Execution]:
+        """The job's newest `limit` runs, newest first."""
+        return self._of(job_id)[:limit]
+
+    def history(
+        self,
+        job_id: str,
+        *,
+        start: datetime | None,
+        end: datetime | None,
+        status: str | None,
+        limit: int,
+        cursor: Cursor | None,
+        kind: str | None = None,
+    ) -> tuple[list[Execution], Cursor | None]:
+        """Runs with start <= scheduled_for < end, newest first, filtered, `limit` a page."""
+        after = cursor["SK"]["S"] if cursor else None
+        page: list[Execution] = []
+        for row in self._of(job_id):
+            sk = run_sk(times.stored(row.scheduled_for))
+            if after is not None and sk >= after:
+                continue
+            if (start and row.scheduled_for < start) or (end and row.scheduled_for >= end):
+                continue
+            if (status and row.status.value != status) or (kind and row.kind != kind):
+                continue
+            page.append(row)
+            if len(page) == limit:
+                return page, {"PK": {"S": job_pk(job_id)}, "SK": {"S": sk}}
+        return page, None
+
+    def since(self, job_id: str, *, after: datetime) -> list[Execution]:
+        """Every run of the job scheduled after `after`, oldest first."""
+        return [r for r in reversed(self._of(job_id)) if r.scheduled_for > after]
+
+    def _of(self, job_id: str) -> list[Execution]:
+        with self._lock:
+            rows = [r for (j, _), r in self.rows.items() if j == job_id]
+        return sorted(rows, key=lambda r: r.scheduled_for, reverse=True)
+
+
+def _lease_changes(lease: Lease) -> dict[str, Any]:
+    return {
+        "lease_owner": lease.owner,
+        "lease_message": lease.message,
+        "lease_until": lease.until,
+        "worker": lease.worker,
+    }
+
+
+def _end_changes(end: AttemptEnd) -> dict[str, Any]:
+    changes: dict[str, Any] = {"finished_at": end.finished_at, "duration_ms": end.duration_ms}
+    if end.error is None:
+        changes["result"] = json.loads(end.result if end.result is not None else "null")
+    else:
+        changes["error"] = RunError(type=end.error[0], message=end.error[1])
+    return changes
+
+
+def _attempt_record(end: AttemptEnd) -> AttemptRecord:
+    return AttemptRecord(
+        attempt=end.attempt,
+        started_at=end.started_at,
+        finished_at=end.finished_at,
+        outcome=end.status.value,
+        error=RunError(type=end.error[0], message=end.error[1]) if end.error else None,
+    )
+
+
+def _dl_cursor(dl_key: str, dl_sk: str, key: Key) -> Cursor:
+    return {
+        "dl_key": {"S": dl_key},
+        "dl_sk": {"S": dl_sk},
+        "PK": {"S": job_pk(key[0])},
+        "SK": {"S": run_sk(key[1])},
+    }

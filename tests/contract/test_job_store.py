@@ -1,0 +1,292 @@
+"""The JobStore and ShardLeases contracts (jobsched.ports), on every implementation."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobsched.domain import times
+from jobsched.domain.keys import due_key_for
+from jobsched.domain.status import JobStatus
+from jobsched.errors import Conflict
+from tests.contract.conftest import SHARDS, T0, Backend, at, create, job
+
+RUN = "2026-11-30T12:01:00.000Z"  # the tick holding the slot in these tests
+OTHER = "2026-11-30T12:02:00.000Z"
+
+
+# -- definitions and idempotency ------------------------------------------------------------------
+def test_a_created_job_reads_back_as_written(backend: Backend) -> None:
+    written = job(payload={"big": "x" * 600})  # stored apart by DynamoDB: read back all the same
+    assert create(backend, written) == written
+
+
+def test_a_reused_idempotency_key_answers_the_first_record_and_writes_nothing(backend: Backend) -> None:
+    create(backend, job("job_a"), key="same")
+    used = backend.jobs.create_with_idempotency(
+        job("job_b"), idempotency_key="same", request_hash="other", response={"x": 1}, now=T0
+    )
+    assert used is not None and (used.request_hash, used.response) == ("h", {"job_id": "job_a"})
+    assert backend.jobs.get_job("job_b") is None
+
+
+def test_a_dependant_of_a_cancelled_upstream_is_refused_with_a_conflict(backend: Backend) -> None:
+    create(backend, job("job_up"))
+    assert backend.jobs.cancel_job("job_up", now=T0, stale=None)[0]
+    with pytest.raises(Conflict):
+        create(backend, job("job_down", type="one_off", cron_expr=None, depends_on=("job_up",)))
+    assert backend.jobs.get_job("job_down") is None
+
+
+def test_creating_a_dependant_records_the_edge_on_its_upstream(backend: Backend) -> None:
+    create(backend, job("job_up"))
+    create(backend, job("job_down", depends_on=("job_up",)))
+    up = backend.jobs.get_job("job_up")
+    assert up is not None and up.dependants == ("job_down",)
+
+
+def test_save_definition_is_refused_for_a_stale_version_and_bumps_it_otherwise(backend: Backend) -> None:
+    stored = create(backend, job())
+    edited = stored.model_copy(update={"name": "edited", "updated_at": at(1)})
+    assert not backend.jobs.save_definition(edited, expected_version=stored.version + 1)
+    assert backend.jobs.save_definition(edited, expected_version=stored.version)
+    after = backend.jobs.get_job(stored.job_id)
+    assert after is not None and after.name == "edited" and after.version == stored.version + 1
+
+
+def test_set_job_status_applies_only_from_a_listed_source(backend: Backend) -> None:
+    create(backend, job())
+    refused, as_it_stood = backend.jobs.set_job_status(
+        "job_a", target=JobStatus.COMPLETED, sources=[JobStatus.PAUSED], now=at(1), leave_index=True
+    )
+    assert not refused and as_it_stood is not None and as_it_stood.status == JobStatus.SCHEDULED
+    applied, after = backend.jobs.set_job_status(
+        "job_a", target=JobStatus.COMPLETED, sources=[JobStatus.SCHEDULED], now=at(1), leave_index=True
+    )
+    assert applied and after is not None and after.status == JobStatus.COMPLETED and after.next_run_at is None
+
+
+def test_set_job_status_of_a_missing_job_answers_none(backend: Backend) -> None:
+    assert backend.jobs.set_job_status(
+        "job_none", target=JobStatus.COMPLETED, sources=[JobStatus.SCHEDULED], now=T0, leave_index=False
+    ) == (False, None)
+
+
+# -- the due index and the stamp --------------------------------------------------------------------
+def test_stamp_next_tick_moves_a_tick_once_for_two_callers_that_read_it(backend: Backend) -> None:
+    stored = create(backend, job())
+    assert stored.next_run_at is not None
+    first = backend.jobs.stamp_next_tick(
+        "job_a", expected=stored.next_run_at, next_run_at=at(120), now=at(1), dispatched=1
+    )
+    second = backend.jobs.stamp_next_tick(
+        "job_a", expected=stored.next_run_at, next_run_at=at(180), now=at(1), dispatched=1
+    )
+    after = backend.jobs.get_job("job_a")
+    assert (first, second) == (True, False)
+    assert after is not None and after.next_run_at == at(120) and after.dispatched == 1
+
+
+def test_due_page_answers_due_entries_oldest_first_in_pages_until_exhausted(backend: Backend) -> None:
+    # Five jobs of one shard due in the same minute bucket, one not yet due.
+    ids = [f"job_{i}" for i in range(40)]
+    same_shard = [i for i in ids if times.shard_of(i, SHARDS) == times.shard_of(ids[0], SHARDS)][:6]
+    for n, job_id in enumerate(same_shard):
+        create(backend, job(job_id, next_run_at=at(60 + n)))
+    key = due_key_for(same_shard[0], at(60), written=T0, shards=SHARDS)
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = backend.jobs.due_page(key, until=at(64), cursor=cursor, limit=2)
+        seen += [e.job_id for e in page.entries]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert seen == same_shard[:5]  # the sixth, due at 65 s, is after `until`
+
+
+def test_a_stamp_moves_the_entry_out_of_its_due_bucket(backend: Backend) -> None:
+    stored = create(backend, job())
+    assert stored.next_run_at is not None
+    key = due_key_for("job_a", stored.next_run_at, written=T0, shards=SHARDS)
+    assert backend.jobs.stamp_next_tick("job_a", expected=stored.next_run_at, next_run_at=None, now=at(1))
+    page = backend.jobs.due_page(key, until=at(3600), cursor=None, limit=10)
+    # The index is eventually consistent: the entry may linger, but never with a new tick.
+    assert all(e.job_id != "job_a" or e.next_run_at == stored.next_run_at for e in page.entries)
+
+
+# -- start markers: the slot ------------------------------------------------------------------------
+def hold(
+    backend: Backend, run: str = RUN, message: str = "m1", now: float = 0, until: float = 30, **kw: object
+) -> bool:
+    return bool(
+        backend.jobs.hold_job(
+            "job_a", run=run, message=message, until=at(until), now=at(now), was_buffered=False, **kw
+        )
+    )
+
+
+def test_hold_job_takes_a_free_slot_and_refuses_another_run_while_it_is_live(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend)
+    assert not hold(backend, run=OTHER, message="m2", now=10)
+
+
+def test_hold_job_takes_a_lapsed_slot(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend, until=30)
+    assert hold(backend, run=OTHER, message="m2", now=31, until=60)
+
+
+def test_hold_job_is_granted_again_to_the_same_message(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend)
+    assert hold(backend, now=5)
+    assert not hold(backend, message="m-other", now=5)
+
+
+def test_hold_job_replaces_a_holder_known_to_be_finished(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend)
+    assert hold(backend, run=OTHER, message="m2", now=5, stale=RUN)
+
+
+def test_hold_job_is_refused_on_a_cancelled_job(backend: Backend) -> None:
+    create(backend, job())
+    assert backend.jobs.cancel_job("job_a", now=T0, stale=None)[0]
+    assert not hold(backend)
+
+
+def test_a_live_buffered_tick_owns_the_next_turn(backend: Backend) -> None:
+    create(backend, job())
+    assert backend.jobs.buffer_behind("job_a", run=OTHER, kind="scheduled", until=at(100), now=T0)
+    assert not hold(backend)  # slot free, but another tick waits for it
+    assert backend.jobs.hold_job("job_a", run=OTHER, message="m2", until=at(30), now=at(1), was_buffered=True)
+    after = backend.jobs.get_job("job_a")
+    assert after is not None and after.active_run == OTHER and after.buffered_run is None
+
+
+def test_buffer_behind_is_refused_while_another_tick_waits_live(backend: Backend) -> None:
+    create(backend, job())
+    assert backend.jobs.buffer_behind("job_a", run=RUN, kind="scheduled", until=at(100), now=T0)
+    assert backend.jobs.buffer_behind("job_a", run=RUN, kind="scheduled", until=at(200), now=at(1))
+    assert not backend.jobs.buffer_behind("job_a", run=OTHER, kind="scheduled", until=at(100), now=at(2))
+    assert backend.jobs.buffer_behind("job_a", run=OTHER, kind="manual", until=at(300), now=at(201))
+
+
+def test_hold_and_read_answers_the_job_after_or_as_it_stood(backend: Backend) -> None:
+    create(backend, job())
+    held, after = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)
+    assert held and after is not None and after.active_run == RUN
+    refused, stood = backend.jobs.hold_and_read("job_a", run=OTHER, message="m2", until=at(30), now=at(1))
+    assert not refused and stood is not None and stood.active_run == RUN
+    assert backend.jobs.hold_and_read("job_none", run=RUN, message="m", until=at(30), now=T0) == (False, None)
+
+
+def test_release_job_frees_the_slot_only_for_its_holder_and_answers_the_job_before(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend)
+    assert backend.jobs.release_job("job_a", run=OTHER) is None
+    before = backend.jobs.release_job("job_a", run=RUN)
+    assert before is not None and before.active_run == RUN
+    after = backend.jobs.get_job("job_a")
+    assert after is not None and after.active_run is None
+
+
+def test_extend_hold_renews_only_the_holder(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend, until=30)
+    assert not backend.jobs.extend_hold("job_a", run=OTHER, until=at(90))
+    assert backend.jobs.extend_hold("job_a", run=RUN, until=at(90))
+    assert not hold(backend, run=OTHER, message="m2", now=60)  # still live at 60 s
+
+
+# -- start markers: the count, and cancel -----------------------------------------------------------
+def test_the_count_goes_up_and_down_and_never_below_zero(backend: Backend) -> None:
+    create(backend, job())
+    counted, after = backend.jobs.count_and_read("job_a", until=at(30), now=T0)
+    assert counted and after is not None and after.running == 1
+    assert backend.jobs.extend_count("job_a", until=at(60))
+    assert backend.jobs.uncount("job_a")
+    assert not backend.jobs.uncount("job_a")
+    assert not backend.jobs.extend_count("job_a", until=at(90))
+
+
+def test_a_cancelled_job_counts_no_run(backend: Backend) -> None:
+    create(backend, job())
+    assert backend.jobs.cancel_job("job_a", now=T0, stale=None)[0]
+    counted, stood = backend.jobs.count_and_read("job_a", until=at(30), now=at(1))
+    assert not counted and stood is not None and stood.status == JobStatus.CANCELLED
+    assert backend.jobs.count_and_read("job_none", until=at(30), now=T0) == (False, None)
+
+
+def test_cancel_is_refused_while_a_start_marker_is_live_and_applies_once_it_lapses(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend, until=30)
+    refused, stood = backend.jobs.cancel_job("job_a", now=at(10), stale=None)
+    assert not refused and stood is not None and stood.status == JobStatus.SCHEDULED
+    applied, after = backend.jobs.cancel_job("job_a", now=at(31), stale=None)
+    assert applied and after is not None and after.status == JobStatus.CANCELLED and after.next_run_at is None
+
+
+def test_cancel_passes_a_slot_held_by_a_finished_run(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend, until=30)
+    assert backend.jobs.cancel_job("job_a", now=at(10), stale=RUN)[0]
+
+
+def test_cancel_is_refused_while_a_counted_run_is_live(backend: Backend) -> None:
+    create(backend, job())
+    assert backend.jobs.count_and_read("job_a", until=at(30), now=T0)[0]
+    assert not backend.jobs.cancel_job("job_a", now=at(10), stale=None)[0]
+    assert backend.jobs.cancel_job("job_a", now=at(31), stale=None)[0]
+
+
+# -- shard leases -------------------------------------------------------------------------------------
+def test_a_shard_lease_is_exclusive_until_it_expires_and_reentrant_for_its_owner(backend: Backend) -> None:
+    first = backend.jobs.acquire_shard(0, owner="d1", now=T0, lease_seconds=30)
+    assert first is not None and first.watermark is None
+    assert backend.jobs.acquire_shard(0, owner="d2", now=at(10), lease_seconds=30) is None
+    assert backend.jobs.acquire_shard(0, owner="d1", now=at(10), lease_seconds=30) is not None
+    assert backend.jobs.acquire_shard(0, owner="d2", now=at(41), lease_seconds=30) is not None
+
+
+def test_release_shard_keeps_the_watermark_for_the_next_pass_unless_the_lease_was_lost(
+    backend: Backend,
+) -> None:
+    lease = backend.jobs.acquire_shard(1, owner="d1", now=T0, lease_seconds=30)
+    assert lease is not None and backend.jobs.release_shard(lease, watermark="2026-11-30T12:00")
+    again = backend.jobs.acquire_shard(1, owner="d2", now=at(1), lease_seconds=30)
+    assert again is not None and again.watermark == "2026-11-30T12:00"
+    assert not backend.jobs.release_shard(lease, watermark="2026-11-30T12:05")  # d2 holds it now
+    assert backend.jobs.acquire_shard(1, owner="d3", now=at(2), lease_seconds=30) is None
+
+
+def test_rewire_moves_the_edges_with_the_new_upstreams_if_the_version_is_unchanged(backend: Backend) -> None:
+    for up in ("job_u1", "job_u2"):
+        create(backend, job(up))
+    down = create(backend, job("job_down", depends_on=("job_u1",), root_schedule="job_u1"))
+    moved = down.model_copy(
+        update={"depends_on": ("job_u2",), "root_schedule": "job_u2", "updated_at": at(1)}
+    )
+    assert not backend.jobs.rewire(
+        moved, expected_version=down.version + 1, added=["job_u2"], removed=["job_u1"]
+    )
+    assert backend.jobs.rewire(moved, expected_version=down.version, added=["job_u2"], removed=["job_u1"])
+    u1, u2, after = (backend.jobs.get_job(j) for j in ("job_u1", "job_u2", "job_down"))
+    assert u1 is not None and u1.dependants == ()
+    assert u2 is not None and u2.dependants == ("job_down",)
+    assert after is not None and after.depends_on == ("job_u2",) and after.version == down.version + 1
+
+
+def test_a_job_s_completion_can_free_its_slot_in_the_same_write(backend: Backend) -> None:
+    create(backend, job())
+    assert hold(backend)
+    applied, after = backend.jobs.set_job_status(
+        "job_a",
+        target=JobStatus.COMPLETED,
+        sources=[JobStatus.SCHEDULED],
+        now=at(1),
+        leave_index=True,
+        release_slot=True,
+    )
+    assert applied and after is not None and after.active_run is None
