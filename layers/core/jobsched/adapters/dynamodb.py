@@ -686,10 +686,12 @@ class JobStore:
     # job's next tick (a write saved per run); a tick that finds a live slot checks whether that run
     # is already finished and, if so, replaces it (`stale`) with a compare-and-set on its name.
     # A live buffered tick owns the next turn: no other tick takes the slot from under it.
+    # Re-entry by the message that holds the slot (SQS handed it out again) is always allowed; a
+    # free, lapsed or finished-holder slot is taken only if no other tick's live turn waits for it.
     _SLOT_FREE = (
-        "(attribute_not_exists(active_run) OR active_until < :now"
-        " OR (active_run = :run AND active_message = :msg){stale})"
-        " AND (attribute_not_exists(buffered_run) OR buffered_run = :run OR buffered_until < :now)"
+        "(active_run = :run AND active_message = :msg)"
+        " OR ((attribute_not_exists(active_run) OR active_until < :now{stale})"
+        " AND (attribute_not_exists(buffered_run) OR buffered_run = :run OR buffered_until < :now))"
     )
 
     def _hold_values(self, run: str, message: str, until: datetime, now: datetime) -> dict[str, Any]:
@@ -718,9 +720,9 @@ class JobStore:
         values = self._hold_values(run, message, until, now)
         if stale is not None:
             values[":stale"] = _enc(stale)
-        condition = "#s <> :cancelled AND " + self._SLOT_FREE.format(
+        condition = "#s <> :cancelled AND (" + self._SLOT_FREE.format(
             stale=" OR active_run = :stale" if stale else ""
-        )
+        ) + ")"
         if was_buffered:
             update += " REMOVE buffered_run, buffered_until, buffered_kind"
         return self._guarded_update(job_id, update, condition, values, {"#s": "status"})
@@ -734,8 +736,9 @@ class JobStore:
             TableName=self.table,
             Key={"PK": _enc(job_pk(job_id)), "SK": _enc("META")},
             UpdateExpression="SET active_run = :run, active_until = :until, active_message = :msg",
-            ConditionExpression="attribute_exists(PK) AND #s <> :cancelled AND "
-            + self._SLOT_FREE.format(stale=""),
+            ConditionExpression="attribute_exists(PK) AND #s <> :cancelled AND ("
+            + self._SLOT_FREE.format(stale="")
+            + ")",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=self._hold_values(run, message, until, now),
             ReturnValues="ALL_NEW",
