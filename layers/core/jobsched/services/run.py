@@ -299,9 +299,10 @@ class Worker:
         if current is None or current.status == JobStatus.CANCELLED:
             return self._cancelled(RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind), current)
         holder_live = current.active_run is not None and _live(current.active_until, now)
-        if holder_live and current.active_run == sf:
+        if holder_live and current.active_run == sf and current.active_message != delivery.message_id:
             # Another copy of this very run's message holds the slot (a wake-up and its sleeping
-            # original, or a duplicate delivery): that copy carries the run; this one is spare.
+            # original): that copy carries the run; this one is spare. (Never this message itself:
+            # acknowledging it would leave the run with no message to finish or revive it.)
             return Outcome.DUPLICATE
         stale = self._finished_holder(current) if holder_live else None
         if stale is not None and self.jobs.hold_job(

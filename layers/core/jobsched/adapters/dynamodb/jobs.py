@@ -405,14 +405,11 @@ class JobStore(ShardLeases):
     _NO_LIVE_COUNT = any_of("attribute_not_exists(running)", "running <= :zero", "running_until < :now")
 
     def _slot_free(self, *, stale: bool) -> str:
-        """The slot may be taken by :run (message :msg), and no other buffered tick owns the next turn."""
-        slot = any_of(
-            self._SLOT_UNHELD,
-            self._SLOT_LAPSED,
-            self._SLOT_THIS_MESSAGE,
-            self._SLOT_STALE if stale else "",
-        )
-        return all_of(slot, self._NO_OTHER_BUFFERED)
+        """The slot may be taken by :run (message :msg): its holder's own message always re-enters it
+        (SQS handed it out again); a free, lapsed or finished-holder slot only if no other buffered
+        tick owns the next turn."""
+        free = any_of(self._SLOT_UNHELD, self._SLOT_LAPSED, self._SLOT_STALE if stale else "")
+        return any_of(self._SLOT_THIS_MESSAGE, all_of(free, self._NO_OTHER_BUFFERED))
 
     def _hold_values(self, run: str, message: str, until: datetime, now: datetime) -> dict[str, Any]:
         return {

@@ -211,13 +211,14 @@ class MemoryJobStore:
 
     # -- start markers (the rules and their timeline: adapters/dynamodb/jobs.py) -------------------
     def _slot_free(self, job: Job, *, run: str, message: str, now: datetime, stale: str | None) -> bool:
-        slot = (
+        if job.active_run == run and job.active_message == message:
+            return True  # the holder's own message re-enters (SQS handed it out again)
+        free = (
             job.active_run is None
             or _lapsed(job.active_until, now)
-            or (job.active_run == run and job.active_message == message)
             or (stale is not None and job.active_run == stale)
         )
-        return slot and self._no_other_buffered(job, run=run, now=now)
+        return free and self._no_other_buffered(job, run=run, now=now)
 
     @staticmethod
     def _no_other_buffered(job: Job, *, run: str, now: datetime) -> bool:
