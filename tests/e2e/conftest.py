@@ -47,8 +47,9 @@ class Stack:
 
 def start_stack(**env: str) -> Stack:
     port = free_port()
-    environment = {**os.environ, "JOBSCHED_API_PORT": str(port), **env}
-    environment.pop("AWS_ENDPOINT_URL", None)
+    # The stack starts its own embedded AWS unless the caller hands it an endpoint (AWS_ENDPOINT_URL).
+    environment = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
+    environment.update({"JOBSCHED_API_PORT": str(port), **env})
     process = subprocess.Popen(
         [sys.executable, "-m", "jobsched.cli", "local"],
         cwd=ROOT,

@@ -238,7 +238,7 @@ def create_local_resources(
                     "maxReceiveCount": str(queue.max_receive_count),
                 }
             )
-        url = sqs.create_queue(QueueName=physical_name(prefix, queue), Attributes=attributes)["QueueUrl"]  # type: ignore[arg-type]
+        url = _adopt_queue(sqs, physical_name(prefix, queue), attributes)
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         arns[queue.logical_id] = arn
         out[queue.logical_id] = url
@@ -252,13 +252,30 @@ def create_local_resources(
         }
         for spec, definition in ((FAILURE_WORKFLOW, failure_definition()), (DAG_WORKFLOW, dag_definition())):
             name = physical_name(prefix, spec)
-            out[spec.logical_id] = (
-                existing_machines.get(name)
-                or stepfunctions.create_state_machine(
+            arn = existing_machines.get(name)
+            if arn is None:
+                arn = stepfunctions.create_state_machine(
                     name=name,
                     definition=json.dumps(definition),
                     roleArn="arn:aws:iam::000000000000:role/jobsched-local-workflows",
                     type="STANDARD",
                 )["stateMachineArn"]
-            )
+            else:  # adopted: it runs this release's definition, as `cdk deploy` would update it
+                stepfunctions.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
+            out[spec.logical_id] = arn
     return out
+
+
+def _adopt_queue(sqs: SQSClient, name: str, attributes: dict[str, str]) -> str:
+    """Create the queue, or adopt the one a previous run left (a restart on the same endpoint).
+
+    CreateQueue answers QueueAlreadyExists when the queue is there with other attributes (the local
+    stack sets the visibility timeout after creating it), so the queue is found by name and given
+    this release's attributes; its messages, the runs in flight, stay where they are.
+    """
+    try:
+        return sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]  # type: ignore[arg-type]
+    except sqs.exceptions.QueueNameExists:
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)  # type: ignore[arg-type]
+        return url
