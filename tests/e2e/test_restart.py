@@ -14,7 +14,7 @@ import pytest
 
 from jobsched.local.aws import EmbeddedAws
 from jobsched.local.stack import free_port
-from tests.e2e.conftest import Stack, start_stack, stop_stack
+from tests.e2e.conftest import start_stack, stop_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 

@@ -252,17 +252,17 @@ def create_local_resources(
         }
         for spec, definition in ((FAILURE_WORKFLOW, failure_definition()), (DAG_WORKFLOW, dag_definition())):
             name = physical_name(prefix, spec)
-            arn = existing_machines.get(name)
-            if arn is None:
-                arn = stepfunctions.create_state_machine(
+            machine = existing_machines.get(name)
+            if machine is None:
+                machine = stepfunctions.create_state_machine(
                     name=name,
                     definition=json.dumps(definition),
                     roleArn="arn:aws:iam::000000000000:role/jobsched-local-workflows",
                     type="STANDARD",
                 )["stateMachineArn"]
             else:  # adopted: it runs this release's definition, as `cdk deploy` would update it
-                stepfunctions.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
-            out[spec.logical_id] = arn
+                stepfunctions.update_state_machine(stateMachineArn=machine, definition=json.dumps(definition))
+            out[spec.logical_id] = machine
     return out
 
 
