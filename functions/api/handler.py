@@ -10,7 +10,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched import constants as c
-from jobsched.adapters.idempotency import persistence
+from jobsched.adapters import idempotency
 from jobsched.api import build_app, guard_body
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -24,14 +24,15 @@ app = build_app(
     services.job_service,
     services.failures,
     services.schedule,
-    idempotency=persistence(services.jobs.client, services.settings.jobs_table),
+    idempotency=idempotency.persistence(services.jobs.client, services.settings.jobs_table),
     tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"),
 )
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)  # payloads stay out of traces
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Answer one REST request."""
+    idempotency.CONFIG.register_lambda_context(context)  # an invocation cut off frees its keys
     return guard_body(event) or app.resolve(event, context)

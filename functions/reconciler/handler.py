@@ -32,7 +32,7 @@ def record_handler(record: SQSRecord) -> str:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)  # payloads stay out of traces
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Process a batch of the execution queue's dead-letter queue."""
     return process_partial_response(

@@ -88,7 +88,7 @@ async def async_record_handler(record: SQSRecord) -> str:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False, capture_error=False)  # payloads stay out of traces
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Process a batch; answers the ids of the messages to leave in the queue."""
     if services.settings.worker_concurrency > 1:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import UTC, datetime, timedelta
+from types import ModuleType
 from typing import Any
 
 import boto3
@@ -14,6 +16,7 @@ from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Job
 from jobsched.domain.status import JobStatus
+from jobsched.local import events, lambdas
 from jobsched.settings import Settings
 from tests.integration.conftest import Call
 
@@ -150,3 +153,30 @@ def test_replaying_a_run_that_is_not_dead_lettered_is_a_conflict(call: Call, aws
     assert status == 409 and "PENDING" in err["error"]["message"]
     # another tenant cannot even see it
     assert call("POST", f"/api/dead-letter/{run_id}/replay", headers={"X-Tenant": "other"})[0] == 404
+
+
+def test_a_replay_cut_off_by_the_function_timeout_holds_its_key_only_until_that_invocation_ends(
+    aws: Settings, api: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an API invocation with 3 s left before its timeout, asked for a keyed replay
+    records: list[dict[str, Any]] = []
+
+    def replay_seen_mid_flight(run_id: str, *, tenant: str) -> Any:
+        # (the replay reads powertools' in-progress record while it runs, then the function dies)
+        table = boto3.client("dynamodb").scan(TableName=aws.jobs_table)["Items"]
+        records.extend(i for i in table if i["PK"]["S"].startswith("idempotency#"))
+        raise TimeoutError("the invocation ran out of time")
+
+    monkeypatch.setattr(api.services.failures, "replay", replay_seen_mid_flight)
+    context = lambdas.LambdaContext("api")
+    monkeypatch.setattr(context, "get_remaining_time_in_millis", lambda: 3_000)
+    event = events.api_gateway_event(
+        "POST", "/api/dead-letter/run_x/replay", {"X-Tenant": "t", "Idempotency-Key": "cut-off"}, None
+    )
+    with contextlib.suppress(Exception):
+        api.lambda_handler(event, context)
+    # Then its key was "in progress" only until that invocation's deadline, not for the record's 24 h
+    [record] = records
+    assert record["idempotency_status"]["S"] == "INPROGRESS"
+    deadline_ms = int(record["in_progress_expiration"]["N"])
+    assert abs(deadline_ms - (time.time() * 1000 + 3_000)) < 60_000

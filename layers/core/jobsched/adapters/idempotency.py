@@ -36,19 +36,29 @@ def persistence(client: DynamoDBClient, table: str) -> DynamoDBPersistenceLayer:
     )
 
 
+# One config for the process: the API entry point registers each invocation's Lambda context on it
+# (register_lambda_context), so a request cut off by the function's timeout leaves its key "in
+# progress" only until that invocation's deadline, not for the record's 24 h. Powertools reads the
+# context from the config when the wrapped function is not the Lambda handler itself.
+CONFIG = IdempotencyConfig(
+    event_key_jmespath="[tenant, key]",
+    payload_validation_jmespath="subject",
+    raise_on_no_idempotency_key=True,
+    expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
+)
+
+
 def once_per_key(
-    fn: Callable[[dict[str, Any]], dict[str, Any]], *, store: DynamoDBPersistenceLayer, name: str
+    fn: Callable[[dict[str, Any]], dict[str, Any]],
+    *,
+    store: DynamoDBPersistenceLayer,
+    name: str,
+    config: IdempotencyConfig = CONFIG,
 ) -> Callable[..., dict[str, Any]]:
     """Wrap fn(request=...) so the same (tenant, key) answers the first response.
 
     The same key with another target (`subject`) is refused with IdempotencyValidationError.
     """
-    config = IdempotencyConfig(
-        event_key_jmespath="[tenant, key]",
-        payload_validation_jmespath="subject",
-        raise_on_no_idempotency_key=True,
-        expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
-    )
     wrapped: Callable[..., dict[str, Any]] = idempotent_function(
         data_keyword_argument="request", persistence_store=store, config=config, key_prefix=name
     )(fn)
