@@ -277,22 +277,23 @@ def run(
                     dispatchers[i] = process(rng.uniform(-2, 2))
         # the event-source mapping: deliver what is visible, to a random worker, sometimes twice;
         # a slow poller leaves some visible messages for a later second
-        for m in receive_all(inspect_sqs, settings.execution_queue_url):
-            sf = times.parse_stored(RunMessage.model_validate_json(m["Body"]).scheduled_for)
-            if sf > clock.now() + timedelta(seconds=2) or rng.random() < 0.15:
-                # (A receipt goes stale when a long handler's nested second re-received the message,
-                # as SQS does once a visibility timeout runs out: another receiver has it now.)
-                with contextlib.suppress(ClientError):
-                    inspect_sqs.change_message_visibility(
-                        QueueUrl=settings.execution_queue_url,
-                        ReceiptHandle=m["ReceiptHandle"],
-                        VisibilityTimeout=0,
-                    )
+        received = receive_all(inspect_sqs, settings.execution_queue_url)
+        for index, m in enumerate(received):
+            body = RunMessage.model_validate_json(m["Body"])
+            early = times.parse_stored(body.scheduled_for) > clock.now() + timedelta(seconds=2)
+            if early or rng.random() < 0.15:
+                release([m])
                 continue
+            plays = plays_seconds(body)
+            if plays:
+                # This handler plays the fleet's seconds: on AWS the rest of its batch goes to other
+                # invocations meanwhile. Held back here, they would wait for it (and for every long
+                # handler after it), and moto's real-time visibility timeout would hide them again:
+                # a due tick then stayed hidden until the jobs were cancelled (seed 8, in CI).
+                release(received[index + 1 :])
             worker = rng.choice(workers)
             copies = 2 if rng.random() < 0.05 else 1
             acked = False
-            body = RunMessage.model_validate_json(m["Body"])
             for _ in range(copies):
                 try:
                     outcome = worker.worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
@@ -315,12 +316,30 @@ def run(
                 asked = worker.queue.visibility.pop(m["ReceiptHandle"], None)  # type: ignore[attr-defined]
                 wait = settings.lease_seconds + 1 if asked is None else asked
                 in_flight.append((clock.now() + timedelta(seconds=wait), m["ReceiptHandle"]))
+            if plays:
+                break  # the rest went back to the queue: a later second takes them
         for due, handle in list(in_flight):
             if clock.now() >= due:
                 in_flight.remove((due, handle))
                 attempt(lambda h=handle: inspect_sqs.change_message_visibility(
                     QueueUrl=settings.execution_queue_url, ReceiptHandle=h, VisibilityTimeout=0
                 ))  # fmt: skip
+
+    def release(messages: list[dict[str, Any]]) -> None:
+        """Make received messages visible again (a receipt goes stale when a long handler's nested
+        second re-received the message, as SQS does once a visibility timeout runs out)."""
+        for m in messages:
+            with contextlib.suppress(ClientError):
+                inspect_sqs.change_message_visibility(
+                    QueueUrl=settings.execution_queue_url,
+                    ReceiptHandle=m["ReceiptHandle"],
+                    VisibilityTimeout=0,
+                )
+
+    def plays_seconds(body: RunMessage) -> bool:
+        """Whether this run's handler is long and would play the fleet's seconds (see busy())."""
+        request = accepted.get(body.job_id)
+        return not running and request is not None and bool(request.payload.get("hold"))
 
     def observe_skip(body: RunMessage) -> None:
         """buffer_one buffers: a tick is SKIPPED only while another tick holds the job's waiting slot."""
@@ -433,8 +452,14 @@ def run(
                     QueueUrl=settings.execution_queue_url, ReceiptHandle=handle, VisibilityTimeout=0
                 )
         messages = receive_all(inspect_sqs, settings.execution_queue_url)
-        for m in messages:
+        rest_released = False
+        for index, m in enumerate(messages):
+            if rest_released:
+                break
             body = RunMessage.model_validate_json(m["Body"])
+            if plays_seconds(body):  # the rest go back at once (see second()); the next round takes them
+                release(messages[index + 1 :])
+                rest_released = True
             try:
                 outcome = workers[0].worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
                 trace.append((body.job_id, body.scheduled_for, f"{clock.now():%M:%S} drain {outcome.value}"))
