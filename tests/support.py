@@ -18,6 +18,7 @@ from jobsched import resources
 from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
 from jobsched.domain.models import RunMessage
+from jobsched.local.aws import MOTO_SENDER_ID
 from jobsched.ports import Crash, FakeClock
 from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
 from jobsched.settings import Settings
@@ -451,5 +452,5 @@ def provision(prefix: str, *, endpoint_url: str | None = None, **settings: Any) 
         failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
         dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
         alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
-        **settings,
+        **{"trusted_senders": (MOTO_SENDER_ID,), **settings},
     )

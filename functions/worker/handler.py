@@ -19,6 +19,8 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from jobsched import constants as c
+from jobsched.domain.senders import trusted
 from jobsched.services.run import Delivery, Outcome
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -28,6 +30,9 @@ metrics = Metrics(namespace="jobsched", service="worker")
 tracer = Tracer(service="jobsched-worker")
 
 services = build(Settings.from_env())
+if not services.settings.trusted_senders:
+    # Fail closed: without them the worker would run whatever anyone who may send to the queue sends.
+    raise RuntimeError(f"{c.TRUSTED_SENDERS_ENV} is not set: the worker trusts no sender")
 processor = BatchProcessor(event_type=EventType.SQS)
 # worker_concurrency > 1: powertools' async processor gathers the batch's records, each run on a
 # thread of its own (the worker is blocking boto3 code), at most worker_concurrency at once. Not
@@ -39,6 +44,13 @@ _slots = threading.BoundedSemaphore(services.settings.worker_concurrency)
 
 
 def _run(record: SQSRecord) -> Outcome:
+    sender = record.attributes.get("SenderId")  # absent from a hand-made event: untrusted
+    if not trusted(sender, services.settings.trusted_senders):
+        # A forged run runs nothing and writes nothing; acknowledged, so it is not retried either.
+        logger.warning(
+            "run message from an untrusted sender refused", sender=sender, message_id=record.message_id
+        )
+        return Outcome.REFUSED
     return services.worker.process(Delivery(record.message_id, record.receipt_handle, record.body))
 
 

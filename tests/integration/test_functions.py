@@ -23,6 +23,7 @@ from jobsched.domain.models import Job, RunMessage
 from jobsched.domain.status import JobStatus
 from jobsched.handlers import RunContext, registry
 from jobsched.local import lambdas
+from jobsched.local.aws import MOTO_SENDER_ID
 from jobsched.settings import Settings
 from tests.support import provision
 
@@ -116,8 +117,9 @@ def test_the_worker_handler_runs_a_batch_at_once_when_told(
         ddb.put_item(TableName=settings.jobs_table, Item=job_to_item(job, shard_count=settings.shard_count))
         body = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now)).model_dump_json()
         records.append(
-            {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": body, "attributes": {},
-             "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+            {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": body,
+             "attributes": {"SenderId": MOTO_SENDER_ID}, "messageAttributes": {}, "md5OfBody": "",
+             "eventSource": "aws:sqs",
              "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q", "awsRegion": "us-east-1"}
         )  # fmt: skip
     out = load("worker").lambda_handler({"Records": records}, lambdas.LambdaContext("worker"))
@@ -161,8 +163,9 @@ def test_the_worker_handler_runs_a_whole_batch_of_ten_at_once_on_a_two_vcpu_lamb
         ddb.put_item(TableName=settings.jobs_table, Item=job_to_item(job, shard_count=settings.shard_count))
         body = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now)).model_dump_json()
         records.append(
-            {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": body, "attributes": {},
-             "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+            {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": body,
+             "attributes": {"SenderId": MOTO_SENDER_ID}, "messageAttributes": {}, "md5OfBody": "",
+             "eventSource": "aws:sqs",
              "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q", "awsRegion": "us-east-1"}
         )  # fmt: skip
     # When one invocation gets a batch of ten runs that only finish together

@@ -48,6 +48,10 @@ class Settings(BaseModel):
     # 1,000 a second: a burst's shard is paced below that (`jobsched capacity` says how far).
     dispatch_pace: int = Field(default=0, ge=0, le=100_000)
     handler_modules: tuple[str, ...] = ()
+    # Who may put a run on the execution queue: the principal ids (a role's RoleId, a user's
+    # UserId) of the stack's own senders, matched against each message's SQS SenderId. The worker
+    # entry point refuses to start without them (see jobsched.domain.senders).
+    trusted_senders: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -74,10 +78,10 @@ class Settings(BaseModel):
         for field, name in optional.items():
             if env.get(name):
                 raw[field] = env[name]
-        if env.get(c.HANDLER_MODULES_ENV):
-            raw["handler_modules"] = tuple(
-                m.strip() for m in env[c.HANDLER_MODULES_ENV].split(",") if m.strip()
-            )
+        lists = {"handler_modules": c.HANDLER_MODULES_ENV, "trusted_senders": c.TRUSTED_SENDERS_ENV}
+        for field, name in lists.items():
+            if env.get(name):
+                raw[field] = tuple(m.strip() for m in env[name].split(",") if m.strip())
         return cls.model_validate(raw)
 
     def as_env(self) -> dict[str, str]:
@@ -100,4 +104,6 @@ class Settings(BaseModel):
         }
         if self.handler_modules:
             env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)
+        if self.trusted_senders:
+            env[c.TRUSTED_SENDERS_ENV] = ",".join(self.trusted_senders)
         return env

@@ -38,6 +38,11 @@ from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+# moto stamps every message it is sent with one SenderId, whoever sends it: the local stack trusts
+# that one sender, so it cannot tell the stack's own senders from others as SQS does on AWS (there
+# the queue's policy and each role's own id tell them apart; see jobsched.domain.senders).
+MOTO_SENDER_ID = "AIDAIT2UOQQY3AUEKVGXU"
+
 _serving = threading.local()  # .active: this thread is handling a request for the embedded server
 
 

@@ -25,7 +25,7 @@ import boto3
 from jobsched import constants as c
 from jobsched import resources
 from jobsched.local import events, lambdas
-from jobsched.local.aws import EmbeddedAws
+from jobsched.local.aws import MOTO_SENDER_ID, EmbeddedAws
 from jobsched.ports import Crash
 
 DEFAULT_PREFIX = "jobsched-local"
@@ -195,6 +195,7 @@ class LocalStack:
                 c.TICK_SECONDS_ENV: str(self.config.tick_seconds),
                 c.LEASE_SECONDS_ENV: str(self.config.lease_seconds),
                 c.TENANT_SOURCE_ENV: "header",
+                c.TRUSTED_SENDERS_ENV: os.environ.get(c.TRUSTED_SENDERS_ENV) or MOTO_SENDER_ID,
             }
         )
         self._sqs = sqs

@@ -80,6 +80,7 @@ class Outcome(StrEnum):
     LEASE_LOST = "lease_lost"
     LOST = "lost"
     SKIPPED = "skipped"
+    REFUSED = "refused"  # from a sender the stack does not trust (domain.senders): nothing ran or was written
 
 
 class InFlightElsewhere(Exception):
