@@ -25,8 +25,11 @@ def endpoint() -> Iterator[str]:
 # was `skip` with an instant handler, so no tick ever met a running one and buffer_one's lost ticks
 # went unseen. 3 and 8 broke the check once (make chaos, 20 seeds; then seeds 1-10): ticks the faults had made
 # late were cancelled, or never handed over, when the harness cancelled the jobs the moment faults
-# stopped. The harness now lets the fleet settle fault-free first. Replays are not exact (Step
-# Functions runs on real time, a page's calls on threads), so these stay as regression schedules.
+# stopped. The harness now lets the fleet settle fault-free first. 8 failed once more, in CI: the
+# harness held a batch's other messages while a long handler in it played the fleet's seconds, so
+# moto's real-time visibility hid a due tick until the quiesce (a harness fault: such a batch now goes
+# back to the queue first). Replays are not exact (Step Functions runs on real time, a page's calls
+# on threads), so these stay as regression schedules.
 @pytest.mark.parametrize("seed", [1, 3, 8])
 def test_no_invariant_breaks_under_crashes_faults_and_races(endpoint: str, seed: int) -> None:
     result = run(seed, endpoint=endpoint, load_seconds=180)
