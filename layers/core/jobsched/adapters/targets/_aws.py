@@ -2,7 +2,8 @@
 
 An AWS error reaches the run as a TargetFailed whose error type is AWS's own error code
 (AccessDeniedException, ResourceNotFoundException, ThrottlingException...), so a job's
-non_retryable_errors can name it; an unreachable endpoint is AWSUnreachable. Codes are read from
+non_retryable_errors can name it; an unreachable endpoint is AWSUnreachable, a request botocore
+will not send InvalidParameter. Codes are read from
 the response, never from messages.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from jobsched.domain.targets import TargetFailed
 
@@ -53,5 +54,7 @@ def target_call(what: str) -> Iterator[None]:
         code = aws_code(exc)
         detail = str(exc.response.get("Error", {}).get("Message", "")) or code
         raise TargetFailed(f"{what}: {code}: {detail}", error_type=code) from exc
+    except ParamValidationError as exc:  # a request botocore refuses to send: not a network fault
+        raise TargetFailed(f"{what}: {exc}", error_type="InvalidParameter") from exc
     except BotoCoreError as exc:
         raise TargetFailed(f"{what}: {exc}", error_type="AWSUnreachable") from exc

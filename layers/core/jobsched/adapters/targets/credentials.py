@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from jobsched.domain.targets import TargetFailed
 from jobsched.ports import Clock, SystemClock
@@ -102,6 +102,9 @@ class AssumedRoles:
                 f"jobsched with sts:ExternalId = {tenant}?)",
                 error_type=code,
             ) from exc
+        except ParamValidationError as exc:
+            # An ExternalId is 2..1224 of [\w+=,.@:/-]: a tenant id outside that cannot use AWS targets.
+            raise TargetFailed(f"cannot assume {role_arn}: {exc}", error_type="InvalidParameter") from exc
         except BotoCoreError as exc:
             raise TargetFailed(f"STS is unreachable: {exc}", error_type="AWSUnreachable") from exc
         given = answer["Credentials"]

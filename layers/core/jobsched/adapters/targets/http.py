@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 import urllib3
-from urllib3.exceptions import HTTPError, TimeoutError
+from urllib3.exceptions import HTTPError, NewConnectionError, TimeoutError
 
 from jobsched.adapters.targets.ssrf import AddressPolicy, Destination, Resolver, system_resolve, vet
 from jobsched.domain.targets import RETRYABLE_STATUSES, FinalTargetFailure, HttpTarget, TargetFailed
@@ -153,6 +153,8 @@ class HttpCaller:
             finally:
                 response.release_conn()
             return response.status, {k.lower(): v for k, v in response.headers.items()}, data
+        except NewConnectionError as exc:  # before TimeoutError: urllib3 derives it from ConnectTimeoutError
+            raise TargetFailed(f"{destination.host}: {exc}", error_type="HTTPConnectionError") from exc
         except TimeoutError as exc:
             raise TargetFailed(
                 f"no answer within timeout_seconds={self.spec.timeout_seconds}", error_type="HTTPTimeout"
