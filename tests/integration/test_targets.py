@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import re
+import ssl
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,11 +23,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import boto3
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from jobsched.adapters.targets import (
     AssumedRoles,
@@ -418,6 +424,73 @@ def test_the_vetted_address_is_the_one_connected_to_and_the_name_goes_in_host(
     call(target)
     assert lookups == ["hooks.internal.test"]
     assert hook.seen[0].headers["Host"] == f"hooks.internal.test:{port}"
+
+
+def self_signed(directory: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for `name` (and its key), self-signed: the test's own CA."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+def test_https_connects_to_the_vetted_address_with_the_name_as_sni_and_verifies_the_certificate(
+    hook: HookServer, clock: FakeClock, tmp_path: Path
+) -> None:
+    # Given the hook server behind TLS with a certificate for hooks.internal.test, a name only the
+    # target's resolver knows (it answers loopback)
+    name = "hooks.internal.test"
+    cert, key = self_signed(tmp_path, name)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    server_names: list[str | None] = []
+    tls.sni_callback = lambda sock, server_name, ctx: server_names.append(server_name)  # type: ignore[assignment,misc,unused-ignore]
+    hook.server.socket = tls.wrap_socket(hook.server.socket, server_side=True)
+    hook.routes["/hook"] = _status(200, b'"over tls"')
+    port = hook.server.server_address[1]
+
+    def target(url_host: str, ca: Path) -> HttpCaller:
+        return HttpCaller(
+            HttpTarget(url=f"https://{url_host}:{port}/hook"),
+            signing_secret=lambda tenant: SECRET,
+            policy=AddressPolicy(allow_private=True),  # https only, loopback allowed
+            resolve=lambda host, p: ["127.0.0.1"],
+            clock=clock,
+            ca_certs=str(ca),
+        )
+
+    # When the target calls it, then TLS was made to the vetted address with the name as SNI, the
+    # certificate checked against the name, and the signed request arrived
+    assert call(target(name, cert)) == "over tls"
+    assert server_names == [name]
+    assert hook.seen[0].headers["Host"] == f"{name}:{port}" and hook.seen[0].signature_valid
+    # And when the server presents a (trusted) certificate of another name, the attempt fails
+    (tmp_path / "other").mkdir()
+    other_cert, other_key = self_signed(tmp_path / "other", "someone-else.test")
+    tls.load_cert_chain(other_cert, other_key)
+    with pytest.raises(TargetFailed, match=r"hostname mismatch|doesn.t match") as failed:
+        call(target(name, other_cert))
+    assert failed.value.error_type == "HTTPConnectionError"
+    assert len(hook.seen) == 1
 
 
 # -- AWS targets through assumed roles, against moto ------------------------------------------------
