@@ -48,5 +48,5 @@ def test_each_kind_of_spec_becomes_its_own_adapter(factory: TargetFactory, data:
 
 
 def test_a_python_target_of_an_unregistered_handler_is_refused_by_name(factory: TargetFactory) -> None:
-    with pytest.raises(UnknownHandler, match="'nope.missing' is not registered"):
+    with pytest.raises(UnknownHandler, match=r"'nope\.missing' is not registered"):
         factory.for_spec(parse_target({"type": "python", "handler": "nope.missing"}))
