@@ -408,8 +408,10 @@ def test_a_name_that_later_resolves_to_metadata_is_a_final_failure(
 def test_the_vetted_address_is_the_one_connected_to_and_the_name_goes_in_host(
     hook: HookServer, clock: FakeClock
 ) -> None:
-    # Given a name only the target's resolver knows, resolving to the hook server
-    hook.routes["/hook"] = _status(200)
+    # Given a name only the target's resolver knows, resolving to the hook server, which
+    # redirects within its origin once
+    hook.routes["/hook"] = _status(307, headers={"Location": "/final?x=1"})
+    hook.routes["/final?x=1"] = _status(200)
     port = hook.server.server_address[1]
     lookups: list[str] = []
     target = HttpCaller(
@@ -419,11 +421,12 @@ def test_the_vetted_address_is_the_one_connected_to_and_the_name_goes_in_host(
         resolve=lambda host, p: lookups.append(host) or ["127.0.0.1"],
         clock=clock,
     )
-    # When it is called, then the request reached the vetted address after one lookup, with the
-    # name (not the address) as its Host
+    # When it is called, then both requests reached the vetted address after one lookup (the
+    # redirect resolved nothing again), with the name (not the address) as their Host
     call(target)
     assert lookups == ["hooks.internal.test"]
-    assert hook.seen[0].headers["Host"] == f"hooks.internal.test:{port}"
+    assert [s.path for s in hook.seen] == ["/hook", "/final?x=1"]
+    assert {s.headers["Host"] for s in hook.seen} == {f"hooks.internal.test:{port}"}
 
 
 def self_signed(directory: Path, name: str) -> tuple[Path, Path]:

@@ -38,7 +38,14 @@ from urllib.parse import urljoin
 import urllib3
 from urllib3.exceptions import HTTPError, NewConnectionError, TimeoutError
 
-from jobsched.adapters.targets.ssrf import AddressPolicy, Destination, Resolver, system_resolve, vet
+from jobsched.adapters.targets.ssrf import (
+    AddressPolicy,
+    Destination,
+    Resolver,
+    same_origin,
+    system_resolve,
+    vet,
+)
 from jobsched.domain.targets import RETRYABLE_STATUSES, FinalTargetFailure, HttpTarget, TargetFailed
 from jobsched.handlers import RunContext
 from jobsched.ports import Clock, SystemClock
@@ -96,12 +103,12 @@ class HttpCaller:
                 return _result(data)
             if status in (307, 308) and headers.get("location"):
                 url = urljoin(url, headers["location"])
-                following = vet(url, self._policy, self._resolve)
-                if following.origin == destination.origin:
-                    destination = following
+                following = same_origin(destination, url)
+                if following is not None:
+                    destination = following  # the vetted address still: no second lookup
                     continue
                 raise FinalTargetFailure(
-                    f"HTTP {status}: redirect to another origin ({following.host}) not followed",
+                    f"HTTP {status}: redirect to another origin ({url}) not followed",
                     error_type=f"HTTP{status}",
                 )
             raise self._failure(status, headers, data)

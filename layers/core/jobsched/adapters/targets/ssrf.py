@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from jobsched.domain.targets import (
@@ -134,3 +134,17 @@ def vet(url: str, policy: AddressPolicy, resolve: Resolver = system_resolve) -> 
     if parts.query:
         target = f"{target}?{parts.query}"
     return Destination(scheme=scheme, host=host, port=port, address=addresses[0], target=target)
+
+
+def same_origin(destination: Destination, url: str) -> Destination | None:
+    """`destination` moved to `url`'s path and query if `url` has its scheme, host and port; else None.
+
+    A redirect within the origin keeps the vetted address (nothing is resolved again); one that
+    leaves it is not followed, so its host is never even looked up.
+    """
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if (parts.scheme, (parts.hostname or "").lower(), port) != destination.origin:
+        return None
+    target = parts.path or "/"
+    return replace(destination, target=f"{target}?{parts.query}" if parts.query else target)
