@@ -19,6 +19,7 @@ from jobsched.domain.models import (
     takes_slot,
 )
 from jobsched.domain.status import RunStatus
+from jobsched.domain.targets import final_error_type
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, StateMachines
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
@@ -50,7 +51,8 @@ class FailureService:
         error_type = run.error.type if run.error else "Unknown"
         policy = job.retry
         if retryable is None:
-            retryable = policy.retries_after(run.attempt, error_type)
+            # A target's final answer (a 4xx, a refused address) is never retried, whatever the policy.
+            retryable = policy.retries_after(run.attempt, error_type) and not final_error_type(error_type)
         now = self.clock.now()
         sf = times.stored(run.scheduled_for)
         payload: dict[str, Any] = {

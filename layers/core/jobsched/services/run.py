@@ -46,6 +46,7 @@ from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
+from jobsched.domain.targets import TargetFailed
 from jobsched.handlers import RunContext
 from jobsched.ports import Clock, CrashPoints, JobStore, RunQueue, RunStore, Targets, no_crash
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
@@ -670,7 +671,9 @@ class Worker:
         except Exception as exc:  # a handler's failure is data about the run, not a worker fault
             logger.info("handler failed", extra={"job_id": ctx.job_id, "error": repr(exc)})
             message = (str(exc) or type(exc).__name__)[:MAX_ERROR_CHARS]
-            return None, (type(exc).__name__, message)
+            # A target names its failure (HTTP404, a Lambda's errorType); a handler's is its class.
+            error_type = exc.error_type if isinstance(exc, TargetFailed) else type(exc).__name__
+            return None, (error_type, message)
 
 
 def _live(until: datetime | None, now: datetime) -> bool:
