@@ -148,10 +148,10 @@ class JobschedStack(Stack):
         # runs; only the worker receives, deletes and extends (heartbeat) messages (its QueueFunction
         # grants that, as the reconciler's does on the DLQ).
         api_fn, dispatcher_fn, worker_fn, reconciler_fn = (
-            self.api.handler.function,
-            self.dispatch.handler.function,
-            self.workers.handler.function,
-            self.reconciler.handler.function,
+            self.api.entry_point.function,
+            self.dispatch.entry_point.function,
+            self.workers.entry_point.function,
+            self.reconciler.entry_point.function,
         )
         for fn in (api_fn, dispatcher_fn, worker_fn):
             for table_spec in resources.TABLES:

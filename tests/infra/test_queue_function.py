@@ -137,7 +137,7 @@ def test_a_queue_function_grants_consume_on_its_queue_and_nothing_else() -> None
     template = Template.from_stack(stack)
 
     # Then its role may consume its queue, and that is all it may do with any queue
-    role = stack.resolve(stack.get_logical_id(made.handler.function.role.node.default_child))  # type: ignore[union-attr]
+    role = stack.resolve(stack.get_logical_id(made.entry_point.function.role.node.default_child))  # type: ignore[union-attr]
     statements = [
         s
         for p in template.find_resources("AWS::IAM::Policy").values()

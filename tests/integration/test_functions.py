@@ -1,4 +1,4 @@
-"""The dispatcher and worker Lambda handlers, cold-started against moto and fed the events AWS sends
+"""The dispatcher and worker Lambda entry points, cold-started against moto and fed the events AWS sends
 (tests/events/*.json)."""
 
 from __future__ import annotations

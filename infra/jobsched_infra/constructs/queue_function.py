@@ -52,7 +52,7 @@ class QueueFunction(Construct):
             )
         self.source = source
         self.queue = queues.queues[source.queue]
-        self.handler = JobschedFunction(
+        self.entry_point = JobschedFunction(
             self,
             "Handler",
             name=name,
@@ -61,7 +61,7 @@ class QueueFunction(Construct):
             timeout=timeout,
             log_retention=log_retention,
         )
-        self.event_source = self.handler.function.add_event_source_mapping(
+        self.event_source = self.entry_point.function.add_event_source_mapping(
             mapping_id,
             event_source_arn=self.queue.queue_arn,
             batch_size=source.batch_size,
@@ -69,4 +69,4 @@ class QueueFunction(Construct):
             max_concurrency=max_concurrency,
             report_batch_item_failures=True,
         )
-        self.queue.grant_consume_messages(self.handler.function)
+        self.queue.grant_consume_messages(self.entry_point.function)
