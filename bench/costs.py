@@ -185,18 +185,16 @@ def infra_facts(root: Path | None = None) -> InfraFacts:
         tree = ast.parse(path.read_text())
         for call in _calls(tree, "JobschedFunction"):
             kw = {k.arg: k.value for k in call.keywords}
+            if not isinstance(kw["name"], ast.Constant):  # QueueFunction's own call: the stack names those
+                continue
             name = ast.literal_eval(kw["name"])
             memory[name] = ast.literal_eval(kw["memory_size"]) if "memory_size" in kw else default_memory
-        if path.name == "workers.py":
-            batch = _param_default(tree, "Workers", "batch_size")
-    for call in _calls(stack, "Workers"):
-        for k in call.keywords:
-            if k.arg == "batch_size":
-                value = k.value
-                if isinstance(value, ast.Name):  # a module constant such as WORKER_BATCH_SIZE
-                    batch = _module_constant(stack, value.id)
-                else:
-                    batch = ast.literal_eval(value)
+    for call in _calls(stack, "QueueFunction"):
+        kw = {k.arg: k.value for k in call.keywords}
+        name = ast.literal_eval(kw["name"])
+        memory[name] = default_memory
+        if name == "worker":
+            batch = _literal_or_spec(kw["source"]).batch_size  # resources.WORKER_EVENT_SOURCE
     shards = _module_constant(stack, "DEFAULT_SHARD_COUNT")
     if batch is None or not {"worker", "dispatcher", "api"} <= set(memory):
         raise RuntimeError(f"could not read the functions' memory or the batch size from {constructs}")
@@ -205,7 +203,7 @@ def infra_facts(root: Path | None = None) -> InfraFacts:
     except RuntimeError:  # a stack without the parameter ticks one invocation
         invocations = 1
     return InfraFacts(
-        memory_mb=memory,
+        memory_mb=dict(sorted(memory.items())),
         worker_batch_size=int(batch),
         shard_count=int(shards),
         environment=_stack_env(stack),

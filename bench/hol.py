@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
-import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import requests
-
 from bench import common
-from bench.common import percentile, say, table
+from bench.common import say, table
+from bench.lateness import Driver, Scenario
 from jobsched.local.stack import LocalConfig, LocalStack, free_port
 
 NAME = "hol"
@@ -37,49 +33,6 @@ SLOW_CRON = "*/20 * * * * *"
 ECHO_CRON = "*/10 * * * * *"
 # Ticks of the window that have not started this long after it ended count as not run.
 PATIENCE_SECONDS = 120
-
-
-@dataclass
-class Row:
-    """One job kind's start lateness (started_at - scheduled_for) over the window, in seconds."""
-
-    name: str
-    description: str
-    values: list[float] = field(default_factory=list)
-    not_run: int = 0
-
-    def row(self) -> dict[str, Any]:
-        v = self.values or [float("nan")]
-        return {
-            "scenario": self.name,
-            "description": self.description,
-            "runs": len(self.values),
-            "not_run": self.not_run,
-            "p50_s": round(percentile(v, 50), 3),
-            "p99_s": round(percentile(v, 99), 3),
-            "max_s": round(max(v), 3),
-            "mean_s": round(statistics.fmean(v), 3),
-        }
-
-
-@dataclass
-class Driver:
-    """HTTP to the local stack."""
-
-    url: str
-    session: requests.Session = field(default_factory=requests.Session)
-
-    def post_job(self, body: dict[str, Any]) -> str:
-        response = self.session.post(
-            f"{self.url}/api/jobs", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}, timeout=60
-        )
-        response.raise_for_status()
-        return str(response.json()["job_id"])
-
-    def runs(self, job_id: str) -> list[dict[str, Any]]:
-        response = self.session.get(f"{self.url}/api/jobs/{job_id}/runs", params={"limit": 100}, timeout=60)
-        response.raise_for_status()
-        return list(response.json()["items"])
 
 
 def lateness(run: dict[str, Any]) -> float | None:
@@ -110,10 +63,10 @@ def run(quick: bool = False, *, window: int | None = None) -> dict[str, Any]:
         api_port=free_port(), tick_seconds=60, lookahead_seconds=90, prefix="jobsched-bench-e"
     )
     stack = LocalStack(config).start()
-    driver = Driver(stack.api_url)
+    driver = Driver(stack)
     began = time.monotonic()
-    echo = Row("echo", f"demo.echo every 10 s ({ECHO_CRON}) beside the slow jobs, {window_s} s")
-    slow = Row("slow", f"{SLOW_JOBS} demo.sleep {SLOW_SECONDS} s jobs ({SLOW_CRON}, overlap allow)")
+    echo = Scenario("echo", f"demo.echo every 10 s ({ECHO_CRON}) beside the slow jobs, {window_s} s")
+    slow = Scenario("slow", f"{SLOW_JOBS} demo.sleep {SLOW_SECONDS} s jobs ({SLOW_CRON}, overlap allow)")
     try:
         slow_ids = [
             driver.post_job(

@@ -20,11 +20,12 @@ from jobsched_infra.project import CORE_PACKAGE_DIR, LAYER_DIR, REPO_ROOT
 NO_DEPS_ENV = "JOBSCHED_LAYER_NO_DEPS"
 
 # What the layer leaves out, as paths under its python/ folder: the tools a developer runs (the
-# capacity planner and its simulation, the local stack, the CLI), which no Lambda imports
-# (tests/infra/test_layer.py walks the functions' imports to prove it). resources.py and
-# workflows.py stay: they are the one definition of the tables, queues and ASL, read by CDK and the
-# local stack, and kept beside the library that runs against them.
-LAYER_EXCLUDES = ("jobsched/planning", "jobsched/local", "jobsched/cli.py")
+# capacity planner and its simulation, the local stack, the CLI) and the in-memory fakes of the
+# ports (the tests' adapters), which no Lambda imports (tests/infra/test_layer.py walks the
+# functions' imports to prove it). resources.py and asl.py stay: they are the one definition of
+# the tables, queues and ASL, read by CDK and the local stack, and kept beside the library that
+# runs against them.
+LAYER_EXCLUDES = ("jobsched/planning", "jobsched/local", "jobsched/cli.py", "jobsched/adapters/memory")
 
 # The Lambda runtime brings these. A second copy in the layer would shadow the runtime's, so the
 # runtime's boto3 would run against whichever botocore the layer happened to resolve.

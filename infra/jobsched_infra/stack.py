@@ -17,10 +17,9 @@ from jobsched import resources
 from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
 from jobsched_infra.constructs.functions import CoreLayer
+from jobsched_infra.constructs.queue_function import QueueFunction
 from jobsched_infra.constructs.queues import Queues
-from jobsched_infra.constructs.reconciler import Reconciler
 from jobsched_infra.constructs.storage import Storage
-from jobsched_infra.constructs.workers import Workers
 from jobsched_infra.constructs.workflows import Workflows
 from jobsched_infra.nag import acknowledge
 from jobsched_infra.project import cdk_context
@@ -28,8 +27,8 @@ from jobsched_infra.project import cdk_context
 # The dispatcher's tick, in one place: the EventBridge rate and the functions' setting.
 TICK = Duration.minutes(1)
 # A worker must be dead before its message's lease (the queue's visibility timeout) runs out, or
-# a second worker could start the run while the first still writes; SQS event source mappings also
-# refuse a function timeout above the visibility timeout. The heartbeat extends live leases only.
+# a second worker could start the run while the first still writes (QueueFunction refuses a timeout
+# that is not below it). The heartbeat extends live leases only.
 WORKER_TIMEOUT = Duration.seconds(50)
 DISPATCHER_TIMEOUT = Duration.seconds(60)
 API_TIMEOUT = Duration.seconds(10)
@@ -42,9 +41,6 @@ HANDOVER_HORIZON_SECONDS = 840
 # Due entries a shard pass hands over per second at most: 80% of a due-index partition's 1,000 write
 # units a second, the partition a burst's entries move out of (`-c dispatch_pace=N`, 0: unpaced).
 DEFAULT_DISPATCH_PACE = 800
-# Runs per worker invocation (the SQS event source's batch) and how many of them run at once: one
-# definition, which the local stack plays too.
-WORKER_BATCH_SIZE = resources.WORKER_EVENT_SOURCE.batch_size
 METRICS_NAMESPACE = "jobsched"
 
 # Powertools reads these (aws_lambda_powertools.shared.constants); jobsched's own are in jobsched.constants.
@@ -68,11 +64,6 @@ class JobschedStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         lease_seconds = resources.EXECUTION_QUEUE.visibility_timeout_seconds
-        if WORKER_TIMEOUT.to_seconds() >= lease_seconds:
-            raise ValueError(
-                f"worker timeout {WORKER_TIMEOUT.to_seconds()} s is not below the {lease_seconds} s lease"
-            )
-
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
         jobs = storage.tables[resources.JOBS_TABLE.logical_id]
@@ -121,33 +112,46 @@ class JobschedStack(Stack):
             shard_count=shard_count,
             invocations=dispatcher_invocations,
         )
-        self.workers = Workers(
+        # Runs per worker invocation and how many of them run at once: resources.WORKER_EVENT_SOURCE,
+        # which the local stack plays too. A run is due now (SQS already held it back until its
+        # second): the mapping never waits to fill a batch.
+        self.workers = QueueFunction(
             self,
             "Workers",
+            name="worker",
+            source=resources.WORKER_EVENT_SOURCE,
+            queues=queues,
+            mapping_id="ExecutionQueue",
             layer=layer,
-            queue=execution_queue,
-            timeout=WORKER_TIMEOUT,
             environment=env("worker"),
-            batch_size=WORKER_BATCH_SIZE,
+            timeout=WORKER_TIMEOUT,
+            max_batching_window=Duration.seconds(0),
         )
-        self.reconciler = Reconciler(
+        # A message lands in the DLQ after the execution queue's maxReceiveCount (workers kept dying
+        # on it); the reconciler dead-letters its run through the failure workflow, so nothing is
+        # lost in a queue nobody reads. A record it fails stays in the DLQ until the DLQ's retention.
+        self.reconciler = QueueFunction(
             self,
             "Reconciler",
+            name="reconciler",
+            source=resources.RECONCILER_EVENT_SOURCE,
+            queues=queues,
+            mapping_id="DeadLetterQueue",
             layer=layer,
-            dead_letter_queue=dead_letter_queue,
-            timeout=RECONCILER_TIMEOUT,
             environment=env("reconciler"),
+            timeout=RECONCILER_TIMEOUT,
         )
         self.storage, self.queues, self.workflows = storage, queues, workflows
 
         # Grants, least privilege: every function reads and writes both tables; the api (which
         # hands a job due within the look-ahead straight to the queue) and the dispatcher send
-        # runs; only the worker receives, deletes and extends (heartbeat) messages.
+        # runs; only the worker receives, deletes and extends (heartbeat) messages (its QueueFunction
+        # grants that, as the reconciler's does on the DLQ).
         api_fn, dispatcher_fn, worker_fn, reconciler_fn = (
-            self.api.handler.function,
-            self.dispatch.handler.function,
-            self.workers.handler.function,
-            self.reconciler.handler.function,
+            self.api.entry_point.function,
+            self.dispatch.entry_point.function,
+            self.workers.entry_point.function,
+            self.reconciler.entry_point.function,
         )
         for fn in (api_fn, dispatcher_fn, worker_fn):
             for table_spec in resources.TABLES:
@@ -156,7 +160,6 @@ class JobschedStack(Stack):
                     _acknowledge_index_wildcard(fn, table_spec)
         execution_queue.grant_send_messages(api_fn)
         execution_queue.grant_send_messages(dispatcher_fn)
-        execution_queue.grant_consume_messages(worker_fn)
 
         # The bad path. A worker hands a failed attempt to the workflow, the api starts a replay
         # (and lists dead letters: a Query on the runs table's index, in its read grant above),
@@ -167,7 +170,6 @@ class JobschedStack(Stack):
         for table_spec in (resources.JOBS_TABLE, resources.RUNS_TABLE):
             if table_spec.indexes:
                 _acknowledge_index_wildcard(reconciler_fn, table_spec)
-        dead_letter_queue.grant_consume_messages(reconciler_fn)
         for fn in (api_fn, worker_fn, reconciler_fn):
             failure_workflow.grant_start_execution(fn)
         # The good path of a DAG: the DAG workflow counts a run's success into its dependants. The

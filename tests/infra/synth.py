@@ -37,7 +37,7 @@ class Synth:
             "worker": self.stack.workers,
             "reconciler": self.stack.reconciler,
         }[name]
-        return owner.handler.function
+        return owner.entry_point.function
 
     def role_statements(self, role: iam.IRole) -> list[dict[str, Any]]:
         """Every statement of the identity policies attached to `role`."""

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.infra
 
 # The tools a developer runs, which no Lambda needs: paths under the layer's python/ folder.
 TOOLING = ("jobsched/planning", "jobsched/local", "jobsched/cli.py")
-TOOLING_MODULES = tuple(path.removesuffix(".py").replace("/", ".") for path in TOOLING)
+# The in-memory fakes of the ports, which the tests and the contract suite run on; no Lambda wires them.
+FAKES = ("jobsched/adapters/memory",)
+TOOLING_MODULES = tuple(path.removesuffix(".py").replace("/", ".") for path in (*TOOLING, *FAKES))
 TOOLING_MODULES_DOT = tuple(module + "." for module in TOOLING_MODULES)
 FUNCTIONS = sorted(p.parent.name for p in FUNCTIONS_DIR.glob("*/handler.py"))
 # A cold start in the function's folder (where the runtime puts handler.py): the jobsched package the
@@ -50,6 +52,18 @@ def test_the_layer_leaves_out_the_planning_tools_the_local_stack_and_the_cli(lay
     assert {"jobsched/wiring.py", "jobsched/services/run.py", "jobsched/api.py"} <= set(shipped)
     # and the one list the build leaves out names every tool
     assert set(TOOLING) <= set(LAYER_EXCLUDES)
+
+
+def test_the_layer_leaves_out_the_in_memory_fakes_but_ships_the_aws_adapters(layer: Path) -> None:
+    # Given the layer's file list
+    shipped = sorted(p.relative_to(layer / "python").as_posix() for p in layer.rglob("*") if p.is_file())
+
+    # Then no fake of a port is in it, and the adapters the functions wire are
+    assert [path for path in shipped if _under(path, FAKES)] == []
+    assert {"jobsched/adapters/sqs.py", "jobsched/adapters/stepfunctions.py"} <= set(shipped)
+    assert any(_under(path, ("jobsched/adapters/dynamodb",)) for path in shipped)
+    # and the build's one list of what it leaves out names them
+    assert set(FAKES) <= set(LAYER_EXCLUDES)
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)

@@ -1,4 +1,4 @@
-"""The dispatcher and worker Lambda handlers, cold-started against moto and fed the events AWS sends
+"""The dispatcher and worker Lambda entry points, cold-started against moto and fed the events AWS sends
 (tests/events/*.json)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -41,7 +42,7 @@ def load(name: str) -> ModuleType:
     return lambdas.load(name)
 
 
-def test_the_dispatcher_handler_drains_due_jobs_on_an_eventbridge_tick(env: Settings) -> None:
+def test_the_dispatcher_entry_point_drains_due_jobs_on_an_eventbridge_tick(env: Settings) -> None:
     # Given a job due within the look-ahead, written straight to the table (as if by another API node)
     now = datetime.now(UTC)
     job = Job(
@@ -69,7 +70,7 @@ def test_a_dispatcher_tick_with_shards_drains_only_those(env: Settings) -> None:
     assert out["shards_leased"] == [1]
 
 
-def test_the_worker_handler_reports_only_the_bad_record_as_a_batch_failure(env: Settings) -> None:
+def test_the_worker_entry_point_reports_only_the_bad_record_as_a_batch_failure(env: Settings) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     job = Job(
         job_id="job_w", tenant="t", type="one_off", status=JobStatus.SCHEDULED, handler="demo.echo",
@@ -90,91 +91,99 @@ def test_the_worker_handler_reports_only_the_bad_record_as_a_batch_failure(env: 
     assert row["status"]["S"] == "SUCCEEDED" and json.loads(row["result"]["S"]) == {"x": 1}
 
 
-def test_the_worker_handler_runs_a_batch_at_once_when_told(
-    endpoint: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@dataclass(frozen=True)
+class Meeting:
+    """A batch of due one-off runs whose handler returns only once every run of the batch is running."""
+
+    settings: Settings
+    event: dict[str, Any]  # the SQS event of the batch, one record per run
+    dynamodb: Any
+    scheduled_for: str
+
+    def results(self) -> list[tuple[str, Any]]:
+        """Each run's (status, result), in batch order."""
+        rows = [
+            self.dynamodb.get_item(
+                TableName=self.settings.runs_table,
+                Key={"PK": {"S": f"JOB#{record['messageId']}"}, "SK": {"S": f"RUN#{self.scheduled_for}"}},
+            )["Item"]
+            for record in self.event["Records"]
+        ]
+        return [
+            (row["status"]["S"], json.loads(row["result"]["S"]) if "result" in row else None) for row in rows
+        ]
+
+
+@pytest.fixture
+def meeting(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Meeting]:
+    """make(size, **settings): `size` runs that meet at a barrier, on the embedded moto server.
+
+    A worker that runs fewer than `size` of them at once leaves the first ones waiting in vain
+    (the barrier's timeout fails them); settings override provision()'s (the deployed defaults).
+    """
+
+    def make(size: int, **settings: Any) -> Meeting:
+        provisioned = provision(f"mt{uuid.uuid4().hex[:6]}", endpoint_url=endpoint, **settings)
+        for key, value in provisioned.as_env().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        barrier = threading.Barrier(size, timeout=10)
+
+        def meet(payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
+            barrier.wait()
+            return {"met": True}
+
+        name = f"test.meet{size}_{uuid.uuid4().hex[:6]}"
+        registry.register(name, meet)
+        ddb = boto3.client("dynamodb", endpoint_url=endpoint)
+        now = datetime.now(UTC).replace(microsecond=0)
+        records = []
+        for i in range(size):
+            job = Job(
+                job_id=f"job_meet{i}", tenant="t", type="one_off", status=JobStatus.SCHEDULED, handler=name,
+                payload={}, run_at=now, created_at=now, updated_at=now,
+            )  # fmt: skip
+            ddb.put_item(
+                TableName=provisioned.jobs_table, Item=job_to_item(job, shard_count=provisioned.shard_count)
+            )
+            body = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now)).model_dump_json()
+            records.append(
+                {"messageId": job.job_id, "receiptHandle": f"r{i}", "body": body,
+                 "attributes": {"SenderId": MOTO_SENDER_ID}, "messageAttributes": {}, "md5OfBody": "",
+                 "eventSource": "aws:sqs",
+                 "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q", "awsRegion": "us-east-1"}
+            )  # fmt: skip
+        return Meeting(provisioned, {"Records": records}, ddb, times.stored(now))
+
+    return make
+
+
+def test_the_worker_entry_point_runs_a_batch_at_once_when_told(meeting: Callable[..., Meeting]) -> None:
     """worker_concurrency=10 (the CDK setting): three runs that only finish together all succeed."""
-    settings = provision(f"wc{uuid.uuid4().hex[:6]}", endpoint_url=endpoint, worker_concurrency=10)
-    for key, value in settings.as_env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    meeting = threading.Barrier(3, timeout=10)  # run one after another, the first waits in vain
+    # Given three runs that only finish together, and a worker told to run 10 of a batch at once
+    batch = meeting(3, worker_concurrency=10)
 
-    def meet(payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
-        meeting.wait()
-        return {"met": True}
+    # When one invocation gets them
+    out = load("worker").lambda_handler(batch.event, lambdas.LambdaContext("worker"))
 
-    name = f"test.meet{uuid.uuid4().hex[:6]}"
-    registry.register(name, meet)
-    ddb = boto3.client("dynamodb", endpoint_url=endpoint)
-    now = datetime.now(UTC).replace(microsecond=0)
-    records = []
-    for i in range(3):
-        job = Job(
-            job_id=f"job_meet{i}", tenant="t", type="one_off", status=JobStatus.SCHEDULED, handler=name,
-            payload={}, run_at=now, created_at=now, updated_at=now,
-        )  # fmt: skip
-        ddb.put_item(TableName=settings.jobs_table, Item=job_to_item(job, shard_count=settings.shard_count))
-        body = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now)).model_dump_json()
-        records.append(
-            {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": body,
-             "attributes": {"SenderId": MOTO_SENDER_ID}, "messageAttributes": {}, "md5OfBody": "",
-             "eventSource": "aws:sqs",
-             "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q", "awsRegion": "us-east-1"}
-        )  # fmt: skip
-    out = load("worker").lambda_handler({"Records": records}, lambdas.LambdaContext("worker"))
+    # Then all three met and succeeded
     assert out == {"batchItemFailures": []}
-    for i in range(3):
-        row = ddb.get_item(
-            TableName=settings.runs_table,
-            Key={"PK": {"S": f"JOB#job_meet{i}"}, "SK": {"S": f"RUN#{times.stored(now)}"}},
-        )["Item"]
-        assert row["status"]["S"] == "SUCCEEDED"
+    assert batch.results() == [("SUCCEEDED", {"met": True})] * 3
 
 
-def test_the_worker_handler_runs_a_whole_batch_of_ten_at_once_on_a_two_vcpu_lambda(
-    endpoint: str, monkeypatch: pytest.MonkeyPatch
+def test_the_worker_entry_point_runs_a_whole_batch_of_ten_at_once_on_a_two_vcpu_lambda(
+    meeting: Callable[..., Meeting], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The deployed setting (10 runs of a batch at once), where the CPU count would cap a thread pool."""
     # Given the worker's default settings on a machine reporting 2 CPUs, as a small Lambda does
-    # (asyncio's default pool then has min(32, 2 + 4) = 6 threads)
+    # (asyncio's default pool then has min(32, 2 + 4) = 6 threads), and ten runs that only finish together
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    settings = provision(f"wt{uuid.uuid4().hex[:6]}", endpoint_url=endpoint)
-    assert settings.worker_concurrency == resources.WORKER_EVENT_SOURCE.concurrency == 10
-    for key, value in settings.as_env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    meeting = threading.Barrier(10, timeout=10)  # if fewer than 10 run at once, the first ones wait in vain
+    batch = meeting(10)
+    assert batch.settings.worker_concurrency == resources.WORKER_EVENT_SOURCE.concurrency == 10
 
-    def meet(payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
-        meeting.wait()
-        return {"met": True}
+    # When one invocation gets the batch of ten
+    out = load("worker").lambda_handler(batch.event, lambdas.LambdaContext("worker"))
 
-    name = f"test.meet10{uuid.uuid4().hex[:6]}"
-    registry.register(name, meet)
-    ddb = boto3.client("dynamodb", endpoint_url=endpoint)
-    now = datetime.now(UTC).replace(microsecond=0)
-    records = []
-    for i in range(10):
-        job = Job(
-            job_id=f"job_ten{i}", tenant="t", type="one_off", status=JobStatus.SCHEDULED, handler=name,
-            payload={}, run_at=now, created_at=now, updated_at=now,
-        )  # fmt: skip
-        ddb.put_item(TableName=settings.jobs_table, Item=job_to_item(job, shard_count=settings.shard_count))
-        body = RunMessage(job_id=job.job_id, scheduled_for=times.stored(now)).model_dump_json()
-        records.append(
-            {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": body,
-             "attributes": {"SenderId": MOTO_SENDER_ID}, "messageAttributes": {}, "md5OfBody": "",
-             "eventSource": "aws:sqs",
-             "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q", "awsRegion": "us-east-1"}
-        )  # fmt: skip
-    # When one invocation gets a batch of ten runs that only finish together
-    out = load("worker").lambda_handler({"Records": records}, lambdas.LambdaContext("worker"))
     # Then all ten met and succeeded: none waited for a thread
     assert out == {"batchItemFailures": []}
-    for i in range(10):
-        row = ddb.get_item(
-            TableName=settings.runs_table,
-            Key={"PK": {"S": f"JOB#job_ten{i}"}, "SK": {"S": f"RUN#{times.stored(now)}"}},
-        )["Item"]
-        assert row["status"]["S"] == "SUCCEEDED" and json.loads(row["result"]["S"]) == {"met": True}
+    assert batch.results() == [("SUCCEEDED", {"met": True})] * 10

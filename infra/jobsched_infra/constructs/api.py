@@ -30,7 +30,7 @@ class Api(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.handler = JobschedFunction(
+        self.entry_point = JobschedFunction(
             self,
             "Handler",
             name="api",
@@ -68,7 +68,7 @@ class Api(Construct):
         )
         # Test invocations from the console skip IAM auth; keep the function's resource policy
         # to the real routes.
-        integration = apigw.LambdaIntegration(self.handler.function, proxy=True, allow_test_invoke=False)
+        integration = apigw.LambdaIntegration(self.entry_point.function, proxy=True, allow_test_invoke=False)
         api = self.rest_api.root.add_resource("api")
         self.methods = [
             api.add_method("ANY", integration),

@@ -33,7 +33,7 @@ class Dispatch(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.handler = JobschedFunction(
+        self.entry_point = JobschedFunction(
             self,
             "Handler",
             name="dispatcher",
@@ -61,7 +61,9 @@ class Dispatch(Construct):
                     "Tick" if first == 0 else f"Tick{first // MAX_TARGETS_PER_RULE}",
                     description="jobsched dispatcher tick",
                     schedule=events.Schedule.rate(tick),
-                    targets=[targets.LambdaFunction(self.handler.function, event=_input(g)) for g in batch],
+                    targets=[
+                        targets.LambdaFunction(self.entry_point.function, event=_input(g)) for g in batch
+                    ],
                 )
             )
         self.rule = self.rules[0]

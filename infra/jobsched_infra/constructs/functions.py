@@ -16,7 +16,10 @@ from jobsched_infra.project import FUNCTIONS_DIR
 # The layer's wheels are built for exactly this pair (jobsched_infra.layer), so both live here.
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
-HANDLER = "handler.lambda_handler"
+# Every function's entry point, as Lambda's `Handler` setting spells it (module.function): AWS's word
+# and the Python convention fix the names handler.py and lambda_handler; in jobsched's own words it
+# is an entry point, and a handler is a job's callable (docs/design.md, Names).
+ENTRY_POINT = "handler.lambda_handler"
 ASSET_EXCLUDES = ["__pycache__", "*.pyc"]
 
 
@@ -37,7 +40,11 @@ class CoreLayer(lambda_.LayerVersion):
 
 
 class JobschedFunction(Construct):
-    """The function in `functions/<name>/handler.py`: on the shared layer, traced, with its own log group."""
+    """The function of entry point `functions/<name>/handler.py`: on the shared layer, traced, own log group.
+
+    Its id in a construct that makes one is "Handler", an older name kept because it is part of
+    every logical id under it: a new id would replace the function on the next deploy.
+    """
 
     def __init__(
         self,
@@ -55,7 +62,7 @@ class JobschedFunction(Construct):
         super().__init__(scope, construct_id)
         code_dir = FUNCTIONS_DIR / name
         if not (code_dir / "handler.py").is_file():
-            raise ValueError(f"no handler.py in {code_dir}")
+            raise ValueError(f"no entry point (handler.py) in {code_dir}")
         # An explicit log group (not the deprecated log_retention custom resource) keeps the
         # retention in the template and the stack free of a helper Lambda.
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention)
@@ -65,7 +72,7 @@ class JobschedFunction(Construct):
             description=f"jobsched {name}",
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
-            handler=HANDLER,
+            handler=ENTRY_POINT,
             code=lambda_.Code.from_asset(str(code_dir), exclude=ASSET_EXCLUDES),
             layers=[layer],
             environment=dict(environment),

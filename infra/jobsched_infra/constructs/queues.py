@@ -13,12 +13,13 @@ from jobsched import resources
 
 
 class Queues(Construct):
-    """One encrypted, TLS-only queue per QueueSpec; `queues` maps each spec's logical_id to its queue."""
+    """One encrypted, TLS-only queue per QueueSpec; `queues`, `specs`: logical_id -> queue, spec."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, specs: Sequence[resources.QueueSpec] = resources.QUEUES
     ) -> None:
         super().__init__(scope, construct_id)
+        self.specs = {spec.logical_id: spec for spec in specs}
         self.queues: dict[str, sqs.Queue] = {}
         for spec in specs:
             self.queues[spec.logical_id] = self._queue(spec)

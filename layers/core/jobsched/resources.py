@@ -141,6 +141,8 @@ class EventSourceSpec:
 # its batch, and an invocation bills about its slowest run rather than the sum of its runs. CDK
 # deploys it (infra/jobsched_infra/stack.py) and the local stack plays it (jobsched.local.stack).
 WORKER_EVENT_SOURCE = EventSourceSpec(queue=EXECUTION_QUEUE.logical_id, batch_size=10, concurrency=10)
+# The reconciler's mapping on the execution queue's dead-letter queue: one poison message at a time.
+RECONCILER_EVENT_SOURCE = EventSourceSpec(queue=EXECUTION_DLQ.logical_id, batch_size=10, concurrency=1)
 
 TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, RUNS_TABLE)
 QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE)

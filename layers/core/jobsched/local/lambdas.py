@@ -1,4 +1,4 @@
-"""Load the Lambda handler modules of functions/ in-process, as the Lambda runtime would."""
+"""Load the Lambda entry points of functions/ in-process, as the Lambda runtime would."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def load(name: str, *, fresh: bool = True) -> ModuleType:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"no Lambda handler at {path}")
+        raise ImportError(f"no Lambda entry point at {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
@@ -40,7 +40,7 @@ class Environments:
     """Warm execution environments of one function: each a module of its own, used by one invocation
     at a time, as Lambda runs each concurrent invocation in a sandbox of its own.
 
-    A handler module keeps per-invocation state at module scope (powertools' batch processor holds
+    An entry point's module keeps per-invocation state at module scope (powertools' batch processor holds
     the batch it is processing), which is right on Lambda and wrong for two threads sharing one
     module. acquire() hands out the most recently released environment (the warmest), or loads a new
     one (a cold start) when every one is busy; the caller bounds how many are busy at once.

@@ -1,10 +1,10 @@
 """`jobsched local`: embedded AWS + API Gateway, EventBridge and SQS event-source-mapping players.
 
-    HTTP :8080 ──> api handler ─┐
-    tick thread (every N s) ──> dispatcher handler ──> moto (DynamoDB, SQS, Step Functions)
+    HTTP :8080 ──> api entry point ─┐
+    tick thread (every N s) ──> dispatcher entry point ──> moto (DynamoDB, SQS, Step Functions)
     poller threads <── SQS ──> worker invocations ─┘  (up to `invocations` batches at once)
 
-Each piece calls the same handler module CDK deploys, in this process; boto3 reaches the
+Each piece calls the same entry point CDK deploys, in this process; boto3 reaches the
 embedded moto server (or $AWS_ENDPOINT_URL) over loopback, as it reaches AWS in the cloud.
 """
 
@@ -110,7 +110,7 @@ class LocalStack:
         return f"http://{self.config.host}:{port}"
 
     def start(self) -> LocalStack:
-        """Start AWS, create resources, load the handlers and start serving."""
+        """Start AWS, create resources, load the entry points and start serving."""
         self._start_aws()
         self._create_resources()
         self.api = lambdas.load("api")
@@ -339,7 +339,7 @@ class LocalStack:
     def invoke_api(
         self, method: str, path: str, headers: dict[str, str], body: bytes | None
     ) -> dict[str, Any]:
-        """Turn one HTTP request into a REST proxy event for the API handler."""
+        """Turn one HTTP request into a REST proxy event for the api entry point."""
         assert self.api is not None
         result: dict[str, Any] = self.api.lambda_handler(
             events.api_gateway_event(method, path, headers, body), lambdas.LambdaContext("jobsched-api")
@@ -361,7 +361,7 @@ def _handler_for(stack: LocalStack) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else None
             try:
                 result = stack.invoke_api(self.command, self.path, dict(self.headers.items()), body)
-            except Exception as exc:  # the API handler answers errors itself; this is a bug guard
+            except Exception as exc:  # the api entry point answers errors itself; a bug guard
                 result = {
                     "statusCode": 500,
                     "headers": {"Content-Type": "application/json"},
@@ -395,7 +395,7 @@ def serve_forever(config: LocalConfig | None = None) -> None:
     """Run the local stack until SIGINT/SIGTERM (what `make run` does)."""
     import signal
 
-    # The handlers go in before the API serves: a Ctrl-C that arrives as soon as /api/health
+    # The signal handlers go in before the API serves: a Ctrl-C that arrives as soon as /api/health
     # answers must stop the stack cleanly, not raise KeyboardInterrupt out of start-up.
     done = threading.Event()
 
