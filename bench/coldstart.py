@@ -71,6 +71,7 @@ def lambda_env(name: str) -> dict[str, str]:
             c.DAG_WORKFLOW_ARN_ENV: "arn:aws:states:us-east-1:000000000000:stateMachine:dag",
             c.ALERT_TOPIC_ARN_ENV: "arn:aws:sns:us-east-1:000000000000:alerts",
             c.SHARD_COUNT_ENV: "16",
+            c.TRUSTED_SENDERS_ENV: "AROASTACKWORKER,AROASTACKDISPATCHER",
         }
     )
     return env

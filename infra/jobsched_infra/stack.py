@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from aws_cdk import App, Duration, Stack, Validations
+from aws_cdk import App, Duration, Fn, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
@@ -160,6 +160,8 @@ class JobschedStack(Stack):
                     _acknowledge_index_wildcard(fn, table_spec)
         execution_queue.grant_send_messages(api_fn)
         execution_queue.grant_send_messages(dispatcher_fn)
+        # The worker sends too: the copy that wakes a buffer_one tick sleeping behind the run it held.
+        execution_queue.grant_send_messages(worker_fn)
 
         # The bad path. A worker hands a failed attempt to the workflow, the api starts a replay
         # (and lists dead letters: a Query on the runs table's index, in its read grant above),
@@ -197,6 +199,33 @@ class JobschedStack(Stack):
             )
         )
         execution_queue.grant(dag_workflow, "sqs:SendMessage")
+        self._only_the_stack_sends_runs(
+            execution_queue,
+            worker_fn,
+            [fn.role for fn in (api_fn, dispatcher_fn, worker_fn)]
+            + [failure_workflow.role, dag_workflow.role],
+        )
+
+    @staticmethod
+    def _only_the_stack_sends_runs(queue: Any, worker_fn: lambda_.Function, senders: list[Any]) -> None:
+        """A run on the execution queue comes from the stack's own roles, and the worker checks it.
+
+        The queue's policy denies SendMessage to every other principal, whatever it was granted
+        elsewhere; the worker runs a message only if its SQS SenderId is a session of one of these
+        roles (their RoleIds in JOBSCHED_TRUSTED_SENDERS; jobsched.domain.senders).
+        """
+        roles = [cast(iam.Role, role) for role in senders]
+        queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheStackSendsRuns",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["sqs:SendMessage"],
+                resources=[queue.queue_arn],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
+            )
+        )
+        worker_fn.add_environment(c.TRUSTED_SENDERS_ENV, Fn.join(",", [role.role_id for role in roles]))
 
 
 def _acknowledge_index_wildcard(fn: lambda_.Function, table: resources.TableSpec) -> None:

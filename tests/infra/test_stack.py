@@ -491,11 +491,61 @@ def test_it_lets_the_api_and_the_dispatcher_send_runs_but_never_take_them(synth:
     assert not actions & CONSUME
 
 
-def test_it_lets_the_worker_take_and_extend_runs_but_never_send_them(synth: Synth) -> None:
+def test_it_lets_the_worker_take_extend_and_send_runs_for_the_copies_that_wake_buffered_ticks(
+    synth: Synth,
+) -> None:
+    # (It sends the copy that wakes a buffer_one tick sleeping behind the run it held: without the
+    # grant the wake failed on AWS, which the local stack, enforcing no IAM, never showed.)
     actions = synth.actions_on("worker", QUEUE_ID)
 
     assert actions >= CONSUME
-    assert "sqs:SendMessage" not in actions
+    assert "sqs:SendMessage" in actions
+
+
+def _sending_roles(synth: Synth) -> list[str]:
+    """The logical ids of the roles that send runs: three functions' and both workflows'."""
+    roles = [synth.function(name).role for name in ("api", "dispatcher", "worker")]
+    roles += [synth.stack.workflows.failure_workflow.role, synth.stack.workflows.dag_workflow.role]
+    return [synth.logical_id(role) for role in roles]
+
+
+def test_it_denies_sending_runs_to_every_principal_but_the_stacks_own_roles(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Queues": [{"Ref": QUEUE_ID}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Principal": {"AWS": "*"},
+                                "Action": "sqs:SendMessage",
+                                "Condition": {
+                                    "ArnNotEquals": {
+                                        "aws:PrincipalArn": [
+                                            {"Fn::GetAtt": [role, "Arn"]} for role in _sending_roles(synth)
+                                        ]
+                                    }
+                                },
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_the_worker_trusts_the_sessions_of_exactly_the_roles_that_send_runs(synth: Synth) -> None:
+    worker = synth.template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "handler.lambda_handler"}}
+    )
+    envs = [r["Properties"]["Environment"]["Variables"] for r in worker.values()]
+    [trusted] = [e[c.TRUSTED_SENDERS_ENV] for e in envs if c.TRUSTED_SENDERS_ENV in e]
+    role_ids = [{"Fn::GetAtt": [role, "RoleId"]} for role in _sending_roles(synth)]
+    assert trusted == {"Fn::Join": [",", role_ids]}
 
 
 def test_it_lets_the_api_query_the_dead_letter_index(synth: Synth) -> None:
