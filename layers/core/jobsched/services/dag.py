@@ -17,16 +17,8 @@ from typing import Any
 
 from jobsched.domain import times
 from jobsched.domain.keys import execution_name, job_pk, run_id_for, run_sk
-from jobsched.domain.models import (
-    MAX_GRAPH_NODES,
-    Execution,
-    GraphEdge,
-    GraphNode,
-    GraphPeriod,
-    GraphView,
-    Job,
-    RunMessage,
-)
+from jobsched.domain.models import MAX_GRAPH_NODES, Execution, Job, RunMessage
+from jobsched.domain.results import Graph, GraphPeriod
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, StateMachines
@@ -228,7 +220,7 @@ class DagService:
         return cancelled
 
     # -- the graph ---------------------------------------------------------------------------------------
-    def graph(self, job: Job) -> GraphView:
+    def graph(self, job: Job) -> Graph:
         """The DAG around a job and the status of recent periods: every edge of every node shown.
 
         Its ancestors and descendants come first, then the rest of what they touch (a dependant's
@@ -237,19 +229,16 @@ class DagService:
         """
         nodes, truncated = self._around(job)
         edges = sorted({(u, n.job_id) for n in nodes.values() for u in n.depends_on if u in nodes})
-        by_period: dict[str, dict[str, str]] = {}
+        by_period: dict[str, dict[str, RunStatus]] = {}
         for node in nodes.values():
             for r in self.runs.recent(node.job_id, limit=GRAPH_PERIODS):
                 period = ONCE if root_schedule_of(node) == ONCE else times.iso(r.scheduled_for)
-                by_period.setdefault(period, {})[node.job_id] = r.status.value
+                by_period.setdefault(period, {})[node.job_id] = r.status
         periods = sorted(by_period.items(), reverse=True)[:GRAPH_PERIODS]
-        return GraphView(
+        return Graph(
             job_id=job.job_id,
-            nodes=[
-                GraphNode(job_id=n.job_id, name=n.name, type=n.type, status=n.status.value)
-                for n in sorted(nodes.values(), key=lambda n: n.job_id)
-            ],
-            edges=[GraphEdge(upstream=u, dependant=d) for u, d in edges],
+            nodes=sorted(nodes.values(), key=lambda n: n.job_id),
+            edges=edges,
             periods=[GraphPeriod(period=p, status=s) for p, s in periods],
             truncated=truncated,
         )

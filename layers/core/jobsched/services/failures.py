@@ -9,15 +9,8 @@ from typing import Any
 
 from jobsched.domain import cursors, times
 from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
-from jobsched.domain.models import (
-    DeadLetterItem,
-    DeadLetterPage,
-    Execution,
-    Job,
-    ReplayAccepted,
-    RunMessage,
-    takes_slot,
-)
+from jobsched.domain.models import Execution, Job, RunMessage, takes_slot
+from jobsched.domain.results import DeadLetterPage, Replay
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, StateMachines
@@ -137,20 +130,9 @@ class FailureService:
         rows, last = self.runs.dead_letters(
             dl_key=dead_letter_key(tenant), start=start, limit=limit, job_id=job_id
         )
-        items = [
-            DeadLetterItem(
-                job_id=r.job_id,
-                run_id=r.run_id,
-                scheduled_for=times.iso(r.scheduled_for),
-                dead_at=times.iso(r.dead_at),
-                attempts=r.attempt,
-                last_error=f"{_or_unknown(r.error_type)}: {r.error_message or ''}".strip(),
-            )
-            for r in rows
-        ]
-        return DeadLetterPage(items=items, next_cursor=cursors.encode(last) if last else None)
+        return DeadLetterPage(items=rows, next_cursor=cursors.encode(last) if last else None)
 
-    def replay(self, run_id: str, *, tenant: str) -> ReplayAccepted:
+    def replay(self, run_id: str, *, tenant: str) -> Replay:
         """Start a fresh attempt series for a dead-lettered run, once (the execution name is the key)."""
         try:
             job_id, scheduled_for = parse_run_id(run_id)
@@ -179,7 +161,7 @@ class FailureService:
             "now": times.stored(self.clock.now()),
         }
         self.state_machines.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
-        return ReplayAccepted(run_id=run_id, job_id=job_id, status=RunStatus.PENDING.value)
+        return Replay(run_id=run_id, job_id=job_id, status=RunStatus.PENDING)
 
 
 def is_job_run(job: Job, run: Execution) -> bool:
@@ -193,10 +175,6 @@ def is_job_run(job: Job, run: Execution) -> bool:
 def _job_keys(settings: Settings, job: Job, run: Execution) -> dict[str, Any]:
     """What the failure workflow's job-status steps read (see asl.py)."""
     return {"job_run": is_job_run(job, run), "jobs_table": settings.jobs_table, "job_pk": job_pk(job.job_id)}
-
-
-def _or_unknown(error_type: str | None) -> str:
-    return "Unknown" if error_type is None else error_type
 
 
 def dead_letter_key(tenant: str) -> str:
