@@ -25,7 +25,8 @@ import boto3
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from jobsched.domain import times
-from jobsched.domain.models import Backoff, CreateJobRequest, RunMessage
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.models import Backoff, RunMessage
 from jobsched.errors import JobschedError
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.local.aws import EmbeddedAws

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jobsched.domain import times
-from jobsched.domain.models import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import FakeClock
 from jobsched.wiring import Services

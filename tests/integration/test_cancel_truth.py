@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from jobsched.domain import times
-from jobsched.domain.models import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict
 from jobsched.handlers import HandlerRegistry, RunContext
@@ -76,10 +76,10 @@ def test_a_cancel_during_a_runs_first_seconds_is_a_409_and_the_run_is_recorded_a
     pump.run_due(T0 + timedelta(seconds=5))
     # Then the cancel answered 409, and the run is recorded as what it was: executed, attempt 1
     assert handler.answers == ["409"]
-    run = svc.job_service.get(job_id, tenant="t").recent_executions[0]
+    run = svc.job_service.get(job_id, tenant="t").runs[0]
     assert (run.status, run.attempt) == ("SUCCEEDED", 1)
-    assert run.started_at == times.iso(T0 + timedelta(seconds=5))
-    assert run.finished_at == times.iso(T0 + timedelta(seconds=13))
+    assert run.started_at == T0 + timedelta(seconds=5)
+    assert run.finished_at == T0 + timedelta(seconds=13)
     job = svc.jobs.get_job(job_id)
     assert job is not None
     assert job.status == (JobStatus.COMPLETED if request_.type == "one_off" else JobStatus.SCHEDULED)
@@ -107,7 +107,7 @@ def test_a_cancel_that_answers_200_means_the_handler_never_runs(
     # Then no handler ran, and every tick that reached a worker says CANCELLED
     assert ran == [] and outcomes["succeeded"] == 0
     for job_id in ids:
-        statuses = {r.status for r in svc.job_service.get(job_id, tenant="t").recent_executions}
+        statuses = {r.status for r in svc.job_service.get(job_id, tenant="t").runs}
         assert statuses <= {RunStatus.CANCELLED.value}
 
 
@@ -161,6 +161,6 @@ def test_a_run_whose_worker_died_mid_run_ends_cancelled_when_its_job_is_cancelle
     pump.expire_leases(svc.settings.lease_seconds)
     assert pump.run_due()["cancelled"] == 1
     # Then the run ends CANCELLED with its attempt kept, not RUNNING forever with no message left
-    [run] = svc.job_service.get(job_id, tenant="t").recent_executions
+    [run] = svc.job_service.get(job_id, tenant="t").runs
     assert (run.status, run.attempt) == ("CANCELLED", 1)
     assert pump.receive_all() == []

@@ -10,7 +10,8 @@ import boto3
 import pytest
 
 from jobsched.adapters.dynamodb import job_to_item
-from jobsched.domain.models import CreateJobRequest, Job
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.models import Job
 from jobsched.domain.status import JobStatus
 from jobsched.ports import FakeClock
 from jobsched.wiring import Services

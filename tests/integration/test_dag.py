@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.domain.models import CreateJobRequest, PatchJobRequest
+from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.handlers import RunContext
@@ -175,17 +175,19 @@ def test_a_dead_lettered_dependant_of_a_one_off_chain_shows_its_job_failed_until
     # When b's run is dead-lettered
     settle(svc, lambda: status_of(svc, c) == "UPSTREAM_FAILED")
     wait = time.monotonic() + 10
-    while svc.job_service.get(b, tenant="t").status != "FAILED" and time.monotonic() < wait:
+    while svc.job_service.get(b, tenant="t").job.status != "FAILED" and time.monotonic() < wait:
         time.sleep(0.05)  # the failure workflow marks the job just after the run
     # Then b's job is FAILED; a completed; c waits for b (its run UPSTREAM_FAILED), still SCHEDULED
-    status = {name: svc.job_service.get(i, tenant="t").status for name, i in {"a": a, "b": b, "c": c}.items()}
+    status = {
+        name: svc.job_service.get(i, tenant="t").job.status for name, i in {"a": a, "b": b, "c": c}.items()
+    }
     assert status == {"a": "COMPLETED", "b": "FAILED", "c": "SCHEDULED"}
     # When the cause is fixed and b replayed
     ledger.failing.clear()
     svc.failures.replay(svc.runs.recent(b, limit=1)[0].run_id, tenant="t")
     settle(svc, lambda: status_of(svc, c) == "SUCCEEDED")
     # Then b and c completed
-    assert [svc.job_service.get(i, tenant="t").status for i in (b, c)] == ["COMPLETED", "COMPLETED"]
+    assert [svc.job_service.get(i, tenant="t").job.status for i in (b, c)] == ["COMPLETED", "COMPLETED"]
 
 
 def test_bad_dependencies_are_clear_4xx(served: Services, ledger: Ledger) -> None:

@@ -14,7 +14,8 @@ import pytest
 
 from jobsched.adapters.sqs import Outgoing
 from jobsched.domain import times
-from jobsched.domain.models import CreateJobRequest, RunMessage
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.models import RunMessage
 from jobsched.ports import FakeClock
 from jobsched.services.run import Delivery, InFlightElsewhere
 from jobsched.wiring import Services

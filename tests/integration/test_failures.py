@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from jobsched.domain import times
-from jobsched.domain.models import Backoff, CreateJobRequest, Execution, RunMessage
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.models import Backoff, Execution, RunMessage
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict
 from jobsched.handlers import RunContext
@@ -103,8 +104,9 @@ def test_a_failing_job_is_dead_lettered_after_exactly_max_attempts_with_backoff(
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts) if a and b]
     assert len(gaps) == 2 and all(gap >= 1.0 for gap in gaps), gaps
     page = svc.failures.list_dead_letters(tenant="t", cursor=None, limit=10)
-    assert [(i.run_id, i.attempts) for i in page.items] == [(run.run_id, 3)]
-    assert page.items[0].last_error.startswith("DemoFailure: demo.fail always fails")
+    assert [(i.run_id, i.attempt) for i in page.items] == [(run.run_id, 3)]
+    assert page.items[0].error_type == "DemoFailure"
+    assert (page.items[0].error_message or "").startswith("demo.fail always fails")
     wait_executions_done(svc)
     [alert] = svc.queue.client.receive_message(QueueUrl=alerts, WaitTimeSeconds=0).get("Messages", [])
     assert json.loads(json.loads(alert["Body"])["Message"])["run_id"] == run.run_id
@@ -131,7 +133,7 @@ def test_a_run_that_succeeds_on_its_third_attempt_shows_no_top_level_error(svc: 
     run = the_run(svc, job_id)
     assert run.error is None
     assert [a.error.type if a.error else None for a in run.attempts] == ["DemoFailure", "DemoFailure", None]
-    [shown] = svc.job_service.get(job_id, tenant="t").recent_executions
+    [shown] = svc.job_service.get(job_id, tenant="t").runs
     assert shown.error is None and shown.status == "SUCCEEDED"
     [listed] = svc.schedule.history(
         job_id, tenant="t", start=None, end=None, status=None, cursor=None, limit=5
@@ -239,7 +241,7 @@ def test_a_dead_lettered_one_off_shows_its_job_failed_and_a_replay_that_succeeds
     pump_until(svc, status_is(svc, job_id, RunStatus.DEAD_LETTER))
     wait_executions_done(svc)
     # Then its job says so, and the controls that need a live job answer 409
-    assert svc.job_service.get(job_id, tenant="t").status == "FAILED"
+    assert svc.job_service.get(job_id, tenant="t").job.status == "FAILED"
     with pytest.raises(Conflict, match="already failed"):
         svc.job_service.cancel(job_id, tenant="t")
     with pytest.raises(Conflict, match="FAILED"):
@@ -249,7 +251,7 @@ def test_a_dead_lettered_one_off_shows_its_job_failed_and_a_replay_that_succeeds
     svc.failures.replay(the_run(svc, job_id).run_id, tenant="t")
     pump_until(svc, status_is(svc, job_id, RunStatus.SUCCEEDED))
     # Then the job was scheduled again before its run, and completed with it
-    assert svc.job_service.get(job_id, tenant="t").status == "COMPLETED"
+    assert svc.job_service.get(job_id, tenant="t").job.status == "COMPLETED"
 
 
 def test_a_lost_lease_on_a_non_idempotent_job_is_marked_lost(svc: Services) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import ReadTimeoutError
 
 from jobsched.domain import times
-from jobsched.domain.models import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest
 from jobsched.errors import TransientStoreError
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import FakeClock
@@ -95,4 +95,4 @@ def test_a_second_receive_of_a_running_message_leaves_the_first_its_slot(
     # Then the second backed off and the first still held the job's slot after it (it used to be
     # freed by the second's back-off, and the job's next tick could have started beside the run)
     assert inner == ["InFlightElsewhere", "slot=True"]
-    assert svc.job_service.get(job_id, tenant="t").recent_executions[0].status == "SUCCEEDED"
+    assert svc.job_service.get(job_id, tenant="t").runs[0].status == "SUCCEEDED"

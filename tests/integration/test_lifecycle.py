@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from jobsched.domain import times
-from jobsched.domain.models import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.ports import FakeClock
 from jobsched.wiring import Services
@@ -35,11 +35,11 @@ def test_a_one_off_due_in_5s_is_handed_over_by_the_request_and_succeeds(
     # When the worker receives it at its second
     assert pump.run_due(T0 + timedelta(seconds=5))["succeeded"] == 1
     # Then the run succeeded on its second with the payload as result, and the job completed
-    view = svc.job_service.get(created.job_id, tenant="t1")
-    assert view.status == JobStatus.COMPLETED
-    [run] = view.recent_executions
+    detail = svc.job_service.get(created.job_id, tenant="t1")
+    assert detail.job.status == JobStatus.COMPLETED
+    [run] = detail.runs
     assert run.status == RunStatus.SUCCEEDED and run.attempt == 1
-    assert run.started_at == times.iso(T0 + timedelta(seconds=5))
+    assert run.started_at == T0 + timedelta(seconds=5)
     assert run.result == {"hello": "world"}
 
 
@@ -61,7 +61,7 @@ def test_a_one_off_far_ahead_waits_in_the_due_index_for_the_dispatcher(
 def test_a_10_second_cron_fires_every_tick_without_drift(svc: Services, pump: Pump, clock: FakeClock) -> None:
     # Given a 6-field cron every 10 s, created at T0
     created = svc.job_service.submit(every_10s(), tenant="t1", idempotency_key="cron")
-    assert created.next_run_at == times.iso(T0 + timedelta(seconds=10))
+    assert created.next_run_at == T0 + timedelta(seconds=10)
     # When three once-a-minute dispatcher passes run, workers being slow (each run late)
     for minute in range(3):
         clock.set(T0 + timedelta(minutes=minute))

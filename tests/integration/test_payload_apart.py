@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from jobsched.adapters.dynamodb import INLINE_PAYLOAD_BYTES
-from jobsched.domain.models import CreateJobRequest, PatchJobRequest
+from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.ports import FakeClock
 from jobsched.wiring import Services
@@ -50,13 +50,13 @@ def test_a_4_kb_payload_is_stored_apart_and_the_run_gets_it(
     [(sk, stored)] = items.items()
     assert sk == f"PAYLOAD#{meta['payload_ref']['S']}" and json.loads(stored["payload"]["S"]) == BIG
     # and reading the job answers it whole
-    assert svc.job_service.get(created.job_id, tenant="t").payload == BIG
+    assert svc.job_service.get(created.job_id, tenant="t").job.payload == BIG
     # When its first tick runs
     clock.set(T0 + timedelta(minutes=1))
     svc.dispatcher.dispatch_all()
     assert pump.run_due(T0 + timedelta(minutes=2))["succeeded"] >= 1
     # Then the handler got the whole payload
-    [run, *_] = svc.job_service.get(created.job_id, tenant="t").recent_executions
+    [run, *_] = svc.job_service.get(created.job_id, tenant="t").runs
     assert run.status == RunStatus.SUCCEEDED and run.result == BIG
 
 

@@ -7,14 +7,14 @@ T0 = 12:00:00Z; "every minute" is `* * * * *`, first tick 12:01.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
 
 from jobsched.domain import times
-from jobsched.domain.models import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.handlers import HandlerRegistry, RunContext, registry
 from jobsched.ports import FakeClock
@@ -81,7 +81,7 @@ def test_it_pauses_for_five_ticks_and_resumes_by_the_catchup_policy(
     clock.set(at(5, 30))
     control = svc.schedule.resume(job_id, tenant="t")
     # 12:06 and 12:07 are handed over (the cursor is 12:08): the next firing shown is 12:06
-    assert control.status == "SCHEDULED" and control.next_run_at == times.iso(at(6))
+    assert control.status == "SCHEDULED" and control.next_run_at == at(6)
     pump.run_due(at(5, 30))
     tick_every_minute(svc, clock, pump, at(7, 30))
     assert {k: v for k, v in fates(svc, job_id).items() if k <= "12:07:00"} == {
@@ -264,14 +264,14 @@ def test_next_run_at_is_the_next_tick_to_fire_not_the_dispatchers_hand_over_curs
     clock.set(at(0, 22))
     assert pump.run_due(at(0, 22))["succeeded"] == 1
     # Then every view of the job shows 12:00:40, the next tick that fires
-    assert svc.job_service.get(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
+    assert svc.job_service.get(job_id, tenant="t").next_run_at == at(0, 40)
     edited = svc.schedule.edit(job_id, PatchJobRequest(payload={"v": 2}), tenant="t")
     assert edited.next_run_at == at(14, 20)  # an edit of the payload leaves the cursor where it was
-    assert svc.job_service.get(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
+    assert svc.job_service.get(job_id, tenant="t").next_run_at == at(0, 40)
     # And a paused job shows none; once resumed, the next tick again
     svc.schedule.pause(job_id, tenant="t")
     assert svc.job_service.get(job_id, tenant="t").next_run_at is None
-    assert svc.schedule.resume(job_id, tenant="t").next_run_at == times.iso(at(0, 40))
+    assert svc.schedule.resume(job_id, tenant="t").next_run_at == at(0, 40)
 
 
 # -- edit, run now, backfill, history ---------------------------------------------------------------
@@ -308,7 +308,9 @@ def test_backfill_of_seven_days_of_an_hourly_job_creates_168_runs_and_a_repeat_n
     )
     first = svc.schedule.backfill(job_id, request, tenant="t")
     assert (first.ticks, first.created, first.existing) == (168, 168, 0)
-    assert first.first == "2026-11-20T00:00:00.000+00:00" and first.last == "2026-11-26T23:00:00.000+00:00"
+    assert first.first == datetime(2026, 11, 20, tzinfo=UTC) and first.last == datetime(
+        2026, 11, 26, 23, tzinfo=UTC
+    )
     delays = pump.svc.queue.requested_delays  # type: ignore[attr-defined]
     assert delays == sorted(delays) and max(delays) == 16  # 10 a second, oldest first
     again = svc.schedule.backfill(job_id, request, tenant="t")
@@ -322,7 +324,7 @@ def test_backfill_of_seven_days_of_an_hourly_job_creates_168_runs_and_a_repeat_n
         job_id, tenant="t", start=None, end=at(0), status="SUCCEEDED", cursor=history.next_cursor, limit=100
     )
     assert len(rest.items) == 68 and rest.next_cursor is None
-    assert all(r.kind == "backfill" and r.lateness_ms is not None for r in history.items + rest.items)
+    assert all(r.kind == "backfill" and r.lateness_ms() is not None for r in history.items + rest.items)
 
 
 def test_a_backfill_run_is_late_from_when_the_backfill_asked_for_it_not_from_its_tick(
@@ -343,9 +345,9 @@ def test_a_backfill_run_is_late_from_when_the_backfill_asked_for_it_not_from_its
         job_id, tenant="t", start=None, end=at(0), status=None, cursor=None, limit=10
     ).items
     assert asked.created == 3 and [(r.kind, r.status) for r in listed] == [("backfill", "SUCCEEDED")] * 3
-    assert [r.lateness_ms for r in listed] == [2000, 2000, 2000]
-    shown = svc.job_service.get(job_id, tenant="t").recent_executions
-    assert [(r.run_id, r.lateness_ms) for r in shown] == [(r.run_id, r.lateness_ms) for r in listed]
+    assert [r.lateness_ms() for r in listed] == [2000, 2000, 2000]
+    shown = svc.job_service.get(job_id, tenant="t").runs
+    assert [(r.run_id, r.lateness_ms()) for r in shown] == [(r.run_id, r.lateness_ms()) for r in listed]
 
 
 def test_history_pages_newest_first_with_lateness(svc: Services, pump: Pump, clock: FakeClock) -> None:
@@ -354,12 +356,12 @@ def test_history_pages_newest_first_with_lateness(svc: Services, pump: Pump, clo
     page = svc.schedule.history(
         job_id, tenant="t", start=at(0, 30), end=at(1), status=None, cursor=None, limit=2
     )
-    assert [i.scheduled_for for i in page.items] == [times.iso(at(0, 50)), times.iso(at(0, 40))]
-    assert page.items[0].lateness_ms == 0 and page.items[0].status == "SUCCEEDED"
+    assert [i.scheduled_for for i in page.items] == [at(0, 50), at(0, 40)]
+    assert page.items[0].lateness_ms() == 0 and page.items[0].status == "SUCCEEDED"
     rest = svc.schedule.history(
         job_id, tenant="t", start=at(0, 30), end=at(1), status=None, cursor=page.next_cursor, limit=10
     )
-    assert [i.scheduled_for for i in rest.items] == [times.iso(at(0, 30))]
+    assert [i.scheduled_for for i in rest.items] == [at(0, 30)]
 
 
 # -- bad input -----------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobsched import cli, cron
-from jobsched.domain.models import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
 from jobsched.services.schedule import MAX_BACKFILL_TICKS
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import jobsched.domain
 import jobsched.services
 
 FORBIDDEN_IMPORTS = ("jobsched.adapters", "boto3", "botocore", "mypy_boto3")
@@ -65,3 +66,48 @@ def test_a_service_imports_no_adapter_boto3_or_botocore_and_reads_no_environment
 ) -> None:
     # Given a module of jobsched.services, when its imports are read, then none is forbidden
     assert violations(path.read_text()) == [], f"jobsched.services.{name} reaches past the ports"
+
+
+DOMAIN = sorted(
+    (info.name, Path(jobsched.domain.__path__[0]) / f"{info.name}.py")
+    for info in pkgutil.iter_modules(jobsched.domain.__path__)
+)
+API_IMPORT = ("jobsched.api",)
+
+
+def imports_of(source: str, prefixes: tuple[str, ...]) -> list[str]:
+    """Every import in `source` of a module under one of `prefixes`."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+            if node.module == "jobsched":
+                names += [f"jobsched.{alias.name}" for alias in node.names]
+        found += [
+            f"line {node.lineno}: import {n}"
+            for n in names
+            if any(n == p or n.startswith(f"{p}.") for p in prefixes)
+        ]
+    return found
+
+
+def test_the_api_import_check_sees_every_spelling() -> None:
+    # Given a module importing the API package three ways
+    source = "import jobsched.api\nfrom jobsched.api.models import JobView\nfrom jobsched import api\n"
+    # Then the check names each of them, and not a module that merely starts with the same letters
+    assert len(imports_of(source, API_IMPORT)) == 3
+    assert imports_of("import jobsched.apis_elsewhere\n", API_IMPORT) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [(f"domain.{n}", p) for n, p in DOMAIN] + [(f"services.{n}", p) for n, p in SERVICES],
+    ids=[f"domain.{n}" for n, _ in DOMAIN] + [f"services.{n}" for n, _ in SERVICES],
+)
+def test_the_domain_and_the_services_import_nothing_from_the_api(name: str, path: Path) -> None:
+    # Given a module of jobsched.domain or jobsched.services, when its imports are read, then none is
+    # of jobsched.api: the services answer domain records, and only the API renders them as views
+    assert imports_of(path.read_text(), API_IMPORT) == [], f"jobsched.{name} depends on the API's wire format"

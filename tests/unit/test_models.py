@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from jobsched.domain.models import Backoff, CreateJobRequest, RetryPolicy
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.models import Backoff, RetryPolicy
 
 
 def test_it_requires_run_at_for_one_off_and_cron_for_recurring() -> None:

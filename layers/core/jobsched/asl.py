@@ -19,8 +19,8 @@ meets a scheduled job and a success completes it. A job in any other status is l
 Every DynamoDB step is a native-integration conditional update along a legal edge; a refused
 condition means another actor already moved the run (a duplicate start, a replay that raced), so the
 execution ends quietly in Stale. Native integrations throughout: no Lambda only forwards a call.
-Inputs are computed by the caller (services/failures.py: FailureInput), times included, so the
-definition needs no clock of its own.
+Inputs are computed by the caller (jobsched.asl_inputs: FailureInput, ReplayInput, DagInput), times
+included, so the definition needs no clock of its own.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from jobsched.domain import times
-from jobsched.domain.models import CreateJobRequest, RunMessage
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict

@@ -1,7 +1,7 @@
-"""Pydantic models: what a caller may ask for, what is stored, and what is answered.
+"""Pydantic models of the domain: jobs, runs, their policies, and the message that asks for a run.
 
-Over 600 lines because the API's request and response models still live here beside the domain
-types; they move to the API's own package (issue 10 item 3), which leaves the domain about half.
+What a caller may ask for is in jobsched.domain.commands, what the services answer in
+jobsched.domain.results, and the API's wire format (its views) in jobsched.api.models.
 """
 
 from __future__ import annotations
@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
-    field_validator,
     model_validator,
 )
 
@@ -53,22 +51,11 @@ def payload_bytes(payload: dict[str, Any]) -> int:
     return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def _checked_payload(value: dict[str, Any]) -> dict[str, Any]:
-    size = payload_bytes(value)
-    if size > MAX_PAYLOAD_BYTES:
-        raise ValueError(f"is {size} bytes as UTF-8 JSON; the limit is {MAX_PAYLOAD_BYTES}")
-    return value
-
-
 def in_time_window(value: datetime) -> datetime:
     """`value` (timezone-aware) when it lies in the window every stored time fits; else ValueError."""
     if not EARLIEST_TIME <= value < LATEST_TIME:
         raise ValueError("must be at or after 1970-01-01T00:00:00Z and before 3000-01-01T00:00:00Z")
     return value
-
-
-ApiTime = Annotated[AwareDatetime, AfterValidator(in_time_window)]
-"""A timezone-aware instant in the time window, as every request model takes one."""
 
 
 class Backoff(BaseModel):
@@ -144,95 +131,6 @@ class SchedulePolicy(BaseModel):
     """No tick after this instant."""
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
     """At most this many ticks are handed over; then the job completes."""
-
-
-class CreateJobRequest(BaseModel):
-    """Body of POST /api/jobs."""
-
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-    type: JobType
-    handler: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
-    payload: dict[str, Any] = Field(default_factory=dict)
-    run_at: ApiTime | None = None
-    cron_expr: str | None = Field(default=None, min_length=1, max_length=200)
-    timezone: str = Field(default="UTC", min_length=1, max_length=64)
-    max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS_LIMIT)
-    backoff: Backoff = Field(default_factory=Backoff)
-    timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
-    non_retryable_errors: list[str] = Field(default_factory=list, max_length=20)
-    idempotent: bool = True
-    depends_on: list[str] = Field(default_factory=list)
-    name: str | None = Field(default=None, max_length=200)
-    # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
-    overlap_policy: OverlapPolicy = "skip"
-    catchup: CatchupPolicy = "one"
-    max_catchup: int = Field(default=10, ge=1, le=MAX_CATCHUP_LIMIT)
-    starting_deadline_seconds: int | None = Field(default=None, ge=1, le=86_400)
-    jitter_seconds: int = Field(default=0, ge=0, le=MAX_JITTER_SECONDS)
-    start_at: ApiTime | None = None
-    end_at: ApiTime | None = None
-    max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
-
-    @field_validator("payload")
-    @classmethod
-    def _payload_size(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _checked_payload(value)
-
-    @field_validator("depends_on")
-    @classmethod
-    def _upstreams(cls, value: list[str]) -> list[str]:
-        if len(value) > MAX_FAN_IN:
-            raise ValueError(f"at most {MAX_FAN_IN} upstream jobs")
-        if len(set(value)) != len(value):
-            raise ValueError("an upstream job is listed twice")
-        return value
-
-    @model_validator(mode="after")
-    def _fields_for_type(self) -> CreateJobRequest:
-        if self.type == "dependent":
-            if not self.depends_on:
-                raise ValueError("depends_on is required for a dependent job")
-            if self.run_at is not None or self.cron_expr is not None:
-                raise ValueError("a dependent job has no time of its own: no run_at, no cron_expr")
-            return self
-        if self.depends_on:
-            raise ValueError("depends_on is only for dependent jobs (type: dependent)")
-        if self.type == "one_off":
-            if self.run_at is None:
-                raise ValueError("run_at is required for a one_off job")
-            if self.cron_expr is not None:
-                raise ValueError("cron_expr is only for recurring jobs")
-        else:
-            if self.cron_expr is None:
-                raise ValueError("cron_expr is required for a recurring job")
-            if self.run_at is not None:
-                raise ValueError("run_at is only for one_off jobs")
-        if self.start_at and self.end_at and self.end_at <= self.start_at:
-            raise ValueError("end_at must be after start_at")
-        return self
-
-    def schedule_policy(self) -> SchedulePolicy:
-        """The recurring-job policy this request asks for."""
-        return SchedulePolicy(
-            overlap_policy=self.overlap_policy,
-            catchup=self.catchup,
-            max_catchup=self.max_catchup,
-            starting_deadline_seconds=self.starting_deadline_seconds,
-            jitter_seconds=self.jitter_seconds,
-            start_at=self.start_at,
-            end_at=self.end_at,
-            max_runs=self.max_runs,
-        )
-
-    def retry_policy(self) -> RetryPolicy:
-        """The retry policy this request asks for."""
-        return RetryPolicy(
-            max_attempts=self.max_attempts,
-            backoff=self.backoff,
-            timeout_seconds=self.timeout_seconds,
-            non_retryable=tuple(self.non_retryable_errors),
-        )
 
 
 class Job(BaseModel):
@@ -367,283 +265,3 @@ def takes_slot(job_type: str, overlap_policy: str) -> bool:
     one tick at a time: the slot is both the overlap guard and the start marker a cancel checks.
     """
     return job_type == "one_off" or (job_type == "recurring" and overlap_policy != "allow")
-
-
-class JobCreated(BaseModel):
-    """The 201 answer to POST /api/jobs (also what an idempotent repeat answers)."""
-
-    job_id: str
-    status: str
-    next_run_at: str | None
-
-
-class AttemptView(BaseModel):
-    """One attempt of a run as the API shows it."""
-
-    attempt: int
-    worker: str | None
-    started_at: str | None
-    finished_at: str | None
-    outcome: str
-    error: RunError | None = None
-
-
-class ExecutionView(BaseModel):
-    """A run as GET /api/jobs/{id} shows it."""
-
-    run_id: str
-    scheduled_for: str
-    attempt: int
-    status: str
-    started_at: str | None
-    finished_at: str | None
-    duration_ms: int | None = None
-    lateness_ms: int | None = None
-    error: RunError | None = None
-    result: Any = None
-    attempts: list[AttemptView] = Field(default_factory=list)
-
-
-class JobView(BaseModel):
-    """The answer to GET /api/jobs/{id}."""
-
-    job_id: str
-    type: str
-    status: str
-    handler: str
-    payload: dict[str, Any]
-    name: str | None
-    run_at: str | None
-    cron_expr: str | None
-    timezone: str
-    max_attempts: int
-    backoff: Backoff
-    timeout_seconds: int | None
-    non_retryable_errors: list[str]
-    idempotent: bool
-    overlap_policy: str
-    catchup: str
-    max_catchup: int
-    starting_deadline_seconds: int | None
-    jitter_seconds: int
-    start_at: str | None
-    end_at: str | None
-    max_runs: int | None
-    paused_at: str | None = None
-    depends_on: list[str] = Field(default_factory=list)
-    dependants: list[str] = Field(default_factory=list)
-    next_run_at: str | None
-    created_at: str
-    updated_at: str
-    recent_executions: list[ExecutionView]
-
-
-class CancelResult(BaseModel):
-    """The answer to DELETE /api/jobs/{id}."""
-
-    job_id: str
-    status: str
-
-
-class DeadLetterItem(BaseModel):
-    """One dead-lettered run in GET /api/dead-letter."""
-
-    job_id: str
-    run_id: str
-    scheduled_for: str
-    dead_at: str
-    attempts: int
-    last_error: str
-
-
-class DeadLetterPage(BaseModel):
-    """A page of the dead-letter list, newest first; next_cursor is null on the last page."""
-
-    items: list[DeadLetterItem]
-    next_cursor: str | None
-
-
-class ReplayAccepted(BaseModel):
-    """The answer to POST /api/dead-letter/{run_id}/replay."""
-
-    run_id: str
-    job_id: str
-    status: str
-
-
-def _never_null(schema: dict[str, Any]) -> None:
-    """JSON Schema of a PATCH field that takes a value but not null: drop the null variant.
-
-    In Python None stands for "absent" (the field keeps its value), so the type is Optional; a
-    caller's explicit null is refused by PatchJobRequest._not_null, and the schema must not offer it.
-    """
-    variants = [v for v in schema.pop("anyOf", []) if v != {"type": "null"}]
-    if len(variants) == 1:
-        schema.update(variants[0])
-    elif variants:
-        schema["anyOf"] = variants
-    schema.pop("default", None)
-
-
-class PatchJobRequest(BaseModel):
-    """Body of PATCH /api/jobs/{id}: the fields to change (absent fields keep their value).
-
-    null clears what a job may lack (name, timeout_seconds, starting_deadline_seconds, start_at,
-    end_at, max_runs). Every other field always has a value: null is a 400 naming the field.
-    """
-
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-    name: str | None = Field(default=None, max_length=200)
-    handler: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=200,
-        pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$",
-        json_schema_extra=_never_null,
-    )
-    payload: dict[str, Any] | None = Field(default=None, json_schema_extra=_never_null)
-    cron_expr: str | None = Field(default=None, min_length=1, max_length=200, json_schema_extra=_never_null)
-    timezone: str | None = Field(default=None, min_length=1, max_length=64, json_schema_extra=_never_null)
-    max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS_LIMIT, json_schema_extra=_never_null)
-    backoff: Backoff | None = Field(default=None, json_schema_extra=_never_null)
-    timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
-    non_retryable_errors: list[str] | None = Field(default=None, max_length=20, json_schema_extra=_never_null)
-    overlap_policy: OverlapPolicy | None = Field(default=None, json_schema_extra=_never_null)
-    catchup: CatchupPolicy | None = Field(default=None, json_schema_extra=_never_null)
-    max_catchup: int | None = Field(default=None, ge=1, le=MAX_CATCHUP_LIMIT, json_schema_extra=_never_null)
-    starting_deadline_seconds: int | None = Field(default=None, ge=1, le=86_400)
-    jitter_seconds: int | None = Field(
-        default=None, ge=0, le=MAX_JITTER_SECONDS, json_schema_extra=_never_null
-    )
-    start_at: ApiTime | None = None
-    end_at: ApiTime | None = None
-    max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
-    depends_on: list[str] | None = Field(
-        default=None, min_length=1, max_length=MAX_FAN_IN, json_schema_extra=_never_null
-    )
-
-    @field_validator(
-        "handler",
-        "payload",
-        "cron_expr",
-        "timezone",
-        "max_attempts",
-        "backoff",
-        "non_retryable_errors",
-        "overlap_policy",
-        "catchup",
-        "max_catchup",
-        "jitter_seconds",
-        "depends_on",
-    )
-    @classmethod
-    def _not_null(cls, value: Any) -> Any:
-        # Runs only for fields the body names (defaults are not validated): an explicit null.
-        if value is None:
-            raise ValueError("must not be null; leave the field out to keep its current value")
-        return value
-
-    @field_validator("payload")
-    @classmethod
-    def _payload_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else _checked_payload(value)
-
-    @model_validator(mode="after")
-    def _something_to_change(self) -> PatchJobRequest:
-        if not self.model_fields_set:
-            raise ValueError("nothing to change: name at least one field")
-        return self
-
-
-class BackfillRequest(BaseModel):
-    """Body of POST /api/jobs/{id}/backfill: create the runs of every tick in [from, to) that has none."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    from_: ApiTime = Field(alias="from")
-    to: ApiTime
-
-    @model_validator(mode="after")
-    def _ordered(self) -> BackfillRequest:
-        if self.from_ >= self.to:
-            raise ValueError("from must be before to")
-        return self
-
-
-class BackfillResult(BaseModel):
-    """What a backfill did: runs created now, ticks that already had a run, and their spread."""
-
-    job_id: str
-    ticks: int
-    created: int
-    existing: int
-    first: str | None
-    last: str | None
-    spread_seconds: int
-
-
-class RunView(BaseModel):
-    """One run in GET /api/jobs/{id}/runs."""
-
-    run_id: str
-    scheduled_for: str
-    kind: str
-    status: str
-    reason: str | None = None
-    attempts: int
-    started_at: str | None
-    finished_at: str | None
-    lateness_ms: int | None
-    duration_ms: int | None
-    error: RunError | None = None
-
-
-class RunPage(BaseModel):
-    """A page of run history, newest first; next_cursor is null on the last page."""
-
-    items: list[RunView]
-    next_cursor: str | None
-
-
-class JobControl(BaseModel):
-    """The answer to pause, resume and run-now."""
-
-    job_id: str
-    status: str
-    next_run_at: str | None = None
-    run_id: str | None = None
-
-
-class GraphNode(BaseModel):
-    """A job in GET /api/jobs/{id}/graph."""
-
-    job_id: str
-    name: str | None
-    type: str
-    status: str
-
-
-class GraphEdge(BaseModel):
-    """upstream -> dependant."""
-
-    upstream: str
-    dependant: str
-
-
-class GraphPeriod(BaseModel):
-    """One period of the DAG and each node's run status in it (absent: no run yet)."""
-
-    period: str
-    status: dict[str, str]
-
-
-class GraphView(BaseModel):
-    """The DAG around a job: nodes, edges, and the status of its most recent periods."""
-
-    job_id: str
-    nodes: list[GraphNode]
-    edges: list[GraphEdge]
-    periods: list[GraphPeriod]
-    truncated: bool = False
-    """The graph reached MAX_GRAPH_NODES jobs: some node shown has an edge to a job left out."""

@@ -13,20 +13,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
+from jobsched.asl_inputs import DagInput, DagItem, UpstreamFailed
 from jobsched.domain import times
 from jobsched.domain.keys import execution_name, job_pk, run_id_for, run_sk
-from jobsched.domain.models import (
-    MAX_GRAPH_NODES,
-    Execution,
-    GraphEdge,
-    GraphNode,
-    GraphPeriod,
-    GraphView,
-    Job,
-    RunMessage,
-)
+from jobsched.domain.models import MAX_GRAPH_NODES, Execution, Job, RunMessage
+from jobsched.domain.results import Graph, GraphPeriod
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, StateMachines
@@ -148,29 +140,31 @@ class DagService:
                 continue
             run_sf = self.run_sf_for(dependant, period)
             items.append(
-                {
-                    "pk": job_pk(dependant.job_id),
-                    "wait_sk": f"WAIT#{period}",
-                    "run_sk": run_sk(times.stored(run_sf)),
-                    "run_sf": times.stored(run_sf),
-                    "run_id": run_id_for(dependant.job_id, run_sf),
-                    "job_id": dependant.job_id,
-                    "tenant": dependant.tenant,
-                    "fan_in": len(dependant.depends_on),
-                    "message": RunMessage(
+                DagItem(
+                    pk=job_pk(dependant.job_id),
+                    wait_sk=f"WAIT#{period}",
+                    run_sk=run_sk(times.stored(run_sf)),
+                    run_sf=times.stored(run_sf),
+                    run_id=run_id_for(dependant.job_id, run_sf),
+                    job_id=dependant.job_id,
+                    tenant=dependant.tenant,
+                    fan_in=len(dependant.depends_on),
+                    message=RunMessage(
                         job_id=dependant.job_id, scheduled_for=times.stored(run_sf), kind="dependant"
                     ).model_dump_json(),
-                    "now": now,
-                }
+                    now=now,
+                )
             )
-        payload = {
-            "upstream_run": run.run_id,
-            "runs_table": self.settings.runs_table,
-            "queue_url": self.settings.execution_queue_url,
-            "items": items,
-        }
+        payload = DagInput(
+            upstream_run=run.run_id,
+            runs_table=self.settings.runs_table,
+            queue_url=self.settings.execution_queue_url,
+            items=items,
+        )
         name = execution_name("dag", run.run_id, f"r{run.replays}", *([f"join-{only}"] if only else []))
-        return self.state_machines.start(self.settings.dag_workflow_arn, name, payload)
+        return self.state_machines.start(
+            self.settings.dag_workflow_arn, name, payload.model_dump(mode="json")
+        )
 
     def join(self, dependant: Job) -> None:
         """A new dependant of a one-off chain counts the upstream runs that already succeeded.
@@ -190,7 +184,7 @@ class DagService:
             if upstream and latest and latest[0].status == RunStatus.SUCCEEDED:
                 self.signal_success(upstream, latest[0], only=dependant.job_id)
 
-    def failed_dependants(self, job: Job, run: Execution) -> list[dict[str, Any]]:
+    def failed_dependants(self, job: Job, run: Execution) -> list[UpstreamFailed]:
         """Every transitive dependant's run of this period, to mark UPSTREAM_FAILED (failure workflow)."""
         if not job.dependants:
             return []
@@ -199,15 +193,15 @@ class DagService:
         for dependant in self._reach(job.dependants, upward=False).values():
             run_sf = self.run_sf_for(dependant, period)
             out.append(
-                {
-                    "pk": job_pk(dependant.job_id),
-                    "run_sk": run_sk(times.stored(run_sf)),
-                    "run_sf": times.stored(run_sf),
-                    "run_id": run_id_for(dependant.job_id, run_sf),
-                    "job_id": dependant.job_id,
-                    "tenant": dependant.tenant,
-                    "reason": f"upstream {run.run_id} was dead-lettered",
-                }
+                UpstreamFailed(
+                    pk=job_pk(dependant.job_id),
+                    run_sk=run_sk(times.stored(run_sf)),
+                    run_sf=times.stored(run_sf),
+                    run_id=run_id_for(dependant.job_id, run_sf),
+                    job_id=dependant.job_id,
+                    tenant=dependant.tenant,
+                    reason=f"upstream {run.run_id} was dead-lettered",
+                )
             )
         return out
 
@@ -228,7 +222,7 @@ class DagService:
         return cancelled
 
     # -- the graph ---------------------------------------------------------------------------------------
-    def graph(self, job: Job) -> GraphView:
+    def graph(self, job: Job) -> Graph:
         """The DAG around a job and the status of recent periods: every edge of every node shown.
 
         Its ancestors and descendants come first, then the rest of what they touch (a dependant's
@@ -237,19 +231,16 @@ class DagService:
         """
         nodes, truncated = self._around(job)
         edges = sorted({(u, n.job_id) for n in nodes.values() for u in n.depends_on if u in nodes})
-        by_period: dict[str, dict[str, str]] = {}
+        by_period: dict[str, dict[str, RunStatus]] = {}
         for node in nodes.values():
             for r in self.runs.recent(node.job_id, limit=GRAPH_PERIODS):
                 period = ONCE if root_schedule_of(node) == ONCE else times.iso(r.scheduled_for)
-                by_period.setdefault(period, {})[node.job_id] = r.status.value
+                by_period.setdefault(period, {})[node.job_id] = r.status
         periods = sorted(by_period.items(), reverse=True)[:GRAPH_PERIODS]
-        return GraphView(
+        return Graph(
             job_id=job.job_id,
-            nodes=[
-                GraphNode(job_id=n.job_id, name=n.name, type=n.type, status=n.status.value)
-                for n in sorted(nodes.values(), key=lambda n: n.job_id)
-            ],
-            edges=[GraphEdge(upstream=u, dependant=d) for u, d in edges],
+            nodes=sorted(nodes.values(), key=lambda n: n.job_id),
+            edges=edges,
             periods=[GraphPeriod(period=p, status=s) for p, s in periods],
             truncated=truncated,
         )

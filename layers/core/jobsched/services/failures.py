@@ -7,17 +7,11 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from jobsched.asl_inputs import Alert, FailureInput, JobKeys, ReplayInput
 from jobsched.domain import cursors, times
 from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
-from jobsched.domain.models import (
-    DeadLetterItem,
-    DeadLetterPage,
-    Execution,
-    Job,
-    ReplayAccepted,
-    RunMessage,
-    takes_slot,
-)
+from jobsched.domain.models import Execution, Job, RunMessage, takes_slot
+from jobsched.domain.results import DeadLetterPage, Replay
 from jobsched.domain.status import RunStatus
 from jobsched.domain.targets import final_error_type
 from jobsched.errors import Conflict, NotFound, ValidationFailed
@@ -55,42 +49,41 @@ class FailureService:
             retryable = policy.retries_after(run.attempt, error_type) and not final_error_type(error_type)
         now = self.clock.now()
         sf = times.stored(run.scheduled_for)
-        payload: dict[str, Any] = {
-            "action": "retry",
-            "retryable": retryable,
-            "attempt": run.attempt,
-            "max_attempts": policy.max_attempts,
-            "wait_seconds": policy.wait_before(max(1, run.attempt), unit_random=self.rng.random()),
-            "runs_table": self.settings.runs_table,
-            "pk": job_pk(job.job_id),
-            "sk": run_sk(sf),
-            "queue_url": self.settings.execution_queue_url,
-            "message": RunMessage(
+        payload = FailureInput(
+            retryable=retryable,
+            attempt=run.attempt,
+            max_attempts=policy.max_attempts,
+            wait_seconds=policy.wait_before(max(1, run.attempt), unit_random=self.rng.random()),
+            runs_table=self.settings.runs_table,
+            pk=job_pk(job.job_id),
+            sk=run_sk(sf),
+            queue_url=self.settings.execution_queue_url,
+            message=RunMessage(
                 job_id=job.job_id, scheduled_for=sf, guard=takes_slot(job.type, job.policy.overlap_policy)
             ).model_dump_json(),
-            "topic_arn": self.settings.alert_topic_arn,
-            "dl_key": dead_letter_key(job.tenant),
-            "dl_sk": f"{times.stored(now)}#{run.run_id}",
-            "dead_at": times.stored(now),
+            topic_arn=self.settings.alert_topic_arn,
+            dl_key=dead_letter_key(job.tenant),
+            dl_sk=f"{times.stored(now)}#{run.run_id}",
+            dead_at=times.stored(now),
             # Its job ends with it (SCHEDULED -> FAILED) if this is the one run the job lives for.
             **_job_keys(self.settings, job, run),
             # Every transitive dependant's run of this period, marked UPSTREAM_FAILED if it dead-letters.
-            "propagate": self.dag.failed_dependants(job, run),
-            "alert": {
-                "job_id": job.job_id,
-                "run_id": run.run_id,
-                "tenant": job.tenant,
-                "handler": job.handler,
-                "scheduled_for": times.iso(run.scheduled_for),
-                "attempts": run.attempt,
-                "error_type": error_type,
-                "error_message": run.error.message if run.error else "",
-            },
-        }
+            propagate=self.dag.failed_dependants(job, run),
+            alert=Alert(
+                job_id=job.job_id,
+                run_id=run.run_id,
+                tenant=job.tenant,
+                handler=job.handler,
+                scheduled_for=times.iso(run.scheduled_for),
+                attempts=run.attempt,
+                error_type=error_type,
+                error_message=run.error.message if run.error else "",
+            ),
+        )
         # One execution per (run, replay series, attempt): a duplicate start of the same failure is a
         # no-op, and a replayed run's attempt 1 is a new failure, not the first series' attempt 1.
         name = execution_name("fail", run.run_id, f"r{run.replays}", f"a{run.attempt}")
-        return self.state_machines.start_failure(name, payload)
+        return self.state_machines.start_failure(name, payload.model_dump(mode="json"))
 
     def reconcile(self, message: RunMessage) -> str:
         """A message the execution queue gave up on (maxReceiveCount): dead-letter its run, visibly.
@@ -139,20 +132,9 @@ class FailureService:
         rows, last = self.runs.dead_letters(
             dl_key=dead_letter_key(tenant), start=start, limit=limit, job_id=job_id
         )
-        items = [
-            DeadLetterItem(
-                job_id=r.job_id,
-                run_id=r.run_id,
-                scheduled_for=times.iso(r.scheduled_for),
-                dead_at=times.iso(r.dead_at),
-                attempts=r.attempt,
-                last_error=f"{_or_unknown(r.error_type)}: {r.error_message or ''}".strip(),
-            )
-            for r in rows
-        ]
-        return DeadLetterPage(items=items, next_cursor=cursors.encode(last) if last else None)
+        return DeadLetterPage(items=rows, next_cursor=cursors.encode(last) if last else None)
 
-    def replay(self, run_id: str, *, tenant: str) -> ReplayAccepted:
+    def replay(self, run_id: str, *, tenant: str) -> Replay:
         """Start a fresh attempt series for a dead-lettered run, once (the execution name is the key)."""
         try:
             job_id, scheduled_for = parse_run_id(run_id)
@@ -167,21 +149,22 @@ class FailureService:
                 f"run '{run_id}' is {run.status.value}, not DEAD_LETTER: only a dead letter is replayed"
             )
         sf = times.stored(run.scheduled_for)
-        payload = {
-            "action": "replay",
-            "runs_table": self.settings.runs_table,
-            "pk": job_pk(job_id),
-            "sk": run_sk(sf),
-            "queue_url": self.settings.execution_queue_url,
-            "message": RunMessage(
+        replay = ReplayInput(
+            runs_table=self.settings.runs_table,
+            pk=job_pk(job_id),
+            sk=run_sk(sf),
+            queue_url=self.settings.execution_queue_url,
+            message=RunMessage(
                 job_id=job_id, scheduled_for=sf, guard=takes_slot(job.type, job.policy.overlap_policy)
             ).model_dump_json(),
             # Its job, FAILED by this run's dead letter, is SCHEDULED again before the run is enqueued.
             **_job_keys(self.settings, job, run),
-            "now": times.stored(self.clock.now()),
-        }
-        self.state_machines.start_failure(execution_name("replay", run_id, str(run.replays)), payload)
-        return ReplayAccepted(run_id=run_id, job_id=job_id, status=RunStatus.PENDING.value)
+            now=times.stored(self.clock.now()),
+        )
+        self.state_machines.start_failure(
+            execution_name("replay", run_id, str(run.replays)), replay.model_dump(mode="json")
+        )
+        return Replay(run_id=run_id, job_id=job_id, status=RunStatus.PENDING)
 
 
 def is_job_run(job: Job, run: Execution) -> bool:
@@ -193,12 +176,10 @@ def is_job_run(job: Job, run: Execution) -> bool:
 
 
 def _job_keys(settings: Settings, job: Job, run: Execution) -> dict[str, Any]:
-    """What the failure workflow's job-status steps read (see asl.py)."""
-    return {"job_run": is_job_run(job, run), "jobs_table": settings.jobs_table, "job_pk": job_pk(job.job_id)}
-
-
-def _or_unknown(error_type: str | None) -> str:
-    return "Unknown" if error_type is None else error_type
+    """What the failure workflow's job-status steps read (asl_inputs.JobKeys), as keyword arguments."""
+    return JobKeys(
+        job_run=is_job_run(job, run), jobs_table=settings.jobs_table, job_pk=job_pk(job.job_id)
+    ).model_dump()
 
 
 def dead_letter_key(tenant: str) -> str:

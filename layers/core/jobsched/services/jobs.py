@@ -12,20 +12,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jobsched import cron
 from jobsched.domain import times
+from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.firing import next_fire
-from jobsched.domain.models import (
-    AttemptView,
-    CancelResult,
-    CreateJobRequest,
-    Execution,
-    ExecutionView,
-    GraphView,
-    Job,
-    JobCreated,
-    JobView,
-    SchedulePolicy,
-)
+from jobsched.domain.models import Job, SchedulePolicy
 from jobsched.domain.records import DueEntry
+from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, Targets
@@ -75,7 +66,7 @@ class JobService:
     clock: Clock
     dag: DagService
 
-    def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> JobCreated:
+    def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> Submitted:
         """Validate; store job, due entry and idempotency record in one transaction; hand over if due soon."""
         if request.handler not in self.registry:
             raise ValidationFailed(
@@ -109,16 +100,12 @@ class JobService:
             created_at=now,
             updated_at=now,
         )
-        response = JobCreated(
-            job_id=job.job_id,
-            status=job.status.value,
-            next_run_at=times.iso(next_run_at) if next_run_at else None,
-        )
+        response = Submitted(job_id=job.job_id, status=job.status, next_run_at=next_run_at)
         used = self.jobs.create_with_idempotency(
             job,
             idempotency_key=key or f"auto-{job.job_id}",
             request_hash=request_hash(request),
-            response=response.model_dump(mode="json"),
+            response=response.stored(),
             now=now,
         )
         if used is not None:
@@ -126,7 +113,7 @@ class JobService:
                 raise IdempotencyConflict(
                     "Idempotency-Key was already used with a different request body", field="Idempotency-Key"
                 )
-            response = JobCreated.model_validate(used.response)
+            response = Submitted.from_stored(used.response)
             stored = self.jobs.get_job(response.job_id)
             if stored is None:
                 raise NotFound(f"job {response.job_id} no longer exists")
@@ -136,17 +123,17 @@ class JobService:
             self.dag.join(job)
         return response
 
-    def get(self, job_id: str, *, tenant: str) -> JobView:
+    def get(self, job_id: str, *, tenant: str) -> JobDetail:
         """The job and its newest runs; another tenant's job is not found."""
         job = self.owned(job_id, tenant)
         runs = self.runs.recent(job.job_id, limit=RECENT_EXECUTIONS)
-        return _view(job, runs, now=self.clock.now())
+        return JobDetail(job=job, runs=runs, next_run_at=next_run_shown(job, now=self.clock.now()))
 
-    def graph(self, job_id: str, *, tenant: str) -> GraphView:
+    def graph(self, job_id: str, *, tenant: str) -> Graph:
         """The DAG around a job."""
         return self.dag.graph(self.owned(job_id, tenant))
 
-    def cancel(self, job_id: str, *, tenant: str) -> CancelResult:
+    def cancel(self, job_id: str, *, tenant: str) -> Control:
         """Compare-and-set SCHEDULED|PAUSED -> CANCELLED; 409 while a run is in progress; a repeat is 200.
 
         "In progress" is a live start marker on the job (JobStore's slot or count), which every run
@@ -192,7 +179,7 @@ class JobService:
         for run in recent:
             if run.status == RunStatus.PENDING:
                 self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
-        return CancelResult(job_id=job.job_id, status=JobStatus.CANCELLED.value)
+        return Control(job_id=job.job_id, status=JobStatus.CANCELLED)
 
     def _in_progress(self, job: Job, now: datetime) -> str | None:
         """Raise 409 if a run of the job is in progress; else the slot's finished holder, if any."""
@@ -284,66 +271,6 @@ class JobService:
         )
 
 
-def next_run_shown(job: Job, *, now: datetime) -> str | None:
+def next_run_shown(job: Job, *, now: datetime) -> datetime | None:
     """The next_run_at a view of the job shows: its next firing, not the dispatcher's cursor."""
-    fire = next_fire(job, now=now, jitter_offset_seconds=jitter_offset(job.job_id, job.policy.jitter_seconds))
-    return times.iso(fire) if fire else None
-
-
-def _view(job: Job, runs: list[Execution], *, now: datetime) -> JobView:
-    return JobView(
-        job_id=job.job_id,
-        type=job.type,
-        status=job.status.value,
-        handler=job.handler,
-        payload=job.payload,
-        name=job.name,
-        run_at=times.iso(job.run_at) if job.run_at else None,
-        cron_expr=job.cron_expr,
-        timezone=job.timezone,
-        max_attempts=job.retry.max_attempts,
-        backoff=job.retry.backoff,
-        timeout_seconds=job.retry.timeout_seconds,
-        non_retryable_errors=list(job.retry.non_retryable),
-        idempotent=job.idempotent,
-        overlap_policy=job.policy.overlap_policy,
-        catchup=job.policy.catchup,
-        max_catchup=job.policy.max_catchup,
-        starting_deadline_seconds=job.policy.starting_deadline_seconds,
-        jitter_seconds=job.policy.jitter_seconds,
-        start_at=times.iso(job.policy.start_at) if job.policy.start_at else None,
-        end_at=times.iso(job.policy.end_at) if job.policy.end_at else None,
-        max_runs=job.policy.max_runs,
-        paused_at=times.iso(job.paused_at) if job.paused_at else None,
-        depends_on=list(job.depends_on),
-        dependants=list(job.dependants),
-        next_run_at=next_run_shown(job, now=now),
-        created_at=times.iso(job.created_at),
-        updated_at=times.iso(job.updated_at),
-        recent_executions=[
-            ExecutionView(
-                run_id=r.run_id,
-                scheduled_for=times.iso(r.scheduled_for),
-                attempt=r.attempt,
-                status=r.status.value,
-                started_at=times.iso(r.started_at) if r.started_at else None,
-                finished_at=times.iso(r.finished_at) if r.finished_at else None,
-                duration_ms=r.duration_ms,
-                lateness_ms=r.lateness_ms(),
-                error=r.error,
-                result=r.result,
-                attempts=[
-                    AttemptView(
-                        attempt=a.attempt,
-                        worker=a.worker,
-                        started_at=times.iso(a.started_at) if a.started_at else None,
-                        finished_at=times.iso(a.finished_at) if a.finished_at else None,
-                        outcome=a.outcome,
-                        error=a.error,
-                    )
-                    for a in r.attempts
-                ],
-            )
-            for r in runs
-        ],
-    )
+    return next_fire(job, now=now, jitter_offset_seconds=jitter_offset(job.job_id, job.policy.jitter_seconds))

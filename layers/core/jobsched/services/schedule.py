@@ -14,22 +14,11 @@ from typing import Any, get_args
 
 from jobsched import cron
 from jobsched.domain import cursors, times
+from jobsched.domain.commands import BackfillRequest, PatchJobRequest
 from jobsched.domain.keys import run_id_for
-from jobsched.domain.models import (
-    BackfillRequest,
-    BackfillResult,
-    Job,
-    JobControl,
-    PatchJobRequest,
-    RetryPolicy,
-    RunKind,
-    RunMessage,
-    RunPage,
-    RunView,
-    SchedulePolicy,
-    takes_slot,
-)
+from jobsched.domain.models import Job, RetryPolicy, RunKind, RunMessage, SchedulePolicy, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
+from jobsched.domain.results import Backfill, Control, RunPage
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
@@ -65,12 +54,12 @@ class ScheduleService:
     clock: Clock
 
     # -- pause / resume ---------------------------------------------------------------------------
-    def pause(self, job_id: str, *, tenant: str) -> JobControl:
+    def pause(self, job_id: str, *, tenant: str) -> Control:
         """Stop handing ticks over and starting new ticks; ticks already handed over that come due
         during the pause are left to the resume (the worker writes nothing for them)."""
         job = self.job_service.owned(job_id, tenant)
         if job.status == JobStatus.PAUSED:
-            return JobControl(job_id=job.job_id, status=job.status.value)
+            return Control(job_id=job.job_id, status=job.status)
         if job.status != JobStatus.SCHEDULED or job.next_run_at is None:
             raise Conflict(
                 f"job {job_id} is {job.status.value} with no pending tick: there is nothing to pause"
@@ -86,9 +75,9 @@ class ScheduleService:
             }
         )
         self._save(job, paused)
-        return JobControl(job_id=job.job_id, status=JobStatus.PAUSED.value)
+        return Control(job_id=job.job_id, status=JobStatus.PAUSED)
 
-    def resume(self, job_id: str, *, tenant: str) -> JobControl:
+    def resume(self, job_id: str, *, tenant: str) -> Control:
         """Hand ticks over again; ticks missed while paused follow the job's catch-up policy."""
         job = self.job_service.owned(job_id, tenant)
         if job.status == JobStatus.SCHEDULED:
@@ -128,7 +117,7 @@ class ScheduleService:
         return cron.parse(job.cron_expr, job.timezone).next_after(after)
 
     # -- run now ----------------------------------------------------------------------------------
-    def run_now(self, job_id: str, *, tenant: str) -> JobControl:
+    def run_now(self, job_id: str, *, tenant: str) -> Control:
         """A manual run with its own key (job_id, now), honouring the job's overlap policy."""
         job = self.job_service.owned(job_id, tenant)
         if job.status not in (JobStatus.SCHEDULED, JobStatus.PAUSED):
@@ -146,7 +135,7 @@ class ScheduleService:
             guard=takes_slot(job.type, job.policy.overlap_policy),
         )
         self.queue.send([Outgoing(message, 0)])
-        return JobControl(job_id=job.job_id, status=job.status.value, run_id=run_id_for(job.job_id, now))
+        return Control(job_id=job.job_id, status=job.status, run_id=run_id_for(job.job_id, now))
 
     # -- edit -------------------------------------------------------------------------------------------
     def edit(self, job_id: str, request: PatchJobRequest, *, tenant: str) -> Job:
@@ -237,7 +226,7 @@ class ScheduleService:
         return tick
 
     # -- backfill ---------------------------------------------------------------------------------------
-    def backfill(self, job_id: str, request: BackfillRequest, *, tenant: str) -> BackfillResult:
+    def backfill(self, job_id: str, request: BackfillRequest, *, tenant: str) -> Backfill:
         """Create the runs of every tick in [from, to) that has none, oldest first, rate-limited.
 
         Idempotent: a tick that has a run already is left alone, so a repeat creates nothing new
@@ -282,13 +271,13 @@ class ScheduleService:
                     )
                 )
         self.queue.send(outgoing)
-        return BackfillResult(
+        return Backfill(
             job_id=job.job_id,
             ticks=len(ticks),
             created=created,
             existing=existing,
-            first=times.iso(ticks[0]) if ticks else None,
-            last=times.iso(ticks[-1]) if ticks else None,
+            first=ticks[0] if ticks else None,
+            last=ticks[-1] if ticks else None,
             spread_seconds=math.ceil(len(outgoing) / BACKFILL_RATE_PER_SECOND),
         )
 
@@ -327,23 +316,7 @@ class ScheduleService:
             limit=limit,
             cursor=self._start(cursor, job.job_id),
         )
-        items = [
-            RunView(
-                run_id=r.run_id,
-                scheduled_for=times.iso(r.scheduled_for),
-                kind=r.kind,
-                status=r.status.value,
-                reason=r.reason,
-                attempts=r.attempt,
-                started_at=times.iso(r.started_at) if r.started_at else None,
-                finished_at=times.iso(r.finished_at) if r.finished_at else None,
-                lateness_ms=r.lateness_ms(),
-                duration_ms=r.duration_ms,
-                error=r.error,
-            )
-            for r in rows
-        ]
-        return RunPage(items=items, next_cursor=cursors.encode(last) if last else None)
+        return RunPage(items=rows, next_cursor=cursors.encode(last) if last else None)
 
     # -- helpers ------------------------------------------------------------------------------------------
     @staticmethod
@@ -358,11 +331,9 @@ class ScheduleService:
         if not self.jobs.save_definition(new, expected_version=old.version):
             raise Conflict(f"job {old.job_id} changed meanwhile; read it again and retry")
 
-    def _control(self, job: Job) -> JobControl:
-        return JobControl(
-            job_id=job.job_id,
-            status=job.status.value,
-            next_run_at=next_run_shown(job, now=self.clock.now()),
+    def _control(self, job: Job) -> Control:
+        return Control(
+            job_id=job.job_id, status=job.status, next_run_at=next_run_shown(job, now=self.clock.now())
         )
 
 

@@ -1,0 +1,125 @@
+"""Every error as {"error": {"code", "message"}}: bad input is a 4xx naming the field, never a 500.
+
+Also the body guard the handler runs before any parsing (an oversized body is a 413).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestValidationError,
+    ResponseValidationError,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
+from botocore.exceptions import BotoCoreError
+
+from jobsched.api.openapi import MAX_BODY_BYTES
+from jobsched.errors import JobschedError, PayloadTooLarge
+
+logger = Logger(child=True)
+
+
+def error(status: int, code: str, message: str) -> Response[Any]:
+    """An error answer."""
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps({"error": {"code": code, "message": message}}),
+    )
+
+
+def describe(errors: list[Any]) -> str:
+    """pydantic's validation errors as one message naming each field once."""
+    parts = []
+    for err in errors:
+        # "body", "query", "path" and "header" say where a field is, not which: the message names
+        # the field (`limit`, not `query.limit`), once; the validators' own messages do not repeat it.
+        loc = [str(p) for p in err.get("loc", ())]
+        loc = loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc
+        # pydantic names the union/validator step in loc for model-level errors; keep field names
+        field = ".".join(p for p in loc if not p.startswith("function-")) or "body"
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if err.get("type") == "json_invalid":
+            field, msg = "body", "is not valid JSON"
+        elif err.get("type") == "missing":
+            msg = "is required"
+        parts.append(f"{field}: {msg}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install(app: APIGatewayRestResolver) -> None:
+    """Map every exception a route (or a middleware) can raise to its error answer."""
+
+    @app.exception_handler(IdempotencyValidationError)  # type: ignore[untyped-decorator]
+    def _key_reused(exc: IdempotencyValidationError) -> Response[Any]:
+        return error(409, "idempotency_key_reused", "Idempotency-Key was already used for another run")
+
+    @app.exception_handler(IdempotencyAlreadyInProgressError)  # type: ignore[untyped-decorator]
+    def _in_progress(exc: IdempotencyAlreadyInProgressError) -> Response[Any]:
+        return error(409, "in_progress", "a request with this Idempotency-Key is in progress; retry shortly")
+
+    @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
+    def _invalid(exc: RequestValidationError) -> Response[Any]:
+        return error(400, "validation_error", describe(list(exc.errors())))
+
+    @app.exception_handler(ResponseValidationError)  # type: ignore[untyped-decorator]
+    def _bad_response(exc: ResponseValidationError) -> Response[Any]:
+        logger.error("a response does not fit its model", extra={"errors": str(exc.errors())[:2000]})
+        return error(500, "internal_error", "internal error; the request may be retried")
+
+    @app.exception_handler(JobschedError)  # type: ignore[untyped-decorator]
+    def _domain(exc: JobschedError) -> Response[Any]:
+        if exc.status >= 500:
+            logger.warning("service error", extra={"code": exc.code, "error": exc.message})
+        return error(exc.status, exc.code, exc.message)
+
+    @app.not_found
+    def _no_route(exc: NotFoundError) -> Response[Any]:
+        return error(404, "not_found", f"no route {app.current_event.http_method} {app.current_event.path}")
+
+    @app.exception_handler(BotoCoreError)  # type: ignore[untyped-decorator]
+    def _aws_unreachable(exc: BotoCoreError) -> Response[Any]:
+        # A timeout may come after the write took effect: retrying with the same Idempotency-Key
+        # is safe and answers what the first attempt did.
+        logger.warning("AWS call failed", extra={"error": repr(exc)})
+        return error(503, "unavailable", "a dependency timed out; retry with the same Idempotency-Key")
+
+    @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
+    def _unexpected(exc: Exception) -> Response[Any]:
+        logger.exception("unhandled error")
+        return error(500, "internal_error", "internal error; the request may be retried")
+
+
+def guard_body(event: dict[str, Any]) -> dict[str, Any] | None:
+    """A 413 response for an oversized body, before any parsing; None when the size is fine.
+
+    The API speaks JSON only, so a body is read as JSON whatever Content-Type the client sent
+    (curl's default form encoding would otherwise turn a JSON body into form fields).
+    """
+    headers = event.get("headers") or {}
+    for key in [k for k in headers if k.lower() == "content-type"]:
+        del headers[key]
+    headers["Content-Type"] = content_types.APPLICATION_JSON
+    event["headers"] = headers
+    if event.get("multiValueHeaders"):
+        event["multiValueHeaders"] = {
+            k: v for k, v in event["multiValueHeaders"].items() if k.lower() != "content-type"
+        } | {"Content-Type": [content_types.APPLICATION_JSON]}
+    body = event.get("body") or ""
+    if len(body.encode() if isinstance(body, str) else body) > MAX_BODY_BYTES:
+        err = PayloadTooLarge(f"body: larger than {MAX_BODY_BYTES} bytes", field="body")
+        return {
+            "statusCode": err.status,
+            "headers": {"Content-Type": "application/json"},
+            "body": json.dumps({"error": {"code": err.code, "message": err.message}}),
+            "isBase64Encoded": False,
+        }
+    return None

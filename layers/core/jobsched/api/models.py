@@ -1,0 +1,240 @@
+"""The API's wire format: every response body, and the error body every 4xx/5xx carries.
+
+Request bodies are the domain's commands (jobsched.domain.commands: the services take them as
+input), re-exported here so the routes name every model of the wire from one module. The class
+names are the OpenAPI document's component names: renaming one changes the document clients see.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.models import Backoff, RunError
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(
+        description="validation_error, payload_too_large, not_found, conflict, idempotency_key_reused, "
+        "in_progress, unavailable, internal_error"
+    )
+    message: str = Field(description="for bad input, names the field and the problem")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: ErrorDetail
+
+
+class JobCreated(BaseModel):
+    """The 201 answer to POST /api/jobs (also what an idempotent repeat answers)."""
+
+    job_id: str
+    status: str
+    next_run_at: str | None
+
+
+class AttemptView(BaseModel):
+    """One attempt of a run as the API shows it."""
+
+    attempt: int
+    worker: str | None
+    started_at: str | None
+    finished_at: str | None
+    outcome: str
+    error: RunError | None = None
+
+
+class ExecutionView(BaseModel):
+    """A run as GET /api/jobs/{id} shows it."""
+
+    run_id: str
+    scheduled_for: str
+    attempt: int
+    status: str
+    started_at: str | None
+    finished_at: str | None
+    duration_ms: int | None = None
+    lateness_ms: int | None = None
+    error: RunError | None = None
+    result: Any = None
+    attempts: list[AttemptView] = Field(default_factory=list)
+
+
+class JobView(BaseModel):
+    """The answer to GET /api/jobs/{id}."""
+
+    job_id: str
+    type: str
+    status: str
+    handler: str
+    payload: dict[str, Any]
+    name: str | None
+    run_at: str | None
+    cron_expr: str | None
+    timezone: str
+    max_attempts: int
+    backoff: Backoff
+    timeout_seconds: int | None
+    non_retryable_errors: list[str]
+    idempotent: bool
+    overlap_policy: str
+    catchup: str
+    max_catchup: int
+    starting_deadline_seconds: int | None
+    jitter_seconds: int
+    start_at: str | None
+    end_at: str | None
+    max_runs: int | None
+    paused_at: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    dependants: list[str] = Field(default_factory=list)
+    next_run_at: str | None
+    created_at: str
+    updated_at: str
+    recent_executions: list[ExecutionView]
+
+
+class CancelResult(BaseModel):
+    """The answer to DELETE /api/jobs/{id}."""
+
+    job_id: str
+    status: str
+
+
+class DeadLetterItem(BaseModel):
+    """One dead-lettered run in GET /api/dead-letter."""
+
+    job_id: str
+    run_id: str
+    scheduled_for: str
+    dead_at: str
+    attempts: int
+    last_error: str
+
+
+class DeadLetterPage(BaseModel):
+    """A page of the dead-letter list, newest first; next_cursor is null on the last page."""
+
+    items: list[DeadLetterItem]
+    next_cursor: str | None
+
+
+class ReplayAccepted(BaseModel):
+    """The answer to POST /api/dead-letter/{run_id}/replay."""
+
+    run_id: str
+    job_id: str
+    status: str
+
+
+class BackfillResult(BaseModel):
+    """What a backfill did: runs created now, ticks that already had a run, and their spread."""
+
+    job_id: str
+    ticks: int
+    created: int
+    existing: int
+    first: str | None
+    last: str | None
+    spread_seconds: int
+
+
+class RunView(BaseModel):
+    """One run in GET /api/jobs/{id}/runs."""
+
+    run_id: str
+    scheduled_for: str
+    kind: str
+    status: str
+    reason: str | None = None
+    attempts: int
+    started_at: str | None
+    finished_at: str | None
+    lateness_ms: int | None
+    duration_ms: int | None
+    error: RunError | None = None
+
+
+class RunPage(BaseModel):
+    """A page of run history, newest first; next_cursor is null on the last page."""
+
+    items: list[RunView]
+    next_cursor: str | None
+
+
+class JobControl(BaseModel):
+    """The answer to pause, resume and run-now."""
+
+    job_id: str
+    status: str
+    next_run_at: str | None = None
+    run_id: str | None = None
+
+
+class GraphNode(BaseModel):
+    """A job in GET /api/jobs/{id}/graph."""
+
+    job_id: str
+    name: str | None
+    type: str
+    status: str
+
+
+class GraphEdge(BaseModel):
+    """upstream -> dependant."""
+
+    upstream: str
+    dependant: str
+
+
+class GraphPeriod(BaseModel):
+    """One period of the DAG and each node's run status in it (absent: no run yet)."""
+
+    period: str
+    status: dict[str, str]
+
+
+class GraphView(BaseModel):
+    """The DAG around a job: nodes, edges, and the status of its most recent periods."""
+
+    job_id: str
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    periods: list[GraphPeriod]
+    truncated: bool = False
+    """The graph reached MAX_GRAPH_NODES jobs: some node shown has an edge to a job left out."""
+
+
+__all__ = [
+    "AttemptView",
+    "BackfillRequest",
+    "BackfillResult",
+    "CancelResult",
+    "CreateJobRequest",
+    "DeadLetterItem",
+    "DeadLetterPage",
+    "ErrorDetail",
+    "ErrorResponse",
+    "ExecutionView",
+    "GraphEdge",
+    "GraphNode",
+    "GraphPeriod",
+    "GraphView",
+    "JobControl",
+    "JobCreated",
+    "JobView",
+    "PatchJobRequest",
+    "ReplayAccepted",
+    "RunPage",
+    "RunView",
+]

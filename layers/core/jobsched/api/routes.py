@@ -1,0 +1,197 @@
+"""The routes: powertools APIGatewayRestResolver over the job services.
+
+The same resolver serves API Gateway on AWS and the local stack (which turns HTTP requests into
+API Gateway REST proxy events). A route takes the caller's tenant from the tenancy middleware
+(jobsched.api.tenancy), calls one service, and renders its domain record as a view
+(jobsched.api.views); errors are mapped in jobsched.api.errors.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from http import HTTPStatus
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+from jobsched import __version__
+from jobsched import constants as c
+from jobsched.adapters.idempotency import once_per_key
+from jobsched.api import errors, views
+from jobsched.api.models import (
+    BackfillRequest,
+    BackfillResult,
+    CancelResult,
+    CreateJobRequest,
+    DeadLetterPage,
+    GraphView,
+    JobControl,
+    JobCreated,
+    JobView,
+    PatchJobRequest,
+    ReplayAccepted,
+    RunPage,
+)
+from jobsched.api.openapi import answers, openapi_document
+from jobsched.api.tenancy import tenancy, tenant
+from jobsched.domain.models import in_time_window
+from jobsched.errors import ValidationFailed
+from jobsched.services.failures import MAX_PAGE, FailureService
+from jobsched.services.jobs import JobService
+from jobsched.services.schedule import MAX_HISTORY_PAGE, ScheduleService
+
+
+def build_app(
+    service: JobService,
+    failures: FailureService,
+    schedule: ScheduleService,
+    *,
+    idempotency: DynamoDBPersistenceLayer | None = None,
+    tenant_source: str = "iam",
+) -> APIGatewayRestResolver:
+    """The resolver with every route; `tenant_source` is "iam" or "header" (anything else: ValueError)."""
+    # A return value that does not fit its response model is our bug: powertools raises it as a
+    # ResponseValidationError (a 500) instead of as a request validation error (a 400).
+    app = APIGatewayRestResolver(
+        enable_validation=True, response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR
+    )
+    app.use(middlewares=[tenancy(tenant_source)])
+    errors.install(app)
+    replay_once = (
+        once_per_key(
+            lambda request: views.replay_accepted(
+                failures.replay(request["subject"], tenant=request["tenant"])
+            ).model_dump(),
+            store=idempotency,
+            name="replay",
+        )
+        if idempotency is not None
+        else None
+    )
+
+    @app.get("/api/health", responses=answers(200, "Up"))
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    @app.post("/api/jobs", responses=answers(201, "Created", 400, 404, 409, 413, 503))
+    def create_job(
+        body: Annotated[CreateJobRequest, Body()],
+        idempotency_key: Annotated[str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower())] = None,
+    ) -> Response[JobCreated]:
+        created = service.submit(body, tenant=tenant(app), idempotency_key=idempotency_key)
+        return Response(
+            status_code=201, content_type=content_types.APPLICATION_JSON, body=views.job_created(created)
+        )
+
+    @app.get("/api/jobs/<job_id>", responses=answers(200, "The job and its recent runs", 400, 404, 503))
+    def get_job(job_id: Annotated[str, Path(max_length=64)]) -> JobView:
+        return views.job_view(service.get(job_id, tenant=tenant(app)))
+
+    @app.delete("/api/jobs/<job_id>", responses=answers(200, "Cancelled", 400, 404, 409, 503))
+    def cancel_job(job_id: Annotated[str, Path(max_length=64)]) -> CancelResult:
+        return views.cancel_result(service.cancel(job_id, tenant=tenant(app)))
+
+    @app.get("/api/jobs/<job_id>/graph", responses=answers(200, "The DAG around the job", 400, 404, 503))
+    def job_graph(job_id: Annotated[str, Path(max_length=64)]) -> GraphView:
+        return views.graph_view(service.graph(job_id, tenant=tenant(app)))
+
+    @app.post("/api/jobs/<job_id>/pause", responses=answers(200, "Paused", 400, 404, 409, 503))
+    def pause_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:
+        return views.job_control(schedule.pause(job_id, tenant=tenant(app)))
+
+    @app.post("/api/jobs/<job_id>/resume", responses=answers(200, "Resumed", 400, 404, 409, 503))
+    def resume_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:
+        return views.job_control(schedule.resume(job_id, tenant=tenant(app)))
+
+    @app.post("/api/jobs/<job_id>/run", responses=answers(202, "Manual run queued", 400, 404, 409, 503))
+    def run_job(job_id: Annotated[str, Path(max_length=64)]) -> Response[JobControl]:
+        control = views.job_control(schedule.run_now(job_id, tenant=tenant(app)))
+        return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=control)
+
+    @app.patch("/api/jobs/<job_id>", responses=answers(200, "The edited job", 400, 404, 409, 413, 503))
+    def edit_job(
+        job_id: Annotated[str, Path(max_length=64)], body: Annotated[PatchJobRequest, Body()]
+    ) -> JobView:
+        schedule.edit(job_id, body, tenant=tenant(app))
+        return views.job_view(service.get(job_id, tenant=tenant(app)))
+
+    @app.post(
+        "/api/jobs/<job_id>/backfill", responses=answers(202, "Backfill queued", 400, 404, 409, 413, 503)
+    )
+    def backfill_job(
+        job_id: Annotated[str, Path(max_length=64)], body: Annotated[BackfillRequest, Body()]
+    ) -> Response[BackfillResult]:
+        result = views.backfill_result(schedule.backfill(job_id, body, tenant=tenant(app)))
+        return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=result)
+
+    @app.get("/api/jobs/<job_id>/runs", responses=answers(200, "Run history, newest first", 400, 404, 503))
+    def job_runs(
+        job_id: Annotated[str, Path(max_length=64)],
+        limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_PAGE)] = 20,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        status: Annotated[str | None, Query(max_length=32)] = None,
+        kind: Annotated[str | None, Query(max_length=32)] = None,
+        from_: Annotated[datetime | None, Query(alias="from")] = None,
+        to: Annotated[datetime | None, Query()] = None,
+    ) -> RunPage:
+        for name, value in (("from", from_), ("to", to)):
+            if value is None:
+                continue
+            if value.tzinfo is None:
+                raise ValidationFailed(f"{name}: must carry a UTC offset", field=name)
+            try:
+                in_time_window(value)
+            except ValueError as exc:
+                raise ValidationFailed(f"{name}: {exc}", field=name) from None
+        page = schedule.history(
+            job_id,
+            tenant=tenant(app),
+            start=from_,
+            end=to,
+            status=status or None,
+            kind=kind or None,
+            cursor=cursor or None,
+            limit=limit,
+        )
+        return views.run_page(page)
+
+    @app.get("/api/dead-letter", responses=answers(200, "Dead-lettered runs, newest first", 400, 503))
+    def dead_letters(
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        job_id: Annotated[str | None, Query(max_length=64)] = None,
+    ) -> DeadLetterPage:
+        page = failures.list_dead_letters(
+            tenant=tenant(app), cursor=cursor or None, limit=limit, job_id=job_id or None
+        )
+        return views.dead_letter_page(page)
+
+    @app.post(
+        "/api/dead-letter/<run_id>/replay", responses=answers(202, "Replay started", 400, 404, 409, 503)
+    )
+    def replay(
+        run_id: Annotated[str, Path(max_length=96)],
+        idempotency_key: Annotated[
+            str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower(), max_length=128)
+        ] = None,
+    ) -> Response[ReplayAccepted]:
+        if idempotency_key and replay_once is not None:
+            accepted = ReplayAccepted.model_validate(
+                replay_once(request={"tenant": tenant(app), "key": idempotency_key, "subject": run_id})
+            )
+        else:
+            accepted = views.replay_accepted(failures.replay(run_id, tenant=tenant(app)))
+        return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=accepted)
+
+    @app.get("/api/openapi.json", include_in_schema=False)
+    def openapi() -> Response[str]:
+        document = json.dumps(openapi_document(app), indent=2)
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=document)
+
+    return app
+
+
+__all__ = ["build_app"]

@@ -1,0 +1,195 @@
+"""Domain records -> the API's views: every timestamp as ISO-8601 with its UTC offset, every status
+as its name. The one place the wire format is built from what the services answer."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jobsched.api.models import (
+    AttemptView,
+    BackfillResult,
+    CancelResult,
+    DeadLetterItem,
+    DeadLetterPage,
+    ExecutionView,
+    GraphEdge,
+    GraphNode,
+    GraphPeriod,
+    GraphView,
+    JobControl,
+    JobCreated,
+    JobView,
+    ReplayAccepted,
+    RunPage,
+    RunView,
+)
+from jobsched.domain import results, times
+from jobsched.domain.models import Execution
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return times.iso(moment) if moment else None
+
+
+def job_created(submitted: results.Submitted) -> JobCreated:
+    """The 201 body of POST /api/jobs."""
+    return JobCreated(
+        job_id=submitted.job_id, status=submitted.status.value, next_run_at=_iso(submitted.next_run_at)
+    )
+
+
+def execution_view(run: Execution) -> ExecutionView:
+    """One of GET /api/jobs/{id}'s recent_executions."""
+    return ExecutionView(
+        run_id=run.run_id,
+        scheduled_for=times.iso(run.scheduled_for),
+        attempt=run.attempt,
+        status=run.status.value,
+        started_at=_iso(run.started_at),
+        finished_at=_iso(run.finished_at),
+        duration_ms=run.duration_ms,
+        lateness_ms=run.lateness_ms(),
+        error=run.error,
+        result=run.result,
+        attempts=[
+            AttemptView(
+                attempt=a.attempt,
+                worker=a.worker,
+                started_at=_iso(a.started_at),
+                finished_at=_iso(a.finished_at),
+                outcome=a.outcome,
+                error=a.error,
+            )
+            for a in run.attempts
+        ],
+    )
+
+
+def job_view(detail: results.JobDetail) -> JobView:
+    """The body of GET /api/jobs/{id} (and of PATCH)."""
+    job = detail.job
+    return JobView(
+        job_id=job.job_id,
+        type=job.type,
+        status=job.status.value,
+        handler=job.handler,
+        payload=job.payload,
+        name=job.name,
+        run_at=_iso(job.run_at),
+        cron_expr=job.cron_expr,
+        timezone=job.timezone,
+        max_attempts=job.retry.max_attempts,
+        backoff=job.retry.backoff,
+        timeout_seconds=job.retry.timeout_seconds,
+        non_retryable_errors=list(job.retry.non_retryable),
+        idempotent=job.idempotent,
+        overlap_policy=job.policy.overlap_policy,
+        catchup=job.policy.catchup,
+        max_catchup=job.policy.max_catchup,
+        starting_deadline_seconds=job.policy.starting_deadline_seconds,
+        jitter_seconds=job.policy.jitter_seconds,
+        start_at=_iso(job.policy.start_at),
+        end_at=_iso(job.policy.end_at),
+        max_runs=job.policy.max_runs,
+        paused_at=_iso(job.paused_at),
+        depends_on=list(job.depends_on),
+        dependants=list(job.dependants),
+        next_run_at=_iso(detail.next_run_at),
+        created_at=times.iso(job.created_at),
+        updated_at=times.iso(job.updated_at),
+        recent_executions=[execution_view(r) for r in detail.runs],
+    )
+
+
+def cancel_result(control: results.Control) -> CancelResult:
+    """The body of DELETE /api/jobs/{id}."""
+    return CancelResult(job_id=control.job_id, status=control.status.value)
+
+
+def job_control(control: results.Control) -> JobControl:
+    """The body of pause, resume and run-now."""
+    return JobControl(
+        job_id=control.job_id,
+        status=control.status.value,
+        next_run_at=_iso(control.next_run_at),
+        run_id=control.run_id,
+    )
+
+
+def backfill_result(backfill: results.Backfill) -> BackfillResult:
+    """The 202 body of POST /api/jobs/{id}/backfill."""
+    return BackfillResult(
+        job_id=backfill.job_id,
+        ticks=backfill.ticks,
+        created=backfill.created,
+        existing=backfill.existing,
+        first=_iso(backfill.first),
+        last=_iso(backfill.last),
+        spread_seconds=backfill.spread_seconds,
+    )
+
+
+def run_page(page: results.RunPage) -> RunPage:
+    """The body of GET /api/jobs/{id}/runs."""
+    return RunPage(
+        items=[
+            RunView(
+                run_id=r.run_id,
+                scheduled_for=times.iso(r.scheduled_for),
+                kind=r.kind,
+                status=r.status.value,
+                reason=r.reason,
+                attempts=r.attempt,
+                started_at=_iso(r.started_at),
+                finished_at=_iso(r.finished_at),
+                lateness_ms=r.lateness_ms(),
+                duration_ms=r.duration_ms,
+                error=r.error,
+            )
+            for r in page.items
+        ],
+        next_cursor=page.next_cursor,
+    )
+
+
+def dead_letter_page(page: results.DeadLetterPage) -> DeadLetterPage:
+    """The body of GET /api/dead-letter."""
+    return DeadLetterPage(
+        items=[
+            DeadLetterItem(
+                job_id=r.job_id,
+                run_id=r.run_id,
+                scheduled_for=times.iso(r.scheduled_for),
+                dead_at=times.iso(r.dead_at),
+                attempts=r.attempt,
+                last_error=f"{_or_unknown(r.error_type)}: {r.error_message or ''}".strip(),
+            )
+            for r in page.items
+        ],
+        next_cursor=page.next_cursor,
+    )
+
+
+def replay_accepted(replay: results.Replay) -> ReplayAccepted:
+    """The 202 body of POST /api/dead-letter/{run_id}/replay."""
+    return ReplayAccepted(run_id=replay.run_id, job_id=replay.job_id, status=replay.status.value)
+
+
+def graph_view(graph: results.Graph) -> GraphView:
+    """The body of GET /api/jobs/{id}/graph."""
+    return GraphView(
+        job_id=graph.job_id,
+        nodes=[
+            GraphNode(job_id=n.job_id, name=n.name, type=n.type, status=n.status.value) for n in graph.nodes
+        ],
+        edges=[GraphEdge(upstream=u, dependant=d) for u, d in graph.edges],
+        periods=[
+            GraphPeriod(period=p.period, status={k: v.value for k, v in p.status.items()})
+            for p in graph.periods
+        ],
+        truncated=graph.truncated,
+    )
+
+
+def _or_unknown(error_type: str | None) -> str:
+    return "Unknown" if error_type is None else error_type
