@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobsched.domain.models import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.domain.targets import FinalTargetFailure, TargetFailed, final_error_type
 from jobsched.handlers import RunContext
