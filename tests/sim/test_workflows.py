@@ -146,6 +146,11 @@ class World:
 
 @pytest.fixture
 def world() -> World:
+    return new_world()
+
+
+def new_world() -> World:
+    """The services, the fakes and the simulated workflows at T0, nothing submitted."""
     clock = FakeClock(T0)
     loop = Loop(clock)
     settings = Settings(
@@ -359,6 +364,24 @@ def test_a_timeout_after_rearm_wrote_still_enqueues_the_retry(world: World) -> N
     # Then the retry is still sent
     assert world.run_of(job_id).status == RunStatus.PENDING
     assert len(world.messages_for(job_id)) == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="asl.py: DeadLetter's write applied, its retry is refused and the execution ends Stale: the "
+    "one-off's job stays SCHEDULED, no alert is sent, its dependants are never marked UPSTREAM_FAILED.",
+)
+def test_a_timeout_after_dead_letter_wrote_still_fails_the_job_alerts_and_propagates(world: World) -> None:
+    # Given a -> b, a fails for good, and DeadLetter's answer times out after its write
+    world.after_write["DeadLetter"] = 1
+    a = world.one_off("demo.fail", max_attempts=1)
+    b = world.dependant(a)
+    # When everything runs out
+    world.settle()
+    # Then a is dead-lettered with everything that goes with it
+    assert world.run_of(a).status == RunStatus.DEAD_LETTER
+    assert world.job(a).status == JobStatus.FAILED and len(world.machines.alerts) == 1
+    assert world.run_of(b).status == RunStatus.UPSTREAM_FAILED
 
 
 # -- the DAG workflow ------------------------------------------------------------------------------------

@@ -335,12 +335,12 @@ def _get_item(f: Fakes, p: Mapping[str, Any]) -> Json:
 def _send(f: Fakes, p: Mapping[str, Any]) -> Json:
     # No DelaySeconds in the ASL: the message is visible at once (the backoff was the Wait state).
     f.queue.send([Outgoing(RunMessage.model_validate_json(p["MessageBody"]), 0)])
-    return {"MessageId": f"sim-{f.queue.depth()}"}
+    return {}
 
 
 def _publish(f: Fakes, p: Mapping[str, Any]) -> Json:
     f.alerts.append({"topic": p["TopicArn"], "subject": p["Subject"], "message": json.loads(p["Message"])})
-    return {"MessageId": f"sim-alert-{len(f.alerts)}"}
+    return {}
 
 
 _UpdateOp = Callable[[Fakes, Mapping[str, Any], Mapping[str, Any]], Json]
