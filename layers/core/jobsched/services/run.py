@@ -125,6 +125,9 @@ class Worker:
     # Record a healthy run's outcome in one write (see _run_fast); False leases every run first,
     # as the worker always does for non-idempotent jobs and for takeovers (tests run both ways).
     fast_path: bool = True
+    # Beat on a thread every lease/3 s of real time while a handler runs; False: only the handler's
+    # ctx.heartbeat() beats (a simulation that plays time on its own clock drives it: tests/sim).
+    heartbeat_thread: bool = True
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -712,11 +715,13 @@ class _Heartbeat:
         self._thread = threading.Thread(target=self._run, name="jobsched-heartbeat", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        if self._worker.heartbeat_thread:
+            self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         while not self._stop.wait(self._worker.settings.lease_seconds / 3):
