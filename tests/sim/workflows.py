@@ -522,6 +522,10 @@ class SimStateMachines:
         """Executions not yet ended."""
         return [e for e in self.executions.values() if e.status == "RUNNING"]
 
+    def busy(self) -> bool:
+        """Whether any execution is still running (the simulator's drain waits for none)."""
+        return bool(self.running())
+
     def failed(self) -> list[SimExecution]:
         """Executions that ended FAILED (an error no Retry or Catch handled)."""
         return [e for e in self.executions.values() if e.status == "FAILED"]
