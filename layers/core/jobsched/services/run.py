@@ -454,6 +454,11 @@ class Worker:
             if refused == Outcome.DUPLICATE and heartbeat.persisted:
                 raise LeaseLost(delivery.message_id)
             return refused
+        if not heartbeat.persisted:
+            # The attempt is the one the write counted: the read that picked this path is eventually
+            # consistent and may have shown an older row (a retry's re-armed row read as absent),
+            # and a failure handed over under an attempt already handed over starts no workflow.
+            attempt = (done.previous.attempt if done.previous else 0) + 1
         return self._recorded(job, sf, attempt, error, replays, finished)
 
     def _run_leased(
