@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--mutant", default=None, help="plant one bug (tests/sim/mutants.py) for the run")
-    parser.add_argument("--jobs", type=int, default=12, help="jobs created per schedule")
-    parser.add_argument("--hours", type=float, default=1 / 6, help="simulated hours of faulty load per schedule")
+    parser.add_argument("--jobs", type=int, default=10, help="jobs created per schedule")
+    parser.add_argument("--hours", type=float, default=1 / 12, help="simulated hours of faulty load per schedule")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes")
     parser.add_argument("--record", action="store_true", help="write bench/results/sim.json")
     parser.add_argument("--stop-at-first", action="store_true", help="stop at the first failing seed")
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                         console.print(f"    {line}", markup=False, highlight=False)
                 if args.stop_at_first:
                     break
-            elif not args.quiet and done % 500 == 0:
+            elif done % 500 == 0:
                 console.print(f"{done} schedules, {time.perf_counter() - started:.0f} s", highlight=False)
     wall = time.perf_counter() - started
     per_min = done / wall * 60 if wall else 0.0
