@@ -29,6 +29,7 @@ split, each half would need the other's docstring. The target call goes behind p
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import uuid
@@ -272,6 +273,16 @@ class Worker:
         now = self.clock.now()
         manual = kind == "manual"
         if job.status == JobStatus.PAUSED and not manual and self._new_tick_of_pause(job, sf):
+            early = (times.parse_stored(sf) - now).total_seconds()
+            if early > 0:
+                # Not due yet (SQS delays round down: a message surfaces up to a second early). A
+                # resume before its second replans only the ticks already missed and counts on this
+                # very message for this one: leave it queued until it is due (acknowledged, the
+                # tick would be lost).
+                if held:
+                    self._release(job, sf)
+                self.queue.extend(delivery.receipt_handle, seconds=math.ceil(early))
+                raise WaitBehind(delivery.message_id)
             # Not written: the resume decides the fate of every tick of the pause by the catch-up
             # policy, handed over or not (services/schedule.py resume).
             return Outcome.PAUSED
