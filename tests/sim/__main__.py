@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     sim_seconds = 0.0
     done = 0
     first_failure: dict[str, Any] | None = None
-    with ProcessPoolExecutor(max_workers=args.workers) if args.workers > 1 else contextlib.nullcontext() as pool:
-        results = pool.map(_one, work, chunksize=4) if pool is not None else map(_one, work)
+    interrupted = False
+    pool = ProcessPoolExecutor(max_workers=args.workers) if args.workers > 1 else None
+    results = pool.map(_one, work, chunksize=4) if pool is not None else map(_one, work)
+    try:
         for r in results:
             done += 1
             faults.update(r["faults"])
@@ -89,8 +91,14 @@ def main(argv: list[str] | None = None) -> int:
                         console.print(f"    {line}", markup=False, highlight=False)
                 if args.stop_at_first:
                     break
-            elif done % 500 == 0:
+            if done % 500 == 0:
                 console.print(f"{done} schedules, {time.perf_counter() - started:.0f} s", highlight=False)
+                console.file.flush()
+    except KeyboardInterrupt:
+        interrupted = True  # SIGINT: report (and record) the schedules done so far
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
     wall = time.perf_counter() - started
     per_min = done / wall * 60 if wall else 0.0
     table = Table(title=f"simulation: seeds {args.first_seed}..{args.first_seed + done - 1}" + (f", mutant {args.mutant}" if args.mutant else ""))
@@ -111,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             "schedules": done, "first_seed": args.first_seed, "mutant": args.mutant, "jobs_per_schedule": args.jobs,
             "load_hours": args.hours, "processes": args.workers, "wall_seconds": round(wall, 1),
             "schedules_per_minute": round(per_min, 1), "simulated_hours": round(sim_seconds / 3600, 1),
-            "faults": dict(sorted(faults.items())), "violating_seeds": failing,
+            "faults": dict(sorted(faults.items())), "violating_seeds": failing, "interrupted": interrupted,
         }, indent=2) + "\n")  # fmt: skip
     return 1 if failing else 0
 
