@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--mutant", default=None, help="plant one bug (tests/sim/mutants.py) for the run")
     parser.add_argument("--jobs", type=int, default=10, help="jobs created per schedule")
-    parser.add_argument("--hours", type=float, default=1 / 12, help="simulated hours of faulty load per schedule")
+    parser.add_argument(
+        "--hours", type=float, default=1 / 12, help="simulated hours of faulty load per schedule"
+    )
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes")
     parser.add_argument("--record", action="store_true", help="write bench/results/sim.json")
     parser.add_argument("--stop-at-first", action="store_true", help="stop at the first failing seed")
@@ -86,8 +88,11 @@ def main(argv: list[str] | None = None) -> int:
                 for v in r["violations"][:20]:
                     console.print(f"  seed {r['seed']}: {v}", markup=False, highlight=False)
                 for job, lines in r["traces"].items():
-                    console.print(f"  trace of {job} (replay: python -m tests.sim --first-seed {r['seed']} --seeds 1)", markup=False)
-                    for line in lines[-int(os.environ.get("SIM_TRACE_LINES", "60")):]:
+                    console.print(
+                        f"  trace of {job} (replay: python -m tests.sim --first-seed {r['seed']} --seeds 1)",
+                        markup=False,
+                    )
+                    for line in lines[-int(os.environ.get("SIM_TRACE_LINES", "60")) :]:
                         console.print(f"    {line}", markup=False, highlight=False)
                 if args.stop_at_first:
                     break
@@ -101,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             pool.shutdown(wait=False, cancel_futures=True)
     wall = time.perf_counter() - started
     per_min = done / wall * 60 if wall else 0.0
-    table = Table(title=f"simulation: seeds {args.first_seed}..{args.first_seed + done - 1}" + (f", mutant {args.mutant}" if args.mutant else ""))
+    table = Table(
+        title=f"simulation: seeds {args.first_seed}..{args.first_seed + done - 1}"
+        + (f", mutant {args.mutant}" if args.mutant else "")
+    )
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("schedules", str(done))
@@ -116,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps({
-            "schedules": done, "first_seed": args.first_seed, "mutant": args.mutant, "jobs_per_schedule": args.jobs,
+            "schedules": done, "first_seed": args.first_seed, "mutant": args.mutant,
+            "jobs_per_schedule": args.jobs,
             "load_hours": args.hours, "processes": args.workers, "wall_seconds": round(wall, 1),
             "schedules_per_minute": round(per_min, 1), "simulated_hours": round(sim_seconds / 3600, 1),
             "faults": dict(sorted(faults.items())), "violating_seeds": failing, "interrupted": interrupted,

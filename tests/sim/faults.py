@@ -148,7 +148,11 @@ def faulty_jobs(jobs: Any, faults: Faults) -> Any:
 
 def faulty_runs(runs: Any, faults: Faults) -> Any:
     return Faulty(
-        runs, faults, calls=RUN_CALLS, writes=RUN_WRITES, stale_key={"get": _run_get_key, "dead_letters": _dead_key}
+        runs,
+        faults,
+        calls=RUN_CALLS,
+        writes=RUN_WRITES,
+        stale_key={"get": _run_get_key, "dead_letters": _dead_key},
     )
 
 

@@ -10,9 +10,11 @@ from jobsched.services.run import Outcome
 from tests.unit.services.conftest import T0, World
 
 
-def test_a_tick_received_early_during_a_pause_still_runs_after_a_resume_before_its_second(world: World) -> None:
-    # Given a per-minute job created at 12:00:00.5, whose 12:01 tick went out at once (SQS delays are whole seconds,
-    # rounded down: the message surfaces at 12:00:59.5), and the job is paused
+def test_a_tick_received_early_during_a_pause_still_runs_after_a_resume_before_its_second(
+    world: World,
+) -> None:
+    # Given a per-minute job created at 12:00:00.5, whose 12:01 tick went out at once (SQS delays are
+    # whole seconds, rounded down: the message surfaces at 12:00:59.5), and the job is paused
     request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
     world.clock.advance(0.5)
     job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
