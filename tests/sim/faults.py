@@ -82,6 +82,10 @@ class Faults:
         """The workflow model's `fault`: a Step Functions task's call throttled or failed."""
         self.before(f"sfn:{name}")
 
+    def step_after(self, name: str) -> None:
+        """The workflow model's `fault_after`: a task's write applied, then its call timed out."""
+        self.after_write(f"sfn:{name}")
+
     def count(self, kind: str, n: int = 1) -> None:
         if n:
             self.injected[kind] += n

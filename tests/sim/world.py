@@ -303,7 +303,7 @@ def build_world(seed: int, *, fault_scale: float = 1.0) -> World:
     else:
         machines = factory(
             jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock,
-            schedule=loop.after, fault=faults.step,
+            schedule=loop.after, fault=faults.step, fault_after=faults.step_after,
         )  # fmt: skip
     world = World(seed, loop, rng, faults, Ledger(), settings, jobs, runs, queue, machines, HandlerRegistry())
     world.handlers.register(HANDLER, world.handler)
