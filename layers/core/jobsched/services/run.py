@@ -29,6 +29,7 @@ split, each half would need the other's docstring. The target call goes behind p
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import uuid
@@ -127,6 +128,9 @@ class Worker:
     # Record a healthy run's outcome in one write (see _run_fast); False leases every run first,
     # as the worker always does for non-idempotent jobs and for takeovers (tests run both ways).
     fast_path: bool = True
+    # Beat on a thread every lease/3 s of real time while a handler runs; False: only the handler's
+    # ctx.heartbeat() beats (a simulation that plays time on its own clock drives it: tests/sim).
+    heartbeat_thread: bool = True
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -271,6 +275,16 @@ class Worker:
         now = self.clock.now()
         manual = kind == "manual"
         if job.status == JobStatus.PAUSED and not manual and self._new_tick_of_pause(job, sf):
+            early = (times.parse_stored(sf) - now).total_seconds()
+            if early > 0:
+                # Not due yet (SQS delays round down: a message surfaces up to a second early). A
+                # resume before its second replans only the ticks already missed and counts on this
+                # very message for this one: leave it queued until it is due (acknowledged, the
+                # tick would be lost).
+                if held:
+                    self._release(job, sf)
+                self.queue.extend(delivery.receipt_handle, seconds=math.ceil(early))
+                raise WaitBehind(delivery.message_id)
             # Not written: the resume decides the fate of every tick of the pause by the catch-up
             # policy, handed over or not (services/schedule.py resume).
             return Outcome.PAUSED
@@ -453,6 +467,11 @@ class Worker:
             if refused == Outcome.DUPLICATE and heartbeat.persisted:
                 raise LeaseLost(delivery.message_id)
             return refused
+        if not heartbeat.persisted:
+            # The attempt is the one the write counted: the read that picked this path is eventually
+            # consistent and may have shown an older row (a retry's re-armed row read as absent),
+            # and a failure handed over under an attempt already handed over starts no workflow.
+            attempt = (done.previous.attempt if done.previous else 0) + 1
         return self._recorded(job, sf, attempt, error, replays, finished)
 
     def _run_leased(
@@ -716,11 +735,13 @@ class _Heartbeat:
         self._thread = threading.Thread(target=self._run, name="jobsched-heartbeat", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        if self._worker.heartbeat_thread:
+            self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         while not self._stop.wait(self._worker.settings.lease_seconds / 3):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,6 +29,8 @@ class MemoryRunStore:
     rows: dict[Key, Execution] = field(default_factory=dict)
     # The dead-letter index: (dl_key, dl_sk) per dead-lettered row, as the failure workflow writes it.
     dead: dict[Key, tuple[str, str, datetime]] = field(default_factory=dict)
+    # The DAG workflow's wait records (job_id, period) -> (outstanding, upstream runs counted).
+    waits: dict[Key, tuple[int, frozenset[str]]] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def put_pending(
@@ -327,6 +329,119 @@ class MemoryRunStore:
         with self._lock:
             self.rows[key] = self.rows[key].model_copy(update={"status": RunStatus.DEAD_LETTER})
             self.dead[key] = (dl_key, f"{times.stored(dead_at)}#{self.rows[key].run_id}", dead_at)
+
+    # -- the workflows' own writes (asl.py): on AWS the state machines write the runs table directly,
+    # so these are no part of the RunStore port; a simulated workflow (tests/sim/workflows.py) calls them.
+    def rearm(self, job_id: str, scheduled_for: str, *, attempt: int) -> bool:
+        """Rearm: FAILED at `attempt` -> PENDING, the lease removed; False (nothing written) otherwise."""
+        check_path(RunStatus.FAILED, RunStatus.PENDING)
+        cleared: dict[str, Any] = {"status": RunStatus.PENDING, "lease_owner": None}
+        cleared.update(lease_until=None, lease_message=None)
+        return self._workflow_write(
+            (job_id, scheduled_for),
+            lambda r: r is not None and r.status == RunStatus.FAILED and r.attempt == attempt,
+            cleared,
+        )
+
+    def dead_letter_failed(
+        self, job_id: str, scheduled_for: str, *, attempt: int, dl_key: str, dl_sk: str, dead_at: datetime
+    ) -> bool:
+        """DeadLetter: FAILED at `attempt` -> DEAD_LETTER with its index entry; False otherwise."""
+        check_path(RunStatus.FAILED, RunStatus.DEAD_LETTER)
+        key = (job_id, scheduled_for)
+        with self._lock:
+            if not self._workflow_write(
+                key,
+                lambda r: r is not None and r.status == RunStatus.FAILED and r.attempt == attempt,
+                {"status": RunStatus.DEAD_LETTER},
+            ):
+                return False
+            self.dead[key] = (dl_key, dl_sk, dead_at)
+            return True
+
+    def replay_rearm(self, job_id: str, scheduled_for: str) -> bool:
+        """ReplayRearm: DEAD_LETTER -> PENDING, attempt 0, replays + 1, out of the dead-letter index."""
+        check_path(RunStatus.DEAD_LETTER, RunStatus.PENDING)
+        key = (job_id, scheduled_for)
+        with self._lock:
+            row = self.rows.get(key)
+            changes: dict[str, Any] = {
+                "status": RunStatus.PENDING,
+                "attempt": 0,
+                "replays": (row.replays if row else 0) + 1,
+                "lease_owner": None,
+                "lease_until": None,
+                "lease_message": None,
+            }
+            if not self._workflow_write(
+                key, lambda r: r is not None and r.status == RunStatus.DEAD_LETTER, changes
+            ):
+                return False
+            self.dead.pop(key, None)
+            return True
+
+    def mark_upstream_failed(
+        self, job_id: str, scheduled_for: str, *, run_id: str, tenant: str, reason: str, now: datetime
+    ) -> bool:
+        """MarkUpstreamFailed: a dependant's run born UPSTREAM_FAILED, only if it has no row yet."""
+        key = (job_id, scheduled_for)
+        with self._lock:
+            if key in self.rows:
+                return False
+            self.rows[key] = Execution(
+                run_id=run_id,
+                job_id=job_id,
+                tenant=tenant,
+                scheduled_for=times.parse_stored(scheduled_for),
+                status=RunStatus.UPSTREAM_FAILED,
+                kind="dependant",
+                reason=reason,
+                created_at=now,
+            )
+            return True
+
+    def release_dependant(
+        self, job_id: str, scheduled_for: str, *, run_id: str, tenant: str, now: datetime
+    ) -> bool:
+        """Release: the dependant's run PENDING (born, or re-armed from UPSTREAM_FAILED); else False."""
+        check_path(RunStatus.UPSTREAM_FAILED, RunStatus.PENDING)
+        key = (job_id, scheduled_for)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is not None and row.status != RunStatus.UPSTREAM_FAILED:
+                return False
+            base = row or Execution(
+                run_id=run_id,
+                job_id=job_id,
+                tenant=tenant,
+                scheduled_for=times.parse_stored(scheduled_for),
+                status=RunStatus.PENDING,
+                created_at=now,
+            )
+            self.rows[key] = base.model_copy(
+                update={"status": RunStatus.PENDING, "attempt": 0, "kind": "dependant", "reason": None}
+            )
+            return True
+
+    def count_upstream(self, job_id: str, period: str, *, fan_in: int, upstream_run: str) -> int | None:
+        """Count: the dependant's outstanding upstreams of `period` (fan_in - 1 the first time), once
+        per upstream run; the count after, or None (nothing written) if that run was counted."""
+        with self._lock:
+            outstanding, counted = self.waits.get((job_id, period), (fan_in, frozenset()))
+            if upstream_run in counted:
+                return None
+            self.waits[(job_id, period)] = (outstanding - 1, counted | {upstream_run})
+            return outstanding - 1
+
+    def _workflow_write(
+        self, key: Key, condition: Callable[[Execution | None], bool], changes: dict[str, Any]
+    ) -> bool:
+        with self._lock:
+            row = self.rows.get(key)
+            if row is None or not condition(row):
+                return False
+            self.rows[key] = row.model_copy(update=changes)
+            return True
 
     def recent(self, job_id: str, *, limit: int) -> list[Execution]:
         """The job's newest `limit` runs, newest first."""

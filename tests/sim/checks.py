@@ -1,0 +1,251 @@
+"""What the simulator observes while a schedule runs, and the invariants it checks after.
+
+Ported from tests/chaos/harness.py `check()`, on simulated (true) time rather than the rows'
+skewed clocks, plus the effect ledger keyed by effect_key. A violation names its job; the CLI
+prints the seed and that job's trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from jobsched import cron
+from jobsched.domain import times
+from jobsched.domain.models import RunMessage
+from jobsched.domain.status import RunStatus
+from jobsched.handlers import RunContext
+
+if TYPE_CHECKING:
+    from tests.sim.workload import Accepted
+    from tests.sim.world import World
+
+NOT_FINAL = {RunStatus.PENDING, RunStatus.LEASED, RunStatus.RUNNING, RunStatus.FAILED}
+CATCHUP_REASONS = {"coalesced", "missed", "catchup_limit", "catchup_backlog"}
+
+
+@dataclass
+class Call:
+    job_id: str
+    sf: str
+    attempt: int
+    start: float
+    end: float | None = None
+    ok: bool = False
+
+
+@dataclass
+class Ledger:
+    """Every handler call (true time), effects by effect_key, cancels answered 200, traces."""
+
+    calls: list[Call] = field(default_factory=list)
+    succeeded: Counter[str] = field(default_factory=Counter)  # handler successes per effect_key
+    cancelled_at: dict[str, float] = field(default_factory=dict)  # job -> when a cancel answered 200
+    stalled: set[tuple[str, str]] = field(default_factory=set)  # (job, sf) whose handler skipped beats
+    unbuffered: list[str] = field(default_factory=list)
+    traces: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    notes: list[str] = field(default_factory=list)
+    _hash: Any = field(default_factory=hashlib.sha256)
+
+    def start(self, ctx: RunContext, now: float, sf: str) -> int:
+        self.calls.append(Call(ctx.job_id, sf, ctx.attempt, now))
+        self.trace(ctx.job_id, f"{now:8.2f} {sf[11:23]:<12} handler starts attempt {ctx.attempt}")
+        return len(self.calls) - 1
+
+    def end(self, key: int, now: float, *, ok: bool, effect_key: str) -> None:
+        call = self.calls[key]
+        call.end, call.ok = now, ok
+        if ok:
+            self.succeeded[effect_key] += 1
+        self.trace(call.job_id, f"{now:8.2f} {call.sf[11:23]:<12} handler ends {'ok' if ok else 'failed'}")
+
+    def trace(self, job_id: str, line: str) -> None:
+        self.traces[job_id].append(line)
+        self._hash.update(f"{job_id} {line}\n".encode())
+
+    def note(self, line: str) -> None:
+        self.notes.append(line)
+        self._hash.update(f"note {line}\n".encode())
+
+    def digest(self) -> str:
+        return self._hash.copy().hexdigest()
+
+    def observe_skip(self, world: World, body: RunMessage) -> None:
+        """buffer_one buffers: a tick is SKIPPED for overlap only while another tick waits in the slot."""
+        job = world.jobs.get_job(body.job_id)
+        if job is None or job.policy.overlap_policy != "buffer_one":
+            return
+        row = world.runs.get(body.job_id, body.scheduled_for)
+        if row is None or row.reason != "overlap":
+            return
+        now = world.loop.instant()
+        waiting = job.buffered_run not in (None, body.scheduled_for)
+        if not waiting or job.buffered_until is None or job.buffered_until < now - timedelta(seconds=4):
+            self.unbuffered.append(
+                f"{body.job_id}: tick {body.scheduled_for} SKIPPED with no other tick waiting (buffer_one)"
+            )
+
+
+def _ticks(expr: str, tz: str, start: datetime, end: datetime) -> list[datetime]:
+    """Ticks t with start <= t < end."""
+    schedule = cron.parse(expr, tz)
+    out = []
+    t = schedule.next_after(start - timedelta(milliseconds=1))
+    while t < end:
+        out.append(t)
+        t = schedule.next_after(t)
+    return out
+
+
+def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) -> list[str]:
+    """The invariants, as a list of violations "<job_id>: what" (empty: all hold)."""
+    bad: list[str] = []
+    calls: dict[tuple[str, str], list[Call]] = defaultdict(list)
+    for c in world.ledger.calls:
+        calls[(c.job_id, c.sf)].append(c)
+    t0 = world.loop.start
+    for job_id, acc in accepted.items():
+        request = acc.request
+        job = world.jobs.get_job(job_id)
+        if job is None:
+            bad.append(f"{job_id}: accepted, then vanished")
+            continue
+        runs = world.runs.since(job_id, after=t0 - timedelta(days=3650))
+        by_sf = {times.stored(r.scheduled_for): r for r in runs}
+        for r in runs:
+            sf = times.stored(r.scheduled_for)
+            invoked = calls.get((job_id, sf), [])
+            if r.status == RunStatus.SUCCEEDED and not any(c.ok for c in invoked):
+                bad.append(f"{job_id}: run {sf} SUCCEEDED without its handler succeeding")
+            if r.status in NOT_FINAL:
+                bad.append(f"{job_id}: run {sf} stuck {r.status.value}")
+            # (A failed attempt then a cancelled or skipped retry is truthful: the attempt is in the
+            # run's history. A success is an effect: a run that had one must not say it never ran.)
+            if r.status in (RunStatus.CANCELLED, RunStatus.SKIPPED) and any(c.ok for c in invoked):
+                bad.append(f"{job_id}: run {sf} is {r.status.value} but its handler succeeded")
+            attempts = {c.attempt for c in invoked}
+            limit = request.max_attempts * (1 + r.replays)
+            if len(attempts) > limit or any(a > request.max_attempts for a in attempts):
+                bad.append(
+                    f"{job_id}: run {sf} ran attempts {sorted(attempts)}"
+                    f" > max_attempts {request.max_attempts}"
+                )
+            if not request.idempotent and sum(1 for c in invoked if c.ok) > 1 + r.replays:
+                bad.append(f"{job_id}: run {sf} of a non-idempotent job succeeded twice")
+        # The history never lies: a handler that succeeded left a row that says it ran.
+        for (j, sf), cs in calls.items():
+            if j == job_id and any(c.ok for c in cs) and sf not in by_sf:
+                bad.append(f"{job_id}: run {sf} executed and has no row")
+        # A cancel answered 200: no handler of the job ran after it, or was running then.
+        cancelled = world.ledger.cancelled_at.get(job_id)
+        if cancelled is not None:
+            for c in world.ledger.calls:
+                if c.job_id != job_id:
+                    continue
+                if c.start > cancelled:
+                    bad.append(
+                        f"{job_id}: run {c.sf} started at {c.start:.2f}"
+                        f" after a cancel answered 200 at {cancelled:.2f}"
+                    )
+                elif c.end is None or c.end > cancelled:
+                    bad.append(f"{job_id}: a cancel answered 200 at {cancelled:.2f} while run {c.sf} ran")
+        if request.type == "recurring":
+            bad.extend(_check_recurring(world, acc, by_sf, calls, load_end=load_end))
+        elif request.type == "one_off":
+            scheduled = [r for r in runs if r.kind == "scheduled"]
+            if not scheduled and job.status.value != "CANCELLED":
+                bad.append(f"{job_id}: one-off never ran")
+            for r in scheduled:
+                if r.status not in (
+                    RunStatus.SUCCEEDED,
+                    RunStatus.DEAD_LETTER,
+                    RunStatus.CANCELLED,
+                    RunStatus.LOST,
+                ):
+                    bad.append(f"{job_id}: one-off ended {r.status.value}")
+        else:
+            bad.extend(_check_dependant(world, job_id, job.depends_on, runs, calls))
+    bad.extend(world.ledger.unbuffered)
+    return bad
+
+
+def _check_recurring(
+    world: World,
+    acc: Accepted,
+    by_sf: dict[str, Any],
+    calls: dict[tuple[str, str], list[Call]],
+    *,
+    load_end: datetime,
+) -> list[str]:
+    bad: list[str] = []
+    job_id = acc.job_id
+    policy = acc.overlap_policy
+    reasons = set(CATCHUP_REASONS) | {"rescheduled", "deadline"}
+    if policy != "allow":
+        reasons.add("overlap")
+    for sf, r in by_sf.items():
+        if r.status == RunStatus.SKIPPED and r.reason not in reasons:
+            bad.append(f"{job_id}: tick {sf} SKIPPED {r.reason!r} under overlap policy {policy}")
+    # Every due tick ran, or is recorded with its policy's reason: tick by tick, over each stretch
+    # of the job's schedule (an edit starts a new stretch; a tick during a pause has a row too).
+    for expr, tz, start, end in acc.stretches(until=load_end):
+        for tick in _ticks(expr, tz, start, end):
+            if acc.in_pause(tick) and not acc.resumed_after(tick):
+                continue  # the job stayed paused: the ticks of a pause wait for a resume
+            r = by_sf.get(times.stored(tick))
+            cancel = acc.cancelled_at
+            if r is None:
+                if cancel is not None and tick >= cancel - timedelta(
+                    seconds=world.settings.lookahead_seconds + 60
+                ):
+                    continue  # handed over around the cancel: the cancel may win before a row exists
+                bad.append(f"{job_id}: tick {times.stored(tick)} was due and is missing")
+            elif r.status == RunStatus.CANCELLED and (cancel is None or tick > cancel + timedelta(seconds=5)):
+                bad.append(f"{job_id}: tick {times.stored(tick)} is CANCELLED but no cancel came before it")
+    if policy == "allow":
+        return bad
+    # skip and buffer_one: no two ticks' handlers ran at the same (true) time, but where a handler
+    # stalled past its lease (the lost-lease fault: the others rightly took it for dead).
+    spans = sorted(
+        (c.start, c.end if c.end is not None else float("inf"), c.sf)
+        for (j, sf), cs in calls.items()
+        if j == job_id and by_sf.get(sf) is not None and by_sf[sf].kind != "backfill"
+        for c in cs
+    )
+    for (_, e_a, sf_a), (s_b, _, sf_b) in itertools.pairwise(spans):
+        stalled = (job_id, sf_a) in world.ledger.stalled or (job_id, sf_b) in world.ledger.stalled
+        if sf_a != sf_b and s_b < e_a and not stalled:
+            bad.append(f"{job_id}: runs {sf_a} and {sf_b} overlapped under overlap policy {policy}")
+    return bad
+
+
+def _check_dependant(
+    world: World,
+    job_id: str,
+    depends_on: tuple[str, ...],
+    runs: list[Any],
+    calls: dict[tuple[str, str], list[Call]],
+) -> list[str]:
+    bad: list[str] = []
+    ups = [world.runs.recent(u, limit=1) for u in depends_on]
+    all_ok = all(u and u[0].status == RunStatus.SUCCEEDED for u in ups)
+    status = runs[-1].status if runs else None
+    if all_ok and status != RunStatus.SUCCEEDED:
+        bad.append(
+            f"{job_id}: upstreams succeeded, dependant is {status.value if status else 'without a run'}"
+        )
+    if not all_ok and status == RunStatus.SUCCEEDED:
+        bad.append(f"{job_id}: dependant fired although an upstream did not succeed")
+    mine = [c for (j, _), cs in calls.items() if j == job_id for c in cs]
+    if len({c.sf for c in mine}) > 1:
+        bad.append(f"{job_id}: dependant ran for more than one period")
+    first = min((c.start for c in mine), default=None)
+    for u in depends_on:
+        ok_ends = [c.end for (j, _), cs in calls.items() if j == u for c in cs if c.ok and c.end is not None]
+        if first is not None and (not ok_ends or min(ok_ends) > first):
+            bad.append(f"{job_id}: dependant ran before upstream {u} succeeded")
+    return bad

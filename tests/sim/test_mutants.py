@@ -1,0 +1,170 @@
+"""The planted bugs (tests/sim/mutants.py): entering each changes what the real code does, in a small
+direct scenario on the fakes; leaving it restores the original behaviour."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TypeVar
+
+import pytest
+
+from jobsched.domain import times
+from jobsched.domain.models import CreateJobRequest
+from jobsched.domain.records import AttemptEnd, NewRun
+from jobsched.domain.status import RunStatus
+from jobsched.ports import Crash
+from jobsched.services.run import Outcome
+from tests.sim import mutants
+from tests.sim.test_workflows import T0, World, new_world
+from tests.support import CrashAt
+
+T = TypeVar("T")
+
+
+def before_during_after(mutant: Callable[[], object], scenario: Callable[[World], T]) -> tuple[T, T, T]:
+    """The scenario's answer in a fresh world without the mutant, with it, and after leaving it."""
+    plain = scenario(new_world())
+    with mutant():  # type: ignore[attr-defined]
+        planted = scenario(new_world())
+    return plain, planted, scenario(new_world())
+
+
+def test_stamp_before_send_loses_the_tick_of_a_dispatcher_that_dies_after_its_stamp() -> None:
+    # Given one-offs due in 10 minutes, and a dispatcher that dies right after its stamp
+    def scenario(world: World) -> tuple[bool, int]:
+        world.svc.dispatcher.crash = CrashAt("dispatch.after_stamp", times=99)
+        job_id = world.one_off("demo.echo", run_at=world.clock.now() + timedelta(minutes=10))
+        world.clock.advance(10 * 60 - 30)
+        for shard in range(world.svc.settings.shard_count):
+            with contextlib.suppress(Crash):
+                world.svc.dispatcher.dispatch_shard(shard)
+        return world.job(job_id).next_run_at is None, len(world.messages_for(job_id))
+
+    # When a pass hands it over and dies / Then: sent before the stamp; with the mutant, stamped, never sent
+    assert before_during_after(mutants.stamp_before_send, scenario) == ((True, 1), (True, 0), (True, 1))
+
+
+def test_unconditional_record_lets_a_duplicate_overwrite_a_recorded_run() -> None:
+    # Given a run one delivery recorded SUCCEEDED on the fast path
+    def scenario(world: World) -> tuple[bool, int]:
+        job_id = world.one_off("demo.echo", run_at=T0 + timedelta(days=1))
+        sf = times.stored(T0 + timedelta(days=1))
+        created = NewRun(job_id, "t", sf, "scheduled")
+        now = world.clock.now()
+        end = AttemptEnd(attempt=1, started_at=now, finished_at=now, result="null", error=None)
+        assert world.runs.record_unleased(job_id, sf, worker="w1", end=end, create=created).applied
+        # When a duplicate delivery that ran at the same time records its own outcome
+        failed = AttemptEnd(attempt=1, started_at=now, finished_at=now, result=None, error=("E", "dup"))
+        done = world.runs.record_unleased(job_id, sf, worker="w2", end=failed, create=created)
+        row = world.runs.get(job_id, sf)
+        assert row is not None
+        return done.applied, len(row.attempts)
+
+    # Then it is refused; with the mutant it overwrites the row and the history shows two attempts
+    assert before_during_after(mutants.unconditional_record, scenario) == ((False, 1), (True, 2), (False, 1))
+
+
+def test_double_count_releases_a_dependant_before_its_other_upstream_ran() -> None:
+    # Given c depends on a (succeeded) and b (due in an hour)
+    def scenario(world: World) -> RunStatus | None:
+        a = world.one_off("demo.echo", run_at=world.clock.now())
+        b = world.one_off("demo.echo", run_at=world.clock.now() + timedelta(hours=1))
+        c = world.dependant(a, b)
+        world.deliver()
+        world.loop.run()
+        # When a's run is signalled a second time (a re-run of its DAG workflow)
+        again = world.run_of(a).model_copy(update={"replays": 7})
+        world.svc.dag.signal_success(world.job(a), again)
+        world.loop.run()
+        rows = world.runs.recent(c, limit=5)
+        return rows[0].status if rows else None
+
+    # Then c still waits; with the mutant the second count releases it early
+    assert before_during_after(mutants.double_count, scenario) == (None, RunStatus.PENDING, None)
+
+
+def test_early_hold_lapse_lets_a_second_tick_take_the_slot_of_a_run_still_running() -> None:
+    request = CreateJobRequest(
+        type="recurring", handler="demo.echo", cron_expr="* * * * *", overlap_policy="skip"
+    )
+
+    def scenario(world: World) -> bool:
+        job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+        worker, lease = world.svc.worker, world.svc.settings.lease_seconds
+        # Given run A holds the slot as the worker takes it, and heartbeats every lease/3
+        now = world.clock.now()
+        until = now + timedelta(seconds=worker.hold_seconds())
+        held, _ = world.jobs.hold_and_read(job_id, run="A", message="m-a", until=until, now=now)
+        assert held
+        for _ in range(2):
+            world.clock.advance(lease / 3)
+            world.jobs.extend_hold(
+                job_id, run="A", until=world.clock.now() + timedelta(seconds=worker.hold_seconds())
+            )
+        # When the next tick B tries to take the slot while A still runs
+        now = world.clock.now()
+        return world.jobs.hold_job(
+            job_id, run="B", message="m-b", until=now + timedelta(seconds=60), now=now, was_buffered=False
+        )
+
+    # Then it is refused; with the mutant A's hold has lapsed and B starts beside it
+    assert before_during_after(mutants.early_hold_lapse, scenario) == (False, True, False)
+
+
+def test_skip_on_pause_records_a_handed_over_tick_skipped_instead_of_leaving_it_to_the_resume() -> None:
+    def scenario(world: World) -> tuple[Outcome | str, str | None, RunStatus | None]:
+        # Given a minutely job (catch-up "all") whose next tick was handed over, then the job paused
+        request = CreateJobRequest(
+            type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="all"
+        )
+        job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+        [(tick, _)] = world.queue.peek()  # handed over at creation: due in a minute
+        world.clock.advance(5)
+        world.svc.schedule.pause(job_id, tenant="t")
+        # When the tick comes due during the pause
+        world.clock.set(tick)
+        [outcome] = world.deliver()
+        row = world.runs.get(job_id, tick)
+        reason = row.reason if row else None
+        # and the job is resumed
+        world.clock.advance(30)
+        world.svc.schedule.resume(job_id, tenant="t")
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+        after = world.runs.get(job_id, tick)
+        world.svc.schedule.pause(job_id, tenant="t")  # quiet for the next round
+        world.clock.advance(120)
+        world.deliver()
+        return outcome, reason, after.status if after else None
+
+    plain, planted, restored = before_during_after(mutants.skip_on_pause, scenario)
+    # Then the worker leaves it (nothing written) and the resume runs it by its catch-up policy;
+    # with the mutant it is SKIPPED "paused" and never runs
+    assert plain == (Outcome.PAUSED, None, RunStatus.SUCCEEDED)
+    assert planted == (Outcome.SKIPPED, "paused", RunStatus.SKIPPED)
+    assert restored == plain
+
+
+def test_every_mutant_is_listed_for_the_simulator_by_name() -> None:
+    assert set(mutants.MUTANTS) == {
+        "stamp_before_send",
+        "unconditional_record",
+        "double_count",
+        "early_hold_lapse",
+        "skip_on_pause",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(mutants.MUTANTS))
+def test_leaving_a_mutant_restores_every_patched_attribute(name: str) -> None:
+    from jobsched.adapters.memory import MemoryJobStore, MemoryRunStore
+    from jobsched.services.dispatch import Dispatcher
+    from jobsched.services.run import Worker
+
+    classes = (Dispatcher, Worker, MemoryJobStore, MemoryRunStore)
+    before = [dict(vars(c)) for c in classes]
+    with mutants.MUTANTS[name]():
+        assert [dict(vars(c)) for c in classes] != before
+    assert [dict(vars(c)) for c in classes] == before

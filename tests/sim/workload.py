@@ -1,0 +1,351 @@
+"""A schedule's workload, drawn from its seed, and the schedule's life: load, settle, quiesce, drain.
+
+Jobs: one-offs (failing, non-retryable, idempotent: false, long, cancelled at a random moment),
+recurring jobs (cron with seconds and without, timezones, every overlap and catch-up policy,
+jitter, a starting deadline, long handlers, stalls past the lease), DAGs (two roots and a dependant).
+API actions at random moments, through the real services: create, edit (PATCH), pause, resume,
+cancel, run-now, backfill, replay of dead letters. An action that raised is looked up afterwards
+in the store (fault-free): a timeout after the write means it may have applied all the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobsched.domain.models import BackfillRequest, Backoff, CreateJobRequest, PatchJobRequest
+from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.errors import JobschedError
+from jobsched.ports import Crash
+from tests.sim.checks import check
+from tests.sim.world import HANDLER, World, build_world, deterministic
+
+TENANT = "t"
+TIMEZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Berlin"]
+CRONS = ["*/10 * * * * *", "*/15 * * * * *", "*/20 * * * * *", "* * * * *"]
+SETTLE_SECONDS = 180  # fault-free seconds after the load before the quiesce (more than 2 passes)
+DRAIN_LIMIT_SECONDS = 1800
+
+
+@dataclass
+class Accepted:
+    """A job the API answered 201 for, and what the API did to it since (as the store says)."""
+
+    job_id: str
+    request: CreateJobRequest
+    created: datetime
+    edits: list[tuple[datetime, str, str]] = field(default_factory=list)  # (at, cron, tz)
+    pauses: list[tuple[datetime, datetime | None]] = field(default_factory=list)
+    cancelled_at: datetime | None = None
+    overlap_policy: str = "skip"
+
+    def stretches(self, *, until: datetime) -> Iterator[tuple[str, str, datetime, datetime]]:
+        """(cron, timezone, from, to) of each stretch of the schedule, up to the cancel or `until`."""
+        assert self.request.cron_expr is not None
+        end = min(until, self.cancelled_at) if self.cancelled_at else until
+        marks = [(self.created, self.request.cron_expr, self.request.timezone), *self.edits]
+        for (at, expr, tz), nxt in zip(marks, [*marks[1:], None], strict=True):
+            stop = min(end, nxt[0]) if nxt else end
+            if at < stop:
+                yield expr, tz, at, stop
+
+    def in_pause(self, tick: datetime) -> bool:
+        return any(p < tick and (r is None or tick <= r) for p, r in self.pauses)
+
+    def resumed_after(self, tick: datetime) -> bool:
+        return any(p < tick and r is not None and tick <= r for p, r in self.pauses)
+
+
+@dataclass
+class Result:
+    seed: int
+    jobs: int
+    runs: int
+    handler_calls: int
+    sim_seconds: float
+    events: int
+    faults: Counter[str]
+    violations: list[str]
+    digest: str
+    traces: dict[str, list[str]]
+    statuses: Counter[str]
+    wall_seconds: float
+
+
+class Workload:
+    def __init__(self, world: World, *, minutes: float, scale: int, failures: bool) -> None:
+        self.w, self.rng = world, world.rng
+        self.load_seconds = minutes * 60
+        self.scale = scale
+        self.failures = failures
+        self.accepted: dict[str, Accepted] = {}
+        self.api = world.process("api")
+
+    # -- calling the API like a client ---------------------------------------------------------------
+    def call(self, what: str, job_id: str, fn: Callable[[Any], Any]) -> Any:
+        """One API request; a crash or a fault is an error answer (the client sees no 2xx)."""
+        try:
+            out = fn(self.api.svc)
+        except Crash as exc:
+            self.api = self.w.process("api")
+            self.w.trace(job_id, "", f"api {what}: the API died at {exc}")
+            return None
+        except JobschedError as exc:
+            self.w.trace(job_id, "", f"api {what}: {exc.status} {type(exc).__name__}")
+            return None
+        self.w.trace(job_id, "", f"api {what}: 2xx")
+        return out if out is not None else True
+
+    def create(self, request: CreateJobRequest) -> str | None:
+        key = f"k{len(self.accepted)}-{self.rng.getrandbits(32)}"
+        for _ in range(6):  # a client retries with the same Idempotency-Key until it gets an answer
+            created = self.call(
+                "create", "", lambda s: s.job_service.submit(request, tenant=TENANT, idempotency_key=key)
+            )
+            if created is not None:
+                now = self.w.loop.instant()
+                self.accepted[created.job_id] = Accepted(
+                    created.job_id, request, now, overlap_policy=request.overlap_policy
+                )
+                what = f"{request.type} {request.cron_expr or ''} {request.timezone} {request.overlap_policy}"
+                self.w.trace(
+                    created.job_id, "", f"accepted {what} catchup={request.catchup} payload={request.payload}"
+                )
+                return str(created.job_id)
+        return None
+
+    def job(self, job_id: str) -> Any:
+        return self.w.jobs.get_job(job_id)  # the store itself: fault-free, consistent
+
+    # -- the actions ----------------------------------------------------------------------------------
+    def pause(self, job_id: str) -> None:
+        self.call("pause", job_id, lambda s: s.schedule.pause(job_id, tenant=TENANT))
+        job, acc = self.job(job_id), self.accepted[job_id]
+        paused = job is not None and job.status == JobStatus.PAUSED and job.paused_at is not None
+        if paused and (not acc.pauses or acc.pauses[-1][1] is not None):
+            acc.pauses.append((job.paused_at, None))
+
+    def resume(self, job_id: str) -> None:
+        self.call("resume", job_id, lambda s: s.schedule.resume(job_id, tenant=TENANT))
+        job, acc = self.job(job_id), self.accepted[job_id]
+        if job is not None and job.status == JobStatus.SCHEDULED and acc.pauses and acc.pauses[-1][1] is None:
+            acc.pauses[-1] = (acc.pauses[-1][0], self.w.loop.instant())
+
+    def cancel(self, job_id: str) -> bool:
+        out = self.call("cancel", job_id, lambda s: s.job_service.cancel(job_id, tenant=TENANT))
+        acc = self.accepted[job_id]
+        if out is not None and job_id not in self.w.ledger.cancelled_at:
+            self.w.ledger.cancelled_at[job_id] = self.w.loop.now  # a 200: the promise is made
+        job = self.job(job_id)
+        if job is not None and job.status == JobStatus.CANCELLED and acc.cancelled_at is None:
+            acc.cancelled_at = self.w.loop.instant()
+        return out is not None
+
+    def edit(self, job_id: str) -> None:
+        acc = self.accepted[job_id]
+        if self.rng.random() < 0.5:
+            expr, tz = self.rng.choice(CRONS), self.rng.choice(TIMEZONES)
+            patch = PatchJobRequest(cron_expr=expr, timezone=tz)
+        else:
+            patch = PatchJobRequest(payload={**acc.request.payload, "hold": self.rng.choice([0, 3, 25])})
+            expr = tz = ""
+        before = self.job(job_id)
+        self.call("edit", job_id, lambda s: s.schedule.edit(job_id, patch, tenant=TENANT))
+        after = self.job(job_id)
+        if expr and before is not None and after is not None and after.version != before.version:
+            acc.edits.append((self.w.loop.instant(), expr, tz))
+
+    def run_now(self, job_id: str) -> None:
+        self.call("run-now", job_id, lambda s: s.schedule.run_now(job_id, tenant=TENANT))
+
+    def backfill(self, job_id: str) -> None:
+        now = self.w.loop.instant()
+        request = BackfillRequest.model_validate(
+            {"from": now - timedelta(seconds=self.rng.randint(60, 600)), "to": now - timedelta(seconds=30)}
+        )
+        self.call("backfill", job_id, lambda s: s.schedule.backfill(job_id, request, tenant=TENANT))
+
+    def replay(self) -> None:
+        page = self.call(
+            "list dead letters",
+            "",
+            lambda s: s.failures.list_dead_letters(tenant=TENANT, cursor=None, limit=10),
+        )
+        if page is None or page is True or not page.items:
+            return
+        item = self.rng.choice(page.items)
+        self.call("replay", item.job_id, lambda s: s.failures.replay(item.run_id, tenant=TENANT))
+
+    # -- drawing the jobs --------------------------------------------------------------------------
+    def one_off(self) -> None:
+        rng, now = self.rng, self.w.loop.instant()
+        payload: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        roll = rng.random()
+        if roll < 0.15:
+            payload["hold"] = rng.randint(5, 90)  # long: past the heartbeat interval, some past the lease
+        elif roll < 0.2:
+            payload["stall"] = rng.randint(70, 130)  # the lost lease: no heartbeat past the lease
+        if self.failures and rng.random() < 0.3:
+            payload["fail_times"] = rng.choice([1, 2, 5])
+            if rng.random() < 0.3:
+                payload["error"] = "ValueError"
+                extra["non_retryable_errors"] = ["ValueError"]
+            extra["max_attempts"] = rng.choice([1, 2, 3])
+            extra["backoff"] = Backoff(initial_seconds=rng.choice([1, 5]), multiplier=2, max_seconds=30)
+        if rng.random() < 0.2:
+            extra["idempotent"] = False
+        job_id = self.create(
+            CreateJobRequest(
+                type="one_off", handler=HANDLER, payload=payload,
+                run_at=now + timedelta(seconds=rng.randint(1, 150)), **extra,
+            )
+        )  # fmt: skip
+        if job_id and rng.random() < 0.25:  # a client cancels it at a random moment of its life
+            self.w.loop.after(rng.uniform(0, 160), lambda: self.cancel_once(job_id))
+
+    def cancel_once(self, job_id: str) -> None:
+        self.cancel(job_id)
+
+    def recurring(self) -> None:
+        rng = self.rng
+        payload: dict[str, Any] = {}
+        roll = rng.random()
+        if roll < 0.3:
+            payload["hold"] = rng.randint(5, 40)  # often longer than the interval: ticks meet a run
+        elif roll < 0.35:
+            payload["stall"] = rng.randint(70, 100)
+        extra: dict[str, Any] = {}
+        if rng.random() < 0.2:
+            extra["jitter_seconds"] = rng.randint(1, 8)
+        if rng.random() < 0.15:
+            extra["starting_deadline_seconds"] = rng.randint(5, 60)
+        if self.failures and rng.random() < 0.2:
+            payload["fail_times"] = 1
+            extra["backoff"] = Backoff(initial_seconds=1, multiplier=1, max_seconds=1, jitter=False)
+        if rng.random() < 0.1:
+            extra["idempotent"] = False
+        job_id = self.create(
+            CreateJobRequest(
+                type="recurring", handler=HANDLER, payload=payload,
+                cron_expr=rng.choice(CRONS), timezone=rng.choice(TIMEZONES),
+                overlap_policy=rng.choice(["skip", "buffer_one", "allow"]),
+                catchup=rng.choice(["one", "none", "all"]), max_catchup=rng.choice([1, 3, 10]), **extra,
+            )
+        )  # fmt: skip
+        if job_id is None:
+            return
+        for _ in range(rng.randint(0, 3)):
+            at = rng.uniform(10, max(20, self.load_seconds - 120))
+            action = rng.choice(["pause", "edit", "run_now", "backfill", "cancel"])
+            if action == "pause":
+                self.w.loop.after(at, lambda: self.pause(job_id))
+                self.w.loop.after(at + rng.uniform(5, 240), lambda: self.resume(job_id))
+            else:
+                self.w.loop.after(at, lambda a=action: getattr(self, a)(job_id))
+
+    def dag(self) -> None:
+        now = self.w.loop.instant()
+        roots = [
+            self.create(
+                CreateJobRequest(
+                    type="one_off",
+                    handler=HANDLER,
+                    run_at=now + timedelta(seconds=self.rng.randint(5, 90)),
+                    payload={"fail_times": 5} if self.failures and self.rng.random() < 0.15 else {},
+                    max_attempts=2,
+                    backoff=Backoff(initial_seconds=1, multiplier=1, max_seconds=1, jitter=False),
+                )
+            )
+            for _ in range(2)
+        ]
+        if all(roots):
+            self.create(
+                CreateJobRequest(type="dependent", handler=HANDLER, depends_on=[r for r in roots if r])
+            )
+
+    def plan(self) -> None:
+        """Creations spread over the load; replays of dead letters now and then."""
+        rng = self.rng
+        for _ in range(self.scale):
+            # DAGs need the DAG workflow (tests/sim/workflows.py): without it nothing releases them.
+            kind = rng.choices(["one_off", "recurring", "dag"], weights=[5, 3, 2 if self.failures else 0])[0]
+            self.w.loop.at(rng.uniform(0, self.load_seconds - 60), getattr(self, kind))
+        for _ in range(rng.randint(0, 3)):
+            self.w.loop.at(rng.uniform(60, self.load_seconds), self.replay)
+
+
+def settled(w: World, accepted: dict[str, Accepted]) -> bool:
+    if w.queue.depth() or w.queue.dead:
+        return False
+    busy = getattr(w.machines, "busy", None)
+    if callable(busy) and busy():
+        return False
+    for job_id in accepted:
+        for r in w.runs.since(job_id, after=w.loop.start - timedelta(days=3650)):
+            if r.status in (RunStatus.PENDING, RunStatus.LEASED, RunStatus.RUNNING, RunStatus.FAILED):
+                return False
+    return True
+
+
+def simulate(seed: int, *, minutes: float = 10, scale: int = 12, fault_scale: float = 1.0) -> Result:
+    """Run one schedule: load with faults, settle without, quiesce, drain; then check."""
+    started = time.perf_counter()
+    w = build_world(seed, fault_scale=fault_scale)
+    with deterministic(w.rng, w.loop):
+        failures = not type(w.machines).__name__.startswith("Memory")
+        load = Workload(w, minutes=minutes, scale=scale, failures=failures)
+        w.start_dispatchers(2)
+        w.start_workers(3)
+        w.start_reconciler()
+        load.plan()
+        w.loop.run_until(load.load_seconds)
+        load_end = w.loop.instant()
+        w.faults.active = False
+        w.queue.duplicate_rate = 0.0
+        w.loop.run_until(load.load_seconds + SETTLE_SECONDS)
+        # Quiesce: recurring jobs are paused, then cancelled (a cancel answers 409 while a run is in
+        # progress: it is tried again), and everything left drains.
+        recurring = [j for j, a in load.accepted.items() if a.request.type == "recurring"]
+        for job_id in recurring:
+            load.pause(job_id)
+        to_cancel = list(recurring)
+        deadline = w.loop.now + DRAIN_LIMIT_SECONDS
+        while w.loop.now < deadline:
+            to_cancel = [j for j in to_cancel if not load.cancel(j) and _cancellable(load.job(j))]
+            w.loop.run_until(w.loop.now + 30)
+            if not to_cancel and (settled(w, load.accepted) or _idle(w)):
+                break  # settled, or stuck with nothing left in flight that could move it
+        else:
+            w.ledger.note("the drain ran out of time")
+        violations = check(w, load.accepted, load_end=load_end)
+        if not settled(w, load.accepted):
+            violations.append(f"-: the schedule did not settle within {DRAIN_LIMIT_SECONDS} s of drain")
+    statuses: Counter[str] = Counter(
+        r.status.value
+        for j in load.accepted
+        for r in w.runs.since(j, after=w.loop.start - timedelta(days=3650))
+    )
+    faults = Counter(w.faults.injected)
+    faults.update({"duplicate_delivery": w.queue.duplicates, "redrive": w.queue.redriven})
+    faults = Counter({k: v for k, v in faults.items() if v})
+    return Result(
+        seed=seed, jobs=len(load.accepted), runs=sum(statuses.values()), handler_calls=len(w.ledger.calls),
+        sim_seconds=w.loop.now, events=w.loop.events, faults=faults, violations=violations,
+        digest=w.ledger.digest(), traces=dict(w.ledger.traces), statuses=statuses,
+        wall_seconds=time.perf_counter() - started,
+    )  # fmt: skip
+
+
+def _idle(w: World) -> bool:
+    """Nothing queued, dead-lettered or in a workflow: no event can change a run any more."""
+    busy = getattr(w.machines, "busy", None)
+    return not w.queue.depth() and not w.queue.dead and not (callable(busy) and busy())
+
+
+def _cancellable(job: Any) -> bool:
+    return job is not None and job.status in (JobStatus.SCHEDULED, JobStatus.PAUSED)

@@ -1,0 +1,332 @@
+"""The whole scheduler on one loop: dispatchers, workers, the event-source mapping, the API, the
+reconciler and the workflows, every process on the shared in-memory stores through its own faults.
+
+Processes (each rebuilt fresh, a new identity, after a crash):
+- dispatchers (2): the EventBridge tick, once per tick_seconds each, offset so they race;
+- workers (3+ instances): the SQS event-source mapping polls every second, hands a batch to an idle
+  instance (a new one if all are busy, as Lambda scales out), deletes each message whose process()
+  returned, leaves the rest (InFlightElsewhere, an error, a crash) to their visibility timeout;
+- the API: the workload's actions through the real services (jobsched.wiring.compose);
+- the reconciler: reads the redrive dead-letter queue every minute, failures.reconcile each.
+
+The worker's heartbeat thread is off (Worker.heartbeat_thread = False): a long handler plays its
+simulated seconds by running the loop nested, with a heartbeat event every lease/3 that calls
+ctx.heartbeat(), as the thread would; a stalled handler (the lost-lease fault) schedules none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobsched.adapters.memory import MemoryJobStore, MemoryRunStore, MemoryStateMachines, Received
+from jobsched.domain import times
+from jobsched.domain.models import RunMessage
+from jobsched.errors import JobschedError
+from jobsched.handlers import HandlerRegistry, RunContext
+from jobsched.ports import Crash, StateMachines
+from jobsched.services import jobs as job_service_module
+from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
+from jobsched.settings import Settings
+from jobsched.wiring import Services, compose
+from tests.sim.checks import Ledger
+from tests.sim.faults import Faults, faulty_jobs, faulty_queue, faulty_runs
+from tests.sim.loop import Loop, SimClock
+from tests.sim.queue import VISIBILITY_SECONDS, SimQueue
+
+HANDLER = "sim.effect"
+MAX_SKEW = 2.0  # seconds either way, per process (the API's clock is the reference)
+MAX_WORKER_INSTANCES = 6
+
+
+def _state_machines_factory() -> Callable[..., StateMachines] | None:
+    """sim-flows' SimStateMachines (the ASL modelled step for step) if it is on this branch."""
+    try:
+        from tests.sim.workflows import SimStateMachines
+    except ImportError:
+        return None
+    return SimStateMachines  # type: ignore[no-any-return]
+
+
+@dataclass
+class Process:
+    role: str
+    svc: Services
+    busy: bool = False
+
+
+@dataclass
+class World:
+    seed: int
+    loop: Loop
+    rng: random.Random
+    faults: Faults
+    ledger: Ledger
+    settings: Settings
+    jobs: MemoryJobStore
+    runs: MemoryRunStore
+    queue: SimQueue
+    machines: Any
+    handlers: HandlerRegistry
+    dispatchers: list[Process] = field(default_factory=list)
+    workers: list[Process] = field(default_factory=list)
+    api: Process | None = None
+    reconciler: Process | None = None
+    processes: int = 0
+    trace_log: list[str] = field(default_factory=list)
+
+    # -- building processes ----------------------------------------------------------------------
+    def process(self, role: str) -> Process:
+        """A fresh process: its own identity, clock skew, fault-wrapped view of the shared stores."""
+        self.processes += 1
+        skew = 0.0 if role == "api" else self.rng.uniform(-MAX_SKEW, MAX_SKEW)
+        if skew:
+            self.faults.count("skewed_process")
+        svc = compose(
+            self.settings,
+            jobs=faulty_jobs(self.jobs, self.faults),
+            runs=faulty_runs(self.runs, self.faults),
+            queue=faulty_queue(self.queue, self.faults),
+            state_machines=self.machines,
+            clock=SimClock(self.loop, skew),
+            crash=self.faults.crash,
+            handlers=self.handlers,
+        )
+        name = f"{role}-{self.processes}"
+        svc.worker.worker_id = f"worker-{name}"
+        svc.dispatcher.owner = f"dispatcher-{name}"
+        svc.worker.heartbeat_thread = False
+        svc.worker.sleep = lambda seconds: self.loop.run_until(self.loop.now + float(seconds))  # type: ignore[arg-type]
+        # Most workers record a healthy run in one write; some lease first: the two paths race.
+        svc.worker.fast_path = self.rng.random() < 0.7
+        svc.dispatcher.max_workers = 1
+        svc.dispatcher.io_workers = 1
+        svc.failures.rng = random.Random(self.rng.random())
+        return Process(role, svc)
+
+    def trace(self, job_id: str, sf: str, event: str) -> None:
+        self.ledger.trace(job_id, f"{self.loop.now:8.2f} {sf[11:23] if sf else '':<12} {event}")
+
+    # -- the dispatchers' tick -----------------------------------------------------------------
+    def start_dispatchers(self, count: int) -> None:
+        tick = self.settings.tick_seconds
+        for i in range(count):
+            self.dispatchers.append(self.process("dispatcher"))
+            offset = i * tick / count + self.rng.uniform(0, 2)
+            self.loop.at(offset, self._dispatch_event(i))
+
+    def _dispatch_event(self, i: int) -> Callable[[], None]:
+        def fire() -> None:
+            proc = self.dispatchers[i]
+            try:
+                for shard in range(self.settings.shard_count):
+                    proc.svc.dispatcher.dispatch_shard(shard)
+            except (Crash, JobschedError) as exc:
+                self.ledger.note(f"{self.loop.now:8.2f} dispatcher {i} died: {type(exc).__name__} {exc}")
+                self.dispatchers[i] = self.process("dispatcher")
+            self.loop.after(self.settings.tick_seconds + self.rng.uniform(-0.5, 0.5), fire)
+
+        return fire
+
+    # -- the event-source mapping ------------------------------------------------------------------
+    def start_workers(self, count: int, pollers: int = 2) -> None:
+        self.workers.extend(self.process("worker") for _ in range(count))
+        for i in range(pollers):
+            self.loop.at(i / pollers, self._poll_event())
+
+    def _idle_worker(self) -> Process | None:
+        idle = [w for w in self.workers if not w.busy]
+        if idle:
+            return self.rng.choice(idle)
+        if len(self.workers) < MAX_WORKER_INSTANCES:
+            self.workers.append(self.process("worker"))
+            return self.workers[-1]
+        return None
+
+    def _poll_event(self) -> Callable[[], None]:
+        def poll() -> None:
+            self.loop.after(1.0, poll)
+            worker = self._idle_worker()
+            if worker is None:
+                return
+            batch = self.queue.receive(10)
+            if batch:
+                self.deliver(worker, batch)
+
+        return poll
+
+    def deliver(self, worker: Process, batch: list[Received]) -> None:
+        """One invocation of a worker instance on a batch: message by message."""
+        worker.busy = True
+        try:
+            for i, m in enumerate(batch):
+                body = RunMessage.model_validate_json(m.body)
+                path = "fast" if worker.svc.worker.fast_path else "leased"
+                try:
+                    outcome = worker.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body))
+                except InFlightElsewhere as exc:
+                    self.trace(
+                        body.job_id,
+                        body.scheduled_for,
+                        f"{worker.svc.worker.worker_id} {path} left: {type(exc).__name__}",
+                    )
+                    continue
+                except JobschedError as exc:
+                    self.trace(
+                        body.job_id,
+                        body.scheduled_for,
+                        f"{worker.svc.worker.worker_id} {path} error: {type(exc).__name__} {exc}",
+                    )
+                    continue
+                except Crash as exc:
+                    self.trace(
+                        body.job_id,
+                        body.scheduled_for,
+                        f"{worker.svc.worker.worker_id} {path} CRASH at {exc}",
+                    )
+                    self.faults.count("lost_batch_messages", len(batch) - i - 1)
+                    self._replace(worker)
+                    return
+                self.trace(
+                    body.job_id,
+                    body.scheduled_for,
+                    f"{worker.svc.worker.worker_id} {path} {outcome.value} {m.message_id}",
+                )
+                if outcome == Outcome.SKIPPED:
+                    self.ledger.observe_skip(self, body)
+                self.queue.delete(m.receipt_handle)
+        finally:
+            worker.busy = False
+
+    def _replace(self, dead: Process) -> None:
+        idx = next(i for i, w in enumerate(self.workers) if w is dead)
+        self.workers[idx] = self.process("worker")
+
+    # -- the reconciler ----------------------------------------------------------------------------
+    def start_reconciler(self, every: float = 60.0) -> None:
+        self.reconciler = self.process("reconciler")
+
+        def reconcile() -> None:
+            self.loop.after(every, reconcile)
+            assert self.reconciler is not None
+            for m in self.queue.take_dead(10):
+                body = RunMessage.model_validate_json(m.body)
+                try:
+                    answer = self.reconciler.svc.failures.reconcile(body)
+                except (Crash, JobschedError) as exc:
+                    self.queue.dead.append(m)  # stays in the dead-letter queue for the next read
+                    self.reconciler = self.process("reconciler")
+                    answer = f"died: {type(exc).__name__}"
+                self.trace(body.job_id, body.scheduled_for, f"reconciler {answer}")
+
+        self.loop.at(every, reconcile)
+
+    # -- the handler: effects, long runs, stalls ---------------------------------------------------
+    def handler(self, payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        sf = times.stored(ctx.scheduled_for)
+        key = self.ledger.start(ctx, self.loop.now, sf)
+        hold, stall = float(payload.get("hold", 0)), float(payload.get("stall", 0))
+        if stall and ctx.attempt == 1:
+            self.faults.count("lost_lease")
+            self.ledger.stalled.add((ctx.job_id, sf))
+            self.loop.run_until(self.loop.now + stall)  # no heartbeat: the leases lapse meanwhile
+        elif hold:
+            self._busy(hold, ctx)
+        fails = int(payload.get("fail_times", 0)) >= ctx.attempt
+        # The handler's own work ends at start + its seconds; it returns later only when a nested
+        # handler of another process was still playing its own seconds (a loop artefact: on AWS the
+        # two run side by side). The effect's window is the nominal one.
+        nominal = self.ledger.calls[key].start + (stall if stall and ctx.attempt == 1 else hold)
+        self.ledger.end(key, min(self.loop.now, nominal), ok=not fails, effect_key=ctx.effect_key)
+        if fails:
+            error = payload.get("error", "RuntimeError")
+            raise (ValueError if error == "ValueError" else RuntimeError)(f"sim fails attempt {ctx.attempt}")
+        return {"ok": True}
+
+    def _busy(self, seconds: float, ctx: RunContext) -> None:
+        """The handler takes `seconds`: the fleet runs meanwhile; a heartbeat every lease/3."""
+        interval = self.settings.lease_seconds / 3
+        done = False
+
+        def beat() -> None:
+            if done:
+                return
+            ctx.heartbeat()  # renewals catch their own errors, as on the heartbeat thread
+            self.loop.after(interval, beat)
+
+        self.loop.after(interval, beat)
+        self.loop.run_until(self.loop.now + seconds)
+        done = True
+
+
+def settings_for(rng: random.Random) -> Settings:
+    return Settings(
+        jobs_table="sim-jobs",
+        runs_table="sim-runs",
+        execution_queue_url="sim://execution",
+        execution_dlq_url="sim://execution-dlq",
+        failure_workflow_arn="arn:aws:states:sim:000000000000:stateMachine:failure",
+        dag_workflow_arn="arn:aws:states:sim:000000000000:stateMachine:dag",
+        shard_count=2,
+        lease_seconds=VISIBILITY_SECONDS,  # the lease is the queue's visibility timeout
+        handover_horizon_seconds=rng.choice([0, 300]),
+    )
+
+
+def build_world(seed: int, *, fault_scale: float = 1.0) -> World:
+    rng = random.Random(seed)
+    loop = Loop()
+    faults = Faults(
+        random.Random(rng.random()),
+        rate=0.02 * fault_scale,
+        timeout_rate=0.01 * fault_scale,
+        stale_rate=0.1 * fault_scale,
+        crash_rate=0.02 * fault_scale,
+    )
+    settings = settings_for(rng)
+    clock = SimClock(loop)
+    jobs, runs = MemoryJobStore(shard_count=settings.shard_count), MemoryRunStore()
+    queue = SimQueue(
+        clock=clock,
+        visibility_seconds=settings.lease_seconds,
+        rng=random.Random(rng.random()),
+        duplicate_rate=0.03 * fault_scale,
+    )
+    factory = _state_machines_factory()
+    machines: Any
+    if factory is None:
+        machines = MemoryStateMachines(settings.failure_workflow_arn)
+    else:
+        machines = factory(
+            jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock,
+            schedule=loop.after, fault=faults.step, fault_after=faults.step_after,
+        )  # fmt: skip
+    world = World(seed, loop, rng, faults, Ledger(), settings, jobs, runs, queue, machines, HandlerRegistry())
+    world.handlers.register(HANDLER, world.handler)
+    return world
+
+
+@contextlib.contextmanager
+def deterministic(rng: random.Random, loop: Loop) -> Iterator[None]:
+    """Ids drawn from the seed: uuid4 (worker owners, lease owners) and job ids (time from the loop)."""
+    crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+
+    def job_id() -> str:
+        value = (int(loop.instant().timestamp() * 1000) << 80) | rng.getrandbits(80)
+        chars = []
+        for _ in range(26):
+            value, rem = divmod(value, 32)
+            chars.append(crockford[rem])
+        return "job_" + "".join(reversed(chars))
+
+    real_uuid4, real_job_id = uuid.uuid4, job_service_module.new_job_id
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
+    job_service_module.new_job_id = job_id
+    try:
+        yield
+    finally:
+        uuid.uuid4, job_service_module.new_job_id = real_uuid4, real_job_id
