@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-at-first", action="store_true", help="stop at the first failing seed")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
-    console = Console()
+    console = Console(width=250, soft_wrap=True)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     work = [(s, args.hours * 60, args.jobs, args.mutant) for s in seeds]
     started = time.perf_counter()
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                     console.print(f"  seed {r['seed']}: {v}", markup=False, highlight=False)
                 for job, lines in r["traces"].items():
                     console.print(f"  trace of {job} (replay: python -m tests.sim --first-seed {r['seed']} --seeds 1)", markup=False)
-                    for line in lines[-60:]:
+                    for line in lines[-int(os.environ.get("SIM_TRACE_LINES", "60")):]:
                         console.print(f"    {line}", markup=False, highlight=False)
                 if args.stop_at_first:
                     break

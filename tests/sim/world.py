@@ -221,7 +221,11 @@ class World:
         elif hold:
             self._busy(hold, ctx)
         fails = int(payload.get("fail_times", 0)) >= ctx.attempt
-        self.ledger.end(key, self.loop.now, ok=not fails, effect_key=ctx.effect_key)
+        # The handler's own work ends at start + its seconds; it returns later only when a nested
+        # handler of another process was still playing its own seconds (a loop artefact: on AWS the
+        # two run side by side). The effect's window is the nominal one.
+        nominal = self.ledger.calls[key].start + (stall if stall and ctx.attempt == 1 else hold)
+        self.ledger.end(key, min(self.loop.now, nominal), ok=not fails, effect_key=ctx.effect_key)
         if fails:
             error = payload.get("error", "RuntimeError")
             raise (ValueError if error == "ValueError" else RuntimeError)(f"sim fails attempt {ctx.attempt}")
