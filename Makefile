@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install run test test-fast lint layer synth bench soak clean
+.PHONY: install run test test-fast lint layer synth bench soak sim clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,13 @@ JOBSCHED_FUZZ_EXAMPLES ?= 300
 .PHONY: fuzz
 fuzz: $(STAMP)
 	JOBSCHED_FUZZ_EXAMPLES=$(JOBSCHED_FUZZ_EXAMPLES) $(BIN)/python -m pytest -q --timeout 1800 tests/e2e/test_fuzz.py
+
+## sim: the deterministic simulator (tests/sim) over SIM_SEEDS seeded fault schedules, table on stdout,
+## JSON in bench/results/sim.json (SIM_ARGS="--mutant NAME" plants one bug; test_sim.py is the CI subset)
+SIM_SEEDS ?= 10000
+SIM_ARGS ?=
+sim: $(STAMP)
+	$(BIN)/python -m tests.sim --seeds $(SIM_SEEDS) --record --quiet $(SIM_ARGS)
 
 clean:
 	rm -rf $(VENV) cdk.out build .pytest_cache .mypy_cache .ruff_cache

@@ -82,6 +82,10 @@ class Faults:
         """The workflow model's `fault`: a Step Functions task's call throttled or failed."""
         self.before(f"sfn:{name}")
 
+    def step_after(self, name: str) -> None:
+        """The workflow model's `fault_after`: a task's write applied, then its call timed out."""
+        self.after_write(f"sfn:{name}")
+
     def count(self, kind: str, n: int = 1) -> None:
         if n:
             self.injected[kind] += n
@@ -148,7 +152,11 @@ def faulty_jobs(jobs: Any, faults: Faults) -> Any:
 
 def faulty_runs(runs: Any, faults: Faults) -> Any:
     return Faulty(
-        runs, faults, calls=RUN_CALLS, writes=RUN_WRITES, stale_key={"get": _run_get_key, "dead_letters": _dead_key}
+        runs,
+        faults,
+        calls=RUN_CALLS,
+        writes=RUN_WRITES,
+        stale_key={"get": _run_get_key, "dead_letters": _dead_key},
     )
 
 

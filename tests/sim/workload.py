@@ -28,7 +28,7 @@ TENANT = "t"
 TIMEZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Berlin"]
 CRONS = ["*/10 * * * * *", "*/15 * * * * *", "*/20 * * * * *", "* * * * *"]
 SETTLE_SECONDS = 180  # fault-free seconds after the load before the quiesce (more than 2 passes)
-DRAIN_LIMIT_SECONDS = 3600
+DRAIN_LIMIT_SECONDS = 1800
 
 
 @dataclass
@@ -111,8 +111,10 @@ class Workload:
                 self.accepted[created.job_id] = Accepted(
                     created.job_id, request, now, overlap_policy=request.overlap_policy
                 )
-                self.w.trace(created.job_id, "", f"accepted {request.type} {request.cron_expr or ''} {request.timezone} "
-                             f"{request.overlap_policy} catchup={request.catchup} payload={request.payload}")  # fmt: skip
+                what = f"{request.type} {request.cron_expr or ''} {request.timezone} {request.overlap_policy}"
+                self.w.trace(
+                    created.job_id, "", f"accepted {what} catchup={request.catchup} payload={request.payload}"
+                )
                 return str(created.job_id)
         return None
 
@@ -123,9 +125,9 @@ class Workload:
     def pause(self, job_id: str) -> None:
         self.call("pause", job_id, lambda s: s.schedule.pause(job_id, tenant=TENANT))
         job, acc = self.job(job_id), self.accepted[job_id]
-        if job is not None and job.status == JobStatus.PAUSED and job.paused_at is not None:
-            if not acc.pauses or acc.pauses[-1][1] is not None:
-                acc.pauses.append((job.paused_at, None))
+        paused = job is not None and job.status == JobStatus.PAUSED and job.paused_at is not None
+        if paused and (not acc.pauses or acc.pauses[-1][1] is not None):
+            acc.pauses.append((job.paused_at, None))
 
     def resume(self, job_id: str) -> None:
         self.call("resume", job_id, lambda s: s.schedule.resume(job_id, tenant=TENANT))
@@ -169,7 +171,9 @@ class Workload:
 
     def replay(self) -> None:
         page = self.call(
-            "list dead letters", "", lambda s: s.failures.list_dead_letters(tenant=TENANT, cursor=None, limit=10)
+            "list dead letters",
+            "",
+            lambda s: s.failures.list_dead_letters(tenant=TENANT, cursor=None, limit=10),
         )
         if page is None or page is True or not page.items:
             return
@@ -249,15 +253,20 @@ class Workload:
         roots = [
             self.create(
                 CreateJobRequest(
-                    type="one_off", handler=HANDLER, run_at=now + timedelta(seconds=self.rng.randint(5, 90)),
+                    type="one_off",
+                    handler=HANDLER,
+                    run_at=now + timedelta(seconds=self.rng.randint(5, 90)),
                     payload={"fail_times": 5} if self.failures and self.rng.random() < 0.15 else {},
-                    max_attempts=2, backoff=Backoff(initial_seconds=1, multiplier=1, max_seconds=1, jitter=False),
+                    max_attempts=2,
+                    backoff=Backoff(initial_seconds=1, multiplier=1, max_seconds=1, jitter=False),
                 )
-            )  # fmt: skip
+            )
             for _ in range(2)
         ]
         if all(roots):
-            self.create(CreateJobRequest(type="dependent", handler=HANDLER, depends_on=[r for r in roots if r]))
+            self.create(
+                CreateJobRequest(type="dependent", handler=HANDLER, depends_on=[r for r in roots if r])
+            )
 
     def plan(self) -> None:
         """Creations spread over the load; replays of dead letters now and then."""
@@ -309,15 +318,17 @@ def simulate(seed: int, *, minutes: float = 10, scale: int = 12, fault_scale: fl
         while w.loop.now < deadline:
             to_cancel = [j for j in to_cancel if not load.cancel(j) and _cancellable(load.job(j))]
             w.loop.run_until(w.loop.now + 30)
-            if not to_cancel and settled(w, load.accepted):
-                break
+            if not to_cancel and (settled(w, load.accepted) or _idle(w)):
+                break  # settled, or stuck with nothing left in flight that could move it
         else:
             w.ledger.note("the drain ran out of time")
         violations = check(w, load.accepted, load_end=load_end)
         if not settled(w, load.accepted):
             violations.append(f"-: the schedule did not settle within {DRAIN_LIMIT_SECONDS} s of drain")
     statuses: Counter[str] = Counter(
-        r.status.value for j in load.accepted for r in w.runs.since(j, after=w.loop.start - timedelta(days=3650))
+        r.status.value
+        for j in load.accepted
+        for r in w.runs.since(j, after=w.loop.start - timedelta(days=3650))
     )
     faults = Counter(w.faults.injected)
     faults.update({"duplicate_delivery": w.queue.duplicates, "redrive": w.queue.redriven})
@@ -328,6 +339,12 @@ def simulate(seed: int, *, minutes: float = 10, scale: int = 12, fault_scale: fl
         digest=w.ledger.digest(), traces=dict(w.ledger.traces), statuses=statuses,
         wall_seconds=time.perf_counter() - started,
     )  # fmt: skip
+
+
+def _idle(w: World) -> bool:
+    """Nothing queued, dead-lettered or in a workflow: no event can change a run any more."""
+    busy = getattr(w.machines, "busy", None)
+    return not w.queue.depth() and not w.queue.dead and not (callable(busy) and busy())
 
 
 def _cancellable(job: Any) -> bool:

@@ -169,17 +169,33 @@ class World:
                 try:
                     outcome = worker.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body))
                 except InFlightElsewhere as exc:
-                    self.trace(body.job_id, body.scheduled_for, f"{worker.svc.worker.worker_id} {path} left: {type(exc).__name__}")
+                    self.trace(
+                        body.job_id,
+                        body.scheduled_for,
+                        f"{worker.svc.worker.worker_id} {path} left: {type(exc).__name__}",
+                    )
                     continue
                 except JobschedError as exc:
-                    self.trace(body.job_id, body.scheduled_for, f"{worker.svc.worker.worker_id} {path} error: {type(exc).__name__} {exc}")
+                    self.trace(
+                        body.job_id,
+                        body.scheduled_for,
+                        f"{worker.svc.worker.worker_id} {path} error: {type(exc).__name__} {exc}",
+                    )
                     continue
                 except Crash as exc:
-                    self.trace(body.job_id, body.scheduled_for, f"{worker.svc.worker.worker_id} {path} CRASH at {exc}")
+                    self.trace(
+                        body.job_id,
+                        body.scheduled_for,
+                        f"{worker.svc.worker.worker_id} {path} CRASH at {exc}",
+                    )
                     self.faults.count("lost_batch_messages", len(batch) - i - 1)
                     self._replace(worker)
                     return
-                self.trace(body.job_id, body.scheduled_for, f"{worker.svc.worker.worker_id} {path} {outcome.value} {m.message_id}")
+                self.trace(
+                    body.job_id,
+                    body.scheduled_for,
+                    f"{worker.svc.worker.worker_id} {path} {outcome.value} {m.message_id}",
+                )
                 if outcome == Outcome.SKIPPED:
                     self.ledger.observe_skip(self, body)
                 self.queue.delete(m.receipt_handle)
@@ -287,7 +303,7 @@ def build_world(seed: int, *, fault_scale: float = 1.0) -> World:
     else:
         machines = factory(
             jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock,
-            schedule=loop.after, fault=faults.step,
+            schedule=loop.after, fault=faults.step, fault_after=faults.step_after,
         )  # fmt: skip
     world = World(seed, loop, rng, faults, Ledger(), settings, jobs, runs, queue, machines, HandlerRegistry())
     world.handlers.register(HANDLER, world.handler)

@@ -29,6 +29,7 @@ split, each half would need the other's docstring. The target call goes behind p
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import uuid
@@ -272,6 +273,16 @@ class Worker:
         now = self.clock.now()
         manual = kind == "manual"
         if job.status == JobStatus.PAUSED and not manual and self._new_tick_of_pause(job, sf):
+            early = (times.parse_stored(sf) - now).total_seconds()
+            if early > 0:
+                # Not due yet (SQS delays round down: a message surfaces up to a second early). A
+                # resume before its second replans only the ticks already missed and counts on this
+                # very message for this one: leave it queued until it is due (acknowledged, the
+                # tick would be lost).
+                if held:
+                    self._release(job, sf)
+                self.queue.extend(delivery.receipt_handle, seconds=math.ceil(early))
+                raise WaitBehind(delivery.message_id)
             # Not written: the resume decides the fate of every tick of the pause by the catch-up
             # policy, handed over or not (services/schedule.py resume).
             return Outcome.PAUSED
@@ -454,6 +465,11 @@ class Worker:
             if refused == Outcome.DUPLICATE and heartbeat.persisted:
                 raise LeaseLost(delivery.message_id)
             return refused
+        if not heartbeat.persisted:
+            # The attempt is the one the write counted: the read that picked this path is eventually
+            # consistent and may have shown an older row (a retry's re-armed row read as absent),
+            # and a failure handed over under an attempt already handed over starts no workflow.
+            attempt = (done.previous.attempt if done.previous else 0) + 1
         return self._recorded(job, sf, attempt, error, replays, finished)
 
     def _run_leased(
