@@ -4,9 +4,10 @@ direct scenario on the fakes; leaving it restores the original behaviour."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -14,6 +15,7 @@ from jobsched.domain import times
 from jobsched.domain.models import CreateJobRequest
 from jobsched.domain.records import AttemptEnd, NewRun
 from jobsched.domain.status import RunStatus
+from jobsched.errors import StoreUnreachable
 from jobsched.ports import Crash
 from jobsched.services.run import Outcome
 from tests.sim import mutants
@@ -168,3 +170,132 @@ def test_leaving_a_mutant_restores_every_patched_attribute(name: str) -> None:
     with mutants.MUTANTS[name]():
         assert [dict(vars(c)) for c in classes] != before
     assert [dict(vars(c)) for c in classes] == before
+
+
+# -- the simulator finds each planted bug ---------------------------------------------------------------
+# The violations (tests/sim/checks.py) each bug must show. A seed finds a mutant when its schedule with
+# the mutant shows one of them and the same seed's schedule without it shows none.
+SIGNATURES: dict[str, re.Pattern[str]] = {
+    "stamp_before_send": re.compile(r"was due and is missing|one-off never ran|one-off ended PENDING"),
+    "unconditional_record": re.compile(r"recorded attempt \d+ twice"),
+    "double_count": re.compile(
+        r"dependant ran before upstream|dependant fired although|more than one period"
+    ),
+    "early_hold_lapse": re.compile(r"overlapped under overlap policy"),
+    "skip_on_pause": re.compile(r"SKIPPED 'paused'"),
+}
+# Measured over seeds 1.. on this branch: each of the first four was found by seed 1 (and again by most
+# of seeds 2, 3); double_count, at WORKFLOW_TIMEOUT_RATE, first by seed 11 (then 15, 23, 25, 29, 30, 31
+# of 1..31; none of 1..51 at the simulator's own 1%). A bound is a few times the first finding.
+BOUNDS: dict[str, int] = {
+    "stamp_before_send": 5,
+    "unconditional_record": 5,
+    "double_count": 40,
+    "early_hold_lapse": 5,
+    "skip_on_pause": 5,
+}
+# Seed 9's schedule nests long handlers so deep that the simulator plays it for minutes (seen with and
+# without every mutant): left out of the search until the simulator bounds its nesting.
+SLOW_SEEDS = frozenset({9})
+MINUTES, JOBS = 10.0, 12  # python -m tests.sim's defaults: 10 simulated minutes of load, 12 jobs
+
+
+# A heavier fault profile where a bug needs a rarer fault: the DAG's Count counts one upstream run twice
+# only when its write applied and its answer was lost (Step Functions retries it). At the simulator's
+# rate (1% per call, ~4 Counts a schedule) that is one schedule in 25-50; here workflow Tasks time out
+# after their write at this rate, in the schedule with the mutant and in the plain one alike.
+WORKFLOW_TIMEOUT_RATE: dict[str, float] = {"double_count": 0.25}
+
+
+@contextlib.contextmanager
+def workflow_timeouts(rate: float | None) -> Iterator[None]:
+    """The simulated workflows' Tasks time out after their write at `rate` (None: the simulator's own)."""
+    from tests.sim import world as sim_world
+
+    original = sim_world._state_machines_factory
+    if rate is None:
+        yield
+        return
+
+    def factory() -> Callable[..., Any] | None:
+        made = original()
+        if made is None:
+            return None
+
+        def build(**kwargs: Any) -> Any:
+            faults = kwargs["fault"].__self__  # Faults.step, bound: the schedule's fault switchboard
+
+            def after(step: str) -> None:
+                if faults.active and faults.rng.random() < rate:
+                    faults.injected["timeout_after_write"] += 1
+                    raise StoreUnreachable(f"sim: timeout after sfn:{step} applied")
+
+            kwargs["fault_after"] = after
+            return made(**kwargs)
+
+        return build
+
+    sim_world._state_machines_factory = factory  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sim_world._state_machines_factory = original  # type: ignore[assignment]
+
+
+def recorded_twice(world: Any) -> list[str]:
+    """No effect committed twice: each attempt of a run is in its history once (once per replay series)."""
+    bad = []
+    for (job_id, sf), row in sorted(world.runs.rows.items()):
+        numbers = [a.attempt for a in row.attempts if a.attempt]
+        twice = sorted({n for n in numbers if numbers.count(n) > 1 + row.replays})
+        if twice:
+            bad.append(f"{job_id}: run {sf} recorded attempt {twice[0]} twice")
+    return bad
+
+
+@contextlib.contextmanager
+def history_check() -> Iterator[None]:
+    """The simulator's checks, and recorded_twice on the same world."""
+    from tests.sim import workload
+
+    original = workload.check
+
+    def check(world: Any, accepted: Any, *, load_end: Any) -> list[str]:
+        return [*original(world, accepted, load_end=load_end), *recorded_twice(world)]
+
+    workload.check = check  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        workload.check = original  # type: ignore[assignment]
+
+
+def found_by(mutant: str, seed: int) -> list[str]:
+    """The mutant's signature violations in `seed`'s schedule that the plain schedule does not show."""
+    from tests.sim.workload import simulate
+
+    signature = SIGNATURES[mutant]
+    with workflow_timeouts(WORKFLOW_TIMEOUT_RATE.get(mutant)), history_check():
+        with mutants.MUTANTS[mutant]():
+            planted = simulate(seed, minutes=MINUTES, scale=JOBS)
+        hits = [v for v in planted.violations if signature.search(v)]
+        if not hits:
+            return []
+        plain = simulate(seed, minutes=MINUTES, scale=JOBS)
+    return [] if any(signature.search(v) for v in plain.violations) else hits
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", sorted(mutants.MUTANTS))
+def test_the_simulator_finds_each_planted_bug_within_its_measured_bound_of_seeds(mutant: str) -> None:
+    # Given the planted bug / When the simulator runs seeds 1, 2, ... with it
+    for seed in range(1, BOUNDS[mutant] + 1):
+        if seed in SLOW_SEEDS:
+            continue
+        hits = found_by(mutant, seed)
+        if hits:
+            print(f"\n{mutant}: found by seed {seed} ({seed} seeds): {hits[0]}")
+            # Then a seed finds it within the bound, and the finding replays exactly from its seed
+            assert found_by(mutant, seed) == hits
+            return
+    pytest.fail(f"{mutant}: no seed of 1..{BOUNDS[mutant]} found it")
