@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from jobsched.domain import times
-from jobsched.domain.models import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.records import AttemptEnd, NewRun
 from jobsched.domain.status import RunStatus
 from jobsched.errors import StoreUnreachable

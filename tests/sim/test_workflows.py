@@ -19,7 +19,8 @@ import pytest
 from jobsched import asl
 from jobsched.adapters.memory import MemoryJobStore, MemoryRunQueue, MemoryRunStore
 from jobsched.domain import times
-from jobsched.domain.models import Backoff, CreateJobRequest, Execution, Job
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.models import Backoff, Execution, Job
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import TransientStoreError
 from jobsched.handlers import HandlerRegistry, RunContext, registry
@@ -271,7 +272,7 @@ def test_a_failing_job_is_dead_lettered_after_exactly_max_attempts_with_backoff(
     assert world.job(job_id).status == JobStatus.FAILED
     assert [a["message"]["run_id"] for a in world.machines.alerts] == [run.run_id]
     page = world.svc.failures.list_dead_letters(tenant="t", cursor=None, limit=10)
-    assert [(i.run_id, i.attempts) for i in page.items] == [(run.run_id, 3)]
+    assert [(i.run_id, i.attempt) for i in page.items] == [(run.run_id, 3)]
     assert [e.entered for e in world.executions("failure")] == [RETRY_PATH, RETRY_PATH, DEAD_LETTER_PATH]
 
 
@@ -352,7 +353,8 @@ def test_a_task_that_keeps_failing_fails_the_execution_after_its_max_attempts(wo
 @pytest.mark.xfail(
     strict=True,
     reason="asl.py: Rearm's write applied, its retry is refused and the execution ends Stale before "
-    "Enqueue: the run is PENDING with no message (a lost tick). Found by this model; asl.py is not ours.",
+    "Enqueue: the run is PENDING with no message (a lost tick). Found by this model; open, to fix in "
+    "asl.py (read the row back on ConditionalCheckFailed).",
 )
 def test_a_timeout_after_rearm_wrote_still_enqueues_the_retry(world: World) -> None:
     # Given Rearm's write applies and its answer times out (DynamoDB 500 after the write)

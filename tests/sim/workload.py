@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobsched.domain.models import BackfillRequest, Backoff, CreateJobRequest, PatchJobRequest
+from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.models import Backoff
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import JobschedError
 from jobsched.ports import Crash
