@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobsched.domain.models import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.services.run import Outcome
 from tests.unit.services.conftest import T0, World

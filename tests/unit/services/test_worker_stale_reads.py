@@ -6,7 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 from jobsched.domain import times
-from jobsched.domain.models import CreateJobRequest, RunMessage
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import RunStatus
 from tests.unit.services.conftest import T0, World
