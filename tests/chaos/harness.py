@@ -283,7 +283,7 @@ def run(
             body = RunMessage.model_validate_json(m["Body"])
             early = times.parse_stored(body.scheduled_for) > clock.now() + timedelta(seconds=2)
             if early or rng.random() < 0.15:
-                release([m])
+                release([m["ReceiptHandle"]])
                 continue
             plays = plays_seconds(body)
             if plays:
@@ -291,7 +291,7 @@ def run(
                 # invocations meanwhile. Held back here, they would wait for it (and for every long
                 # handler after it), and moto's real-time visibility timeout would hide them again:
                 # a due tick then stayed hidden until the jobs were cancelled (seed 8, in CI).
-                release(received[index + 1 :])
+                release([r["ReceiptHandle"] for r in received[index + 1 :]])
             worker = rng.choice(workers)
             copies = 2 if rng.random() < 0.05 else 1
             acked = False
@@ -322,19 +322,15 @@ def run(
         for due, handle in list(in_flight):
             if clock.now() >= due:
                 in_flight.remove((due, handle))
-                attempt(lambda h=handle: inspect_sqs.change_message_visibility(
-                    QueueUrl=settings.execution_queue_url, ReceiptHandle=h, VisibilityTimeout=0
-                ))  # fmt: skip
+                release([handle])
 
-    def release(messages: list[dict[str, Any]]) -> None:
+    def release(handles: list[str]) -> None:
         """Make received messages visible again (a receipt goes stale when a long handler's nested
         second re-received the message, as SQS does once a visibility timeout runs out)."""
-        for m in messages:
+        for handle in handles:
             with contextlib.suppress(ClientError):
                 inspect_sqs.change_message_visibility(
-                    QueueUrl=settings.execution_queue_url,
-                    ReceiptHandle=m["ReceiptHandle"],
-                    VisibilityTimeout=0,
+                    QueueUrl=settings.execution_queue_url, ReceiptHandle=handle, VisibilityTimeout=0
                 )
 
     def plays_seconds(body: RunMessage) -> bool:
@@ -448,10 +444,7 @@ def run(
             d.dispatcher.dispatch_all()
         for handle_due, handle in list(in_flight):
             in_flight.remove((handle_due, handle))
-            with contextlib.suppress(ClientError):  # stale: re-received under a long handler
-                inspect_sqs.change_message_visibility(
-                    QueueUrl=settings.execution_queue_url, ReceiptHandle=handle, VisibilityTimeout=0
-                )
+            release([handle])  # (stale if re-received under a long handler)
         messages = receive_all(inspect_sqs, settings.execution_queue_url)
         rest_released = False
         for index, m in enumerate(messages):
@@ -459,7 +452,7 @@ def run(
                 break
             body = RunMessage.model_validate_json(m["Body"])
             if plays_seconds(body):  # the rest go back at once (see second()); the next round takes them
-                release(messages[index + 1 :])
+                release([r["ReceiptHandle"] for r in messages[index + 1 :]])
                 rest_released = True
             try:
                 outcome = workers[0].worker.process(Delivery(m["MessageId"], m["ReceiptHandle"], m["Body"]))
