@@ -36,6 +36,7 @@ from jobsched.domain.records import (
     ShardLease,
     Transition,
 )
+from jobsched.domain.secrets import SecretRecord
 from jobsched.domain.status import JobStatus
 from jobsched.handlers import RunContext
 
@@ -395,6 +396,28 @@ class Targets(Protocol):
 
     def __contains__(self, name: object) -> bool:
         """Whether `name` resolves to a target."""
+        ...
+
+
+class SigningSecrets(Protocol):
+    """Each tenant's one current HTTP signing secret, stored encrypted, never logged.
+
+    A tenant has no secret until its first use, which creates one: of callers that race on a first
+    use exactly one secret is created and every caller answers it. A rotation replaces it; of
+    rotations that race, one wins and each caller answers the secret that won.
+    """
+
+    def current(self, tenant: str) -> str:
+        """The tenant's secret (created on first use): what a worker signs with. An implementation
+        may serve it from a cache of a few seconds to minutes, so it can lag a rotation that long."""
+        ...
+
+    def get(self, tenant: str) -> SecretRecord:
+        """The tenant's secret and its created_at, read afresh (created on first use)."""
+        ...
+
+    def rotate(self, tenant: str) -> SecretRecord:
+        """Replace the tenant's secret with a new one (or create its first) and answer it."""
         ...
 
 

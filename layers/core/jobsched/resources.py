@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_kms import KMSClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
@@ -145,6 +146,26 @@ WORKER_EVENT_SOURCE = EventSourceSpec(queue=EXECUTION_QUEUE.logical_id, batch_si
 RECONCILER_EVENT_SOURCE = EventSourceSpec(queue=EXECUTION_DLQ.logical_id, batch_size=10, concurrency=1)
 
 TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, RUNS_TABLE)
+
+# Tenants' HTTP signing secrets, KMS-encrypted (jobsched.adapters.secrets): PK "TENANT#<tenant>",
+# SK "SIGNING_SECRET", one GetItem away, no index. A table of its own, not an item kind in the jobs
+# table, so the grants on it are the secret's alone: the api reads and writes it, the worker reads
+# it, the dispatcher, the reconciler and the workflows cannot touch it. Not in TABLES, whose every
+# table every function may read and write.
+SIGNING_SECRETS_TABLE = TableSpec(logical_id="SigningSecretsTable", suffix="signing-secrets")
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """A symmetric customer-managed KMS key, with yearly rotation, and its alias "alias/<prefix>-<suffix>"."""
+
+    logical_id: str
+    suffix: str
+
+
+# The key the signing secrets are encrypted with (its own key: its policy names exactly the api,
+# which encrypts and decrypts, and the worker, which only decrypts).
+SIGNING_KEY = KeySpec(logical_id="SigningSecretsKey", suffix="signing-secrets")
 QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE)
 
 
@@ -169,7 +190,7 @@ FAILURE_WORKFLOW = StateMachineSpec(logical_id="FailureWorkflow", suffix="failur
 DAG_WORKFLOW = StateMachineSpec(logical_id="DagWorkflow", suffix="dag")
 
 
-def physical_name(prefix: str, spec: TableSpec | QueueSpec | TopicSpec | StateMachineSpec) -> str:
+def physical_name(prefix: str, spec: TableSpec | QueueSpec | TopicSpec | StateMachineSpec | KeySpec) -> str:
     """The resource name the local stack uses for a spec."""
     return f"{prefix}-{spec.suffix}"
 
@@ -213,11 +234,12 @@ def create_local_resources(
     sqs: SQSClient,
     sns: SNSClient | None = None,
     stepfunctions: SFNClient | None = None,
+    kms: KMSClient | None = None,
 ) -> dict[str, str]:
     """Create (or find) every resource for `prefix`; return {logical_id: name, queue URL or ARN}."""
     out: dict[str, str] = {}
     existing = set(dynamodb.list_tables().get("TableNames", []))
-    for table in TABLES:
+    for table in (*TABLES, SIGNING_SECRETS_TABLE):
         name = physical_name(prefix, table)
         if name not in existing:
             dynamodb.create_table(**_table_kwargs(name, table))
@@ -244,6 +266,8 @@ def create_local_resources(
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         arns[queue.logical_id] = arn
         out[queue.logical_id] = url
+    if kms is not None:
+        out[SIGNING_KEY.logical_id] = _adopt_key(kms, f"alias/{physical_name(prefix, SIGNING_KEY)}")
     if sns is not None:
         out[ALERT_TOPIC.logical_id] = sns.create_topic(Name=physical_name(prefix, ALERT_TOPIC))["TopicArn"]
     if stepfunctions is not None:
@@ -281,3 +305,13 @@ def _adopt_queue(sqs: SQSClient, name: str, attributes: dict[str, str]) -> str:
         url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
         sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)  # type: ignore[arg-type]
         return url
+
+
+def _adopt_key(kms: KMSClient, alias: str) -> str:
+    """The ARN of the key behind `alias`, created with it if there is none (a restart keeps its secrets)."""
+    try:
+        return kms.describe_key(KeyId=alias)["KeyMetadata"]["Arn"]
+    except kms.exceptions.NotFoundException:
+        arn = kms.create_key(Description="jobsched signing secrets")["KeyMetadata"]["Arn"]
+        kms.create_alias(AliasName=alias, TargetKeyId=arn)
+        return arn

@@ -11,6 +11,14 @@ from __future__ import annotations
 from jobsched.adapters.memory.jobs import MemoryJobStore
 from jobsched.adapters.memory.queue import MemoryRunQueue, Received
 from jobsched.adapters.memory.runs import MemoryRunStore
+from jobsched.adapters.memory.secrets import MemorySigningSecrets
 from jobsched.adapters.memory.state_machines import MemoryStateMachines
 
-__all__ = ["MemoryJobStore", "MemoryRunQueue", "MemoryRunStore", "MemoryStateMachines", "Received"]
+__all__ = [
+    "MemoryJobStore",
+    "MemoryRunQueue",
+    "MemoryRunStore",
+    "MemorySigningSecrets",
+    "MemoryStateMachines",
+    "Received",
+]
