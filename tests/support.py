@@ -443,6 +443,7 @@ def provision(prefix: str, *, endpoint_url: str | None = None, **settings: Any) 
         sqs=boto3.client("sqs", **kw),
         sns=boto3.client("sns", **kw),
         stepfunctions=boto3.client("stepfunctions", **kw),
+        kms=boto3.client("kms", **kw),
     )
     return Settings(
         jobs_table=made[resources.JOBS_TABLE.logical_id],
@@ -452,5 +453,7 @@ def provision(prefix: str, *, endpoint_url: str | None = None, **settings: Any) 
         failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
         dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
         alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
+        signing_secrets_table=made[resources.SIGNING_SECRETS_TABLE.logical_id],
+        signing_key_arn=made[resources.SIGNING_KEY.logical_id],
         **{"trusted_senders": (MOTO_SENDER_ID,), **settings},
     )

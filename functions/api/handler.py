@@ -26,6 +26,7 @@ app = build_app(
     services.schedule,
     idempotency=idempotency.persistence(services.jobs.client, services.settings.jobs_table),
     tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"),
+    signing_secrets=services.signing_secrets,
 )
 
 

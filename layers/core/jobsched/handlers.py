@@ -86,6 +86,14 @@ class HandlerRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._handlers
 
+    def without(self, names: Iterable[str]) -> HandlerRegistry:
+        """A copy of this registry less `names` (this one is left as it is)."""
+        copy = HandlerRegistry()
+        left_out = set(names)
+        with self._lock:
+            copy._handlers = {n: fn for n, fn in self._handlers.items() if n not in left_out}
+        return copy
+
     def names(self) -> list[str]:
         """Every registered name, sorted."""
         return sorted(self._handlers)
@@ -107,6 +115,9 @@ class HandlerRegistry:
 
 
 registry = HandlerRegistry()
+# The built-in demo handlers below: registered on `registry` at import, and left out of a deployed
+# function's registry unless JOBSCHED_DEMO_HANDLERS=true (Settings.demo_handlers; jobsched.wiring).
+DEMO_HANDLERS = ("demo.echo", "demo.sleep", "demo.fail", "demo.flaky")
 
 
 class DemoFailure(RuntimeError):

@@ -48,6 +48,13 @@ class Settings(BaseModel):
     # 1,000 a second: a burst's shard is paced below that (`jobsched capacity` says how far).
     dispatch_pace: int = Field(default=0, ge=0, le=100_000)
     handler_modules: tuple[str, ...] = ()
+    # Whether the demo.* handlers are registered. True for a Settings built in code (tests, the
+    # simulator); from_env answers False unless JOBSCHED_DEMO_HANDLERS is "true" (fail-closed: a
+    # deployed stack runs them only when asked, `cdk deploy -c demo_handlers=true`).
+    demo_handlers: bool = True
+    # The tenants' HTTP signing secrets: their table and the KMS key they are encrypted with.
+    signing_secrets_table: str = ""
+    signing_key_arn: str = ""
     # Who may put a run on the execution queue: the principal ids (a role's RoleId, a user's
     # UserId) of the stack's own senders, matched against each message's SQS SenderId. The worker
     # entry point refuses to start without them (see jobsched.domain.senders).
@@ -74,7 +81,10 @@ class Settings(BaseModel):
             "handover_horizon_seconds": c.HANDOVER_HORIZON_SECONDS_ENV,
             "worker_concurrency": c.WORKER_CONCURRENCY_ENV,
             "dispatch_pace": c.DISPATCH_PACE_ENV,
+            "signing_secrets_table": c.SIGNING_SECRETS_TABLE_ENV,
+            "signing_key_arn": c.SIGNING_KEY_ARN_ENV,
         }
+        raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
         for field, name in optional.items():
             if env.get(name):
                 raw[field] = env[name]
@@ -101,7 +111,11 @@ class Settings(BaseModel):
             c.HANDOVER_HORIZON_SECONDS_ENV: str(self.handover_horizon_seconds),
             c.WORKER_CONCURRENCY_ENV: str(self.worker_concurrency),
             c.DISPATCH_PACE_ENV: str(self.dispatch_pace),
+            c.DEMO_HANDLERS_ENV: "true" if self.demo_handlers else "false",
         }
+        if self.signing_secrets_table:
+            env[c.SIGNING_SECRETS_TABLE_ENV] = self.signing_secrets_table
+            env[c.SIGNING_KEY_ARN_ENV] = self.signing_key_arn
         if self.handler_modules:
             env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)
         if self.trusted_senders:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,9 +14,11 @@ from botocore.config import Config
 
 from jobsched import ports
 from jobsched.adapters.dynamodb import JobStore, RunStore
+from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
-from jobsched.handlers import HandlerRegistry, registry
+from jobsched.errors import StoreError
+from jobsched.handlers import DEMO_HANDLERS, HandlerRegistry, registry
 from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher
@@ -27,6 +30,7 @@ from jobsched.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_kms import KMSClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
 
@@ -67,6 +71,14 @@ class Services:
     failures: FailureService
     schedule: ScheduleService
     dag: DagService
+    signing_secrets: ports.SigningSecrets | None = None
+
+    @property
+    def signing_secret(self) -> Callable[[str], str]:
+        """tenant -> the secret its HTTP target requests are signed with (cached: no KMS call per run)."""
+        if self.signing_secrets is None:
+            raise StoreError("no signing-secret store is configured (JOBSCHED_SIGNING_SECRETS_TABLE)")
+        return self.signing_secrets.current
 
 
 def build(
@@ -78,12 +90,22 @@ def build(
     clock: Clock | None = None,
     crash: CrashPoints = no_crash,
     handlers: HandlerRegistry | None = None,
+    kms: KMSClient | None = None,
 ) -> Services:
     """Wire the services to AWS; explicit clients and clock win over the defaults."""
     if dynamodb is None or sqs is None or stepfunctions is None:
         default_ddb, default_sqs, default_sfn = clients()
         dynamodb, sqs = dynamodb or default_ddb, sqs or default_sqs
         stepfunctions = stepfunctions or default_sfn
+    signing_secrets = None
+    if settings.signing_secrets_table:
+        signing_secrets = KmsSigningSecrets(
+            client=dynamodb,
+            kms=kms or boto3.session.Session().client("kms", config=_BOTO_CONFIG),
+            table=settings.signing_secrets_table,
+            key_id=settings.signing_key_arn,
+            clock=clock or SystemClock(),
+        )
     return compose(
         settings,
         jobs=JobStore(client=dynamodb, table=settings.jobs_table, shard_count=settings.shard_count),
@@ -95,6 +117,7 @@ def build(
         clock=clock,
         crash=crash,
         handlers=handlers,
+        signing_secrets=signing_secrets,
     )
 
 
@@ -108,11 +131,14 @@ def compose(
     clock: Clock | None = None,
     crash: CrashPoints = no_crash,
     handlers: HandlerRegistry | None = None,
+    signing_secrets: ports.SigningSecrets | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory)."""
     clock = clock or SystemClock()
     handlers = handlers or registry
     handlers.load_modules(settings.handler_modules)
+    if not settings.demo_handlers:  # fail-closed: a deployed stack knows no demo.* unless asked
+        handlers = handlers.without(DEMO_HANDLERS)
     dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
     dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
     failures = FailureService(
@@ -132,5 +158,17 @@ def compose(
     service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock, dag=dag)
     schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
     return Services(
-        settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock, failures, schedule, dag
+        settings,
+        jobs,
+        runs,
+        queue,
+        dispatcher,
+        worker,
+        service,
+        handlers,
+        clock,
+        failures,
+        schedule,
+        dag,
+        signing_secrets,
     )

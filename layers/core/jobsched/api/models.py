@@ -137,6 +137,16 @@ class ReplayAccepted(BaseModel):
     status: str
 
 
+class SigningSecretView(BaseModel):
+    """The caller's HTTP signing secret (GET /api/signing-secret, POST /api/signing-secret/rotate).
+
+    A receiver checks X-Jobsched-Signature: t=<unix s>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>.
+    """
+
+    secret: str = Field(description="the HMAC-SHA256 key, as its UTF-8 bytes: 64 lowercase hex digits")
+    created_at: str
+
+
 class BackfillResult(BaseModel):
     """What a backfill did: runs created now, ticks that already had a run, and their spread."""
 

@@ -34,11 +34,13 @@ from jobsched.api.models import (
     PatchJobRequest,
     ReplayAccepted,
     RunPage,
+    SigningSecretView,
 )
 from jobsched.api.openapi import answers, openapi_document
 from jobsched.api.tenancy import tenancy, tenant
 from jobsched.domain.models import in_time_window
-from jobsched.errors import ValidationFailed
+from jobsched.errors import StoreError, ValidationFailed
+from jobsched.ports import SigningSecrets
 from jobsched.services.failures import MAX_PAGE, FailureService
 from jobsched.services.jobs import JobService
 from jobsched.services.schedule import MAX_HISTORY_PAGE, ScheduleService
@@ -51,6 +53,7 @@ def build_app(
     *,
     idempotency: DynamoDBPersistenceLayer | None = None,
     tenant_source: str = "iam",
+    signing_secrets: SigningSecrets | None = None,
 ) -> APIGatewayRestResolver:
     """The resolver with every route; `tenant_source` is "iam" or "header" (anything else: ValueError)."""
     # A return value that does not fit its response model is our bug: powertools raises it as a
@@ -185,6 +188,19 @@ def build_app(
         else:
             accepted = views.replay_accepted(failures.replay(run_id, tenant=tenant(app)))
         return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=accepted)
+
+    def secrets() -> SigningSecrets:
+        if signing_secrets is None:
+            raise StoreError("no signing-secret store is configured (JOBSCHED_SIGNING_SECRETS_TABLE)")
+        return signing_secrets
+
+    @app.get("/api/signing-secret", responses=answers(200, "The caller's signing secret", 400, 503))
+    def get_signing_secret() -> SigningSecretView:
+        return views.signing_secret(secrets().get(tenant(app)))
+
+    @app.post("/api/signing-secret/rotate", responses=answers(200, "The new signing secret", 400, 503))
+    def rotate_signing_secret() -> SigningSecretView:
+        return views.signing_secret(secrets().rotate(tenant(app)))
 
     @app.get("/api/openapi.json", include_in_schema=False)
     def openapi() -> Response[str]:

@@ -22,9 +22,11 @@ from jobsched.api.models import (
     ReplayAccepted,
     RunPage,
     RunView,
+    SigningSecretView,
 )
 from jobsched.domain import results, times
 from jobsched.domain.models import Execution
+from jobsched.domain.secrets import SecretRecord
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -173,6 +175,11 @@ def dead_letter_page(page: results.DeadLetterPage) -> DeadLetterPage:
 def replay_accepted(replay: results.Replay) -> ReplayAccepted:
     """The 202 body of POST /api/dead-letter/{run_id}/replay."""
     return ReplayAccepted(run_id=replay.run_id, job_id=replay.job_id, status=replay.status.value)
+
+
+def signing_secret(record: SecretRecord) -> SigningSecretView:
+    """The body of GET /api/signing-secret and POST /api/signing-secret/rotate."""
+    return SigningSecretView(secret=record.secret, created_at=times.iso(record.created_at))
 
 
 def graph_view(graph: results.Graph) -> GraphView:

@@ -169,6 +169,7 @@ class LocalStack:
             sqs=sqs,
             sns=boto3.client("sns", endpoint_url=self.endpoint_url),
             stepfunctions=boto3.client("stepfunctions", endpoint_url=self.endpoint_url),
+            kms=boto3.client("kms", endpoint_url=self.endpoint_url),
         )
         self.dlq_url = made[resources.EXECUTION_DLQ.logical_id]
         self.dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])[
@@ -195,6 +196,9 @@ class LocalStack:
                 c.TICK_SECONDS_ENV: str(self.config.tick_seconds),
                 c.LEASE_SECONDS_ENV: str(self.config.lease_seconds),
                 c.TENANT_SOURCE_ENV: "header",
+                c.DEMO_HANDLERS_ENV: "true",  # always on the local stack (the design's public contract)
+                c.SIGNING_SECRETS_TABLE_ENV: made[resources.SIGNING_SECRETS_TABLE.logical_id],
+                c.SIGNING_KEY_ARN_ENV: made[resources.SIGNING_KEY.logical_id],
                 c.TRUSTED_SENDERS_ENV: os.environ.get(c.TRUSTED_SENDERS_ENV) or MOTO_SENDER_ID,
             }
         )
