@@ -25,10 +25,17 @@ options = {
     )
     if app.node.try_get_context(name) is not None
 }
+# The user's handlers: `cdk deploy -c handler_dir=./myjobs -c handler_modules=myjobs.tasks[,myjobs.more]`
+# (the directory relative to where cdk runs); the demo handlers only with `-c demo_handlers=true`.
+handler_dir = app.node.try_get_context("handler_dir")
+handler_modules = [m.strip() for m in str(app.node.try_get_context("handler_modules") or "").split(",")]
 JobschedStack(
     app,
     "Jobsched",
     layer_dir=layer_dir,
+    handler_dir=Path(handler_dir) if handler_dir else None,
+    handler_modules=[m for m in handler_modules if m],
+    demo_handlers=str(app.node.try_get_context("demo_handlers")).lower() == "true",
     description="jobsched: a serverless distributed job scheduler",
     **options,
 )

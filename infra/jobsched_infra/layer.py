@@ -12,7 +12,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 from jobsched_infra.project import CORE_PACKAGE_DIR, LAYER_DIR, REPO_ROOT
@@ -94,3 +96,29 @@ def _remove_distributions(site: Path, names: tuple[str, ...]) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+
+
+def stage_handlers(handler_dir: Path, modules: Sequence[str], out_dir: Path | None = None) -> Path:
+    """A layer tree of the user's handler code: `python/` holding what `modules` import; return it.
+
+    A `handler_dir` with an __init__.py is a package and is shipped under its own name
+    (`-c handler_dir=./myjobs -c handler_modules=myjobs.tasks`); any other directory is a source
+    root whose contents go onto the path as they are. Each module's top-level package or module must
+    be there: a typo fails the synth, not the first cold start on AWS.
+    """
+    handler_dir = Path(handler_dir).resolve()
+    if not handler_dir.is_dir():
+        raise ValueError(f"handler_dir {handler_dir} is not a directory")
+    if not modules:
+        raise ValueError(f"handler_dir {handler_dir} without handler_modules: nothing would import it")
+    out_dir = Path(out_dir or tempfile.mkdtemp(prefix="jobsched-handlers-"))
+    site = out_dir / "python"
+    if site.exists():
+        shutil.rmtree(site)
+    target = site / handler_dir.name if (handler_dir / "__init__.py").is_file() else site
+    shutil.copytree(handler_dir, target, ignore=_BYTECODE)
+    for module in modules:
+        top = module.split(".", 1)[0]
+        if not ((site / top).is_dir() or (site / f"{top}.py").is_file()):
+            raise ValueError(f"handler module {module!r}: no {top}/ or {top}.py in handler_dir {handler_dir}")
+    return out_dir

@@ -1,7 +1,11 @@
-"""The jobsched stack: composes the constructs and wires the (least-privilege) grants between them."""
+"""The jobsched scheduler construct (composes the constructs, wires the least-privilege grants between
+them) and the stack `cdk deploy` ships, a thin wrapper around it."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -16,11 +20,13 @@ from jobsched import constants as c
 from jobsched import resources
 from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
-from jobsched_infra.constructs.functions import CoreLayer
+from jobsched_infra.constructs.functions import ARCHITECTURE, RUNTIME, CoreLayer
 from jobsched_infra.constructs.queue_function import QueueFunction
 from jobsched_infra.constructs.queues import Queues
+from jobsched_infra.constructs.secrets import SigningSecrets
 from jobsched_infra.constructs.storage import Storage
 from jobsched_infra.constructs.workflows import Workflows
+from jobsched_infra.layer import NO_DEPS_ENV, build_layer, stage_handlers
 from jobsched_infra.nag import acknowledge
 from jobsched_infra.project import cdk_context
 
@@ -48,21 +54,36 @@ POWERTOOLS_SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
 POWERTOOLS_METRICS_NAMESPACE_ENV = "POWERTOOLS_METRICS_NAMESPACE"
 
 
-class JobschedStack(Stack):
-    """Tables, queues, alert topic, failure and DAG workflows (jobsched.resources); 4 functions; API; tick."""
+class JobschedScheduler(Construct):
+    """The whole scheduler as a construct a user instantiates in their own CDK app (or JobschedStack does).
+
+    Tables, queues, alert topic, failure and DAG workflows (jobsched.resources); 4 functions; API;
+    tick; signing secrets. Props, keyword-only: `layer_dir` (a built core layer; None: built now,
+    with its pip dependencies unless JOBSCHED_LAYER_NO_DEPS=1), `handler_dir` and `handler_modules`
+    (the user's handler code, shipped as a second layer on every function, and the modules each
+    imports at cold start), `demo_handlers` (register demo.*: off unless asked), and the fleet's
+    sizing (`shard_count`, `dispatcher_invocations`, `dispatch_pace`).
+    """
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        layer_dir: Path,
+        layer_dir: Path | None = None,
+        handler_dir: Path | None = None,
+        handler_modules: Sequence[str] = (),
+        demo_handlers: bool = False,
         shard_count: int = DEFAULT_SHARD_COUNT,
         dispatcher_invocations: int = 1,
         dispatch_pace: int = DEFAULT_DISPATCH_PACE,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(scope, construct_id, **kwargs)
+        super().__init__(scope, construct_id)
+        if layer_dir is None:
+            layer_dir = build_layer(
+                Path(tempfile.mkdtemp(prefix="jobsched-layer-")),
+                with_dependencies=os.environ.get(NO_DEPS_ENV) != "1",
+            )
         lease_seconds = resources.EXECUTION_QUEUE.visibility_timeout_seconds
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
@@ -74,6 +95,7 @@ class JobschedStack(Stack):
         topic = workflows.topic
         failure_workflow, dag_workflow = workflows.failure_workflow, workflows.dag_workflow
         layer = CoreLayer(self, "CoreLayer", asset_dir=layer_dir)
+        secrets = SigningSecrets(self, "SigningSecrets")
 
         shared_env = {
             c.JOBS_TABLE_ENV: jobs.table_name,
@@ -89,8 +111,11 @@ class JobschedStack(Stack):
             c.HANDOVER_HORIZON_SECONDS_ENV: str(HANDOVER_HORIZON_SECONDS),
             c.WORKER_CONCURRENCY_ENV: str(resources.WORKER_EVENT_SOURCE.concurrency),
             c.DISPATCH_PACE_ENV: str(dispatch_pace),
+            c.DEMO_HANDLERS_ENV: "true" if demo_handlers else "false",
             POWERTOOLS_METRICS_NAMESPACE_ENV: METRICS_NAMESPACE,
         }
+        if handler_modules:
+            shared_env[c.HANDLER_MODULES_ENV] = ",".join(handler_modules)
 
         def env(service: str, **extra: str) -> dict[str, str]:
             return {**shared_env, POWERTOOLS_SERVICE_NAME_ENV: f"jobsched-{service}", **extra}
@@ -141,7 +166,7 @@ class JobschedStack(Stack):
             environment=env("reconciler"),
             timeout=RECONCILER_TIMEOUT,
         )
-        self.storage, self.queues, self.workflows = storage, queues, workflows
+        self.storage, self.queues, self.workflows, self.secrets = storage, queues, workflows, secrets
 
         # Grants, least privilege: every function reads and writes both tables; the api (which
         # hands a job due within the look-ahead straight to the queue) and the dispatcher send
@@ -153,6 +178,24 @@ class JobschedStack(Stack):
             self.workers.entry_point.function,
             self.reconciler.entry_point.function,
         )
+        # Every function builds the same services (jobsched.wiring), so every one imports the
+        # handler modules at cold start: the api to check a job's handler, the worker to run it.
+        self.handlers_layer: lambda_.LayerVersion | None = None
+        if handler_dir is not None:
+            self.handlers_layer = lambda_.LayerVersion(
+                self,
+                "HandlersLayer",
+                code=lambda_.Code.from_asset(str(stage_handlers(handler_dir, handler_modules))),
+                compatible_runtimes=[RUNTIME],
+                compatible_architectures=[ARCHITECTURE],
+                description="jobsched: the user's handler modules",
+            )
+            for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn):
+                fn.add_layers(self.handlers_layer)
+        # Signing secrets: the api manages them, the worker signs with them; no other function may.
+        secrets.grant_manage(api_fn)
+        secrets.grant_sign(worker_fn)
+
         for fn in (api_fn, dispatcher_fn, worker_fn):
             for table_spec in resources.TABLES:
                 storage.tables[table_spec.logical_id].grant_read_write_data(fn)
@@ -226,6 +269,55 @@ class JobschedStack(Stack):
             )
         )
         worker_fn.add_environment(c.TRUSTED_SENDERS_ENV, Fn.join(",", [role.role_id for role in roles]))
+
+
+class JobschedStack(Stack):
+    """The stack `cdk deploy` ships (infra/app.py): one JobschedScheduler, its props passed through.
+
+    The scheduler's id is "Default", which CDK leaves out of logical ids, so every resource keeps the
+    logical id it had when the stack built them itself: an existing deployment updates in place.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        layer_dir: Path | None = None,
+        handler_dir: Path | None = None,
+        handler_modules: Sequence[str] = (),
+        demo_handlers: bool = False,
+        shard_count: int = DEFAULT_SHARD_COUNT,
+        dispatcher_invocations: int = 1,
+        dispatch_pace: int = DEFAULT_DISPATCH_PACE,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.scheduler = JobschedScheduler(
+            self,
+            "Default",
+            layer_dir=layer_dir,
+            handler_dir=handler_dir,
+            handler_modules=handler_modules,
+            demo_handlers=demo_handlers,
+            shard_count=shard_count,
+            dispatcher_invocations=dispatcher_invocations,
+            dispatch_pace=dispatch_pace,
+        )
+        scheduler = self.scheduler
+        self.api, self.dispatch, self.workers, self.reconciler = (
+            scheduler.api,
+            scheduler.dispatch,
+            scheduler.workers,
+            scheduler.reconciler,
+        )
+        self.storage, self.queues, self.workflows, self.secrets = (
+            scheduler.storage,
+            scheduler.queues,
+            scheduler.workflows,
+            scheduler.secrets,
+        )
+        self.handlers_layer = scheduler.handlers_layer
 
 
 def _acknowledge_index_wildcard(fn: lambda_.Function, table: resources.TableSpec) -> None:

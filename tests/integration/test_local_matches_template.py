@@ -47,7 +47,7 @@ def template(synth: Synth) -> dict[str, Any]:
 def local() -> Iterator[Local]:
     """Every local resource, created once in an emulated account as `jobsched local` creates them."""
     with mock_aws():
-        clients = {name: boto3.client(name) for name in ("dynamodb", "sqs", "sns", "stepfunctions")}
+        clients = {name: boto3.client(name) for name in ("dynamodb", "sqs", "sns", "stepfunctions", "kms")}
         made = resources.create_local_resources(prefix="shape", **clients)
         yield Local(made, clients["dynamodb"], clients["sqs"], clients["stepfunctions"])
 
@@ -115,10 +115,13 @@ def _queue_arn(local: Local, logical_id: str) -> str:
 def test_it_makes_a_table_locally_for_every_table_the_template_deploys(template: dict[str, Any]) -> None:
     deployed = {k for k, v in template.items() if v["Type"] == "AWS::DynamoDB::Table"}
 
-    assert deployed == {spec.logical_id for spec in resources.TABLES}
+    assert deployed == {spec.logical_id for spec in ALL_TABLES}
 
 
-@pytest.mark.parametrize("spec", resources.TABLES, ids=lambda s: s.logical_id)
+ALL_TABLES = (*resources.TABLES, resources.SIGNING_SECRETS_TABLE)
+
+
+@pytest.mark.parametrize("spec", ALL_TABLES, ids=lambda s: s.logical_id)
 def test_it_makes_each_local_table_with_the_deployed_keys_indexes_billing_and_ttl(
     template: dict[str, Any], local: Local, spec: resources.TableSpec
 ) -> None:
@@ -216,6 +219,17 @@ def test_it_runs_each_deployed_workflow_definition_and_type_locally(
     assert json.loads(emulated["definition"]) == state_machine_definition(deployed)
     assert emulated["type"] == deployed["Properties"]["StateMachineType"]
     assert emulated["name"] == resources.physical_name("shape", spec)
+
+
+def test_it_makes_the_signing_secrets_key_locally_that_the_template_deploys(
+    template: dict[str, Any], local: Local
+) -> None:
+    key = template[resources.SIGNING_KEY.logical_id]
+    arn = local.made[resources.SIGNING_KEY.logical_id]
+
+    assert key["Type"] == "AWS::KMS::Key"
+    assert key["Properties"].get("KeySpec", "SYMMETRIC_DEFAULT") == "SYMMETRIC_DEFAULT"
+    assert boto3.client("kms").describe_key(KeyId=arn)["KeyMetadata"]["KeySpec"] == "SYMMETRIC_DEFAULT"
 
 
 def test_it_makes_the_alert_topic_locally_that_the_template_deploys(

@@ -1,0 +1,1 @@
+"""The example's handler package."""
