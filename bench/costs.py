@@ -533,6 +533,7 @@ def account(shards: int, environment: dict[str, str]) -> Iterator[Account]:
         settings = Settings.from_env(
             {
                 c.LEASE_SECONDS_ENV: str(resources.EXECUTION_QUEUE.visibility_timeout_seconds),
+                c.DEMO_HANDLERS_ENV: "true",  # the workloads run demo.* (on AWS: -c demo_handlers=true)
                 **environment,  # what the stack sets, then the caller's JOBSCHED_* overrides
                 c.JOBS_TABLE_ENV: made[resources.JOBS_TABLE.logical_id],
                 c.RUNS_TABLE_ENV: made[resources.RUNS_TABLE.logical_id],
