@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +53,8 @@ class Settings(BaseModel):
     # UserId) of the stack's own senders, matched against each message's SQS SenderId. The worker
     # entry point refuses to start without them (see jobsched.domain.senders).
     trusted_senders: tuple[str, ...] = ()
+    # The http targets' address policy (constants.TARGET_POLICY_ENV): "aws" unless the local stack says so.
+    target_policy: Literal["aws", "local"] = "aws"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +77,7 @@ class Settings(BaseModel):
             "handover_horizon_seconds": c.HANDOVER_HORIZON_SECONDS_ENV,
             "worker_concurrency": c.WORKER_CONCURRENCY_ENV,
             "dispatch_pace": c.DISPATCH_PACE_ENV,
+            "target_policy": c.TARGET_POLICY_ENV,
         }
         for field, name in optional.items():
             if env.get(name):
@@ -101,6 +105,7 @@ class Settings(BaseModel):
             c.HANDOVER_HORIZON_SECONDS_ENV: str(self.handover_horizon_seconds),
             c.WORKER_CONCURRENCY_ENV: str(self.worker_concurrency),
             c.DISPATCH_PACE_ENV: str(self.dispatch_pace),
+            c.TARGET_POLICY_ENV: self.target_policy,
         }
         if self.handler_modules:
             env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)

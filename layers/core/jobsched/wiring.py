@@ -5,16 +5,23 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
 
+from jobsched import constants as c
 from jobsched import ports
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
+from jobsched.adapters.targets import AddressPolicy, AssumedRoles, TargetFactory
+from jobsched.adapters.targets.http import SigningSecret
+from jobsched.domain.targets import TargetFailed
 from jobsched.handlers import HandlerRegistry, registry
 from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
 from jobsched.services.dag import DagService
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
+    from mypy_boto3_sts import STSClient
 
 # Standard retry mode retries throttles and 5xx with backoff; the adapters turn what still
 # fails into TransientStoreError.
@@ -39,6 +47,51 @@ _BOTO_CONFIG = Config(
     read_timeout=10,
     max_pool_connections=64,
 )
+
+
+# -- the signing secret: a stand-in until the signing-secret store (GET /api/signing-secret) lands ------
+# SWAP AT MERGE: replace signing_secret_provider's body with the store's `current` (tenant -> secret);
+# nothing else reads it. Until then each tenant's secret is HMAC-SHA256(JOBSCHED_SIGNING_KEY, tenant),
+# and without a key every http attempt fails (SigningSecretMissing) rather than sign with a guess.
+def signing_secret_provider(env: Any = None) -> SigningSecret:
+    """tenant -> that tenant's http signing secret (see the comment above: a stand-in)."""
+    key = (os.environ if env is None else env).get(c.SIGNING_KEY_ENV, "")
+
+    def current(tenant: str) -> str:
+        if not key:
+            raise TargetFailed(
+                f"no signing secret: {c.SIGNING_KEY_ENV} is not set", error_type="SigningSecretMissing"
+            )
+        return hmac.new(key.encode(), tenant.encode(), hashlib.sha256).hexdigest()
+
+    return current
+
+
+def address_policy(settings: Settings) -> AddressPolicy:
+    """The deployment's http address policy: AddressPolicy.local() only where the settings say local."""
+    return AddressPolicy.local() if settings.target_policy == "local" else AddressPolicy.aws()
+
+
+def target_factory(
+    settings: Settings,
+    handlers: HandlerRegistry,
+    *,
+    sts: STSClient | None = None,
+    clock: Clock | None = None,
+    signing_secret: SigningSecret | None = None,
+) -> TargetFactory:
+    """Every target kind: AWS targets act through AssumedRoles over `sts` (None: python and http only)."""
+    clock = clock or SystemClock()
+    roles = None
+    if sts is not None:
+        roles = AssumedRoles(sts, region=sts.meta.region_name, clock=clock)
+    return TargetFactory(
+        handlers=handlers,
+        roles=roles,
+        signing_secret=signing_secret or signing_secret_provider(),
+        policy=address_policy(settings),
+        clock=clock,
+    )
 
 
 def clients(**kwargs: Any) -> tuple[DynamoDBClient, SQSClient, SFNClient]:
@@ -78,12 +131,17 @@ def build(
     clock: Clock | None = None,
     crash: CrashPoints = no_crash,
     handlers: HandlerRegistry | None = None,
+    sts: STSClient | None = None,
 ) -> Services:
     """Wire the services to AWS; explicit clients and clock win over the defaults."""
     if dynamodb is None or sqs is None or stepfunctions is None:
         default_ddb, default_sqs, default_sfn = clients()
         dynamodb, sqs = dynamodb or default_ddb, sqs or default_sqs
         stepfunctions = stepfunctions or default_sfn
+    if sts is None:
+        # The worker's own STS client: it assumes each tenant's role for the AWS targets.
+        sts = boto3.session.Session().client("sts", config=_BOTO_CONFIG)
+    handlers = handlers or registry
     return compose(
         settings,
         jobs=JobStore(client=dynamodb, table=settings.jobs_table, shard_count=settings.shard_count),
@@ -95,6 +153,7 @@ def build(
         clock=clock,
         crash=crash,
         handlers=handlers,
+        targets=target_factory(settings, handlers, sts=sts, clock=clock),
     )
 
 
@@ -108,10 +167,15 @@ def compose(
     clock: Clock | None = None,
     crash: CrashPoints = no_crash,
     handlers: HandlerRegistry | None = None,
+    targets: TargetFactory | None = None,
 ) -> Services:
-    """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory)."""
+    """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
+
+    `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
+    """
     clock = clock or SystemClock()
     handlers = handlers or registry
+    targets = targets or target_factory(settings, handlers, clock=clock)
     handlers.load_modules(settings.handler_modules)
     dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
     dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
@@ -128,8 +192,11 @@ def compose(
         failures=failures,
         dag=dag,
         crash=crash,
+        targets=targets,
     )
-    service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock, dag=dag)
+    service = JobService(
+        jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock, dag=dag, targets=targets
+    )
     schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
     return Services(
         settings, jobs, runs, queue, dispatcher, worker, service, handlers, clock, failures, schedule, dag

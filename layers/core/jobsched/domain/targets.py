@@ -296,6 +296,22 @@ def parse_target(data: Mapping[str, Any]) -> TargetSpec:
         raise ValidationFailed(f"{field}: {msg}", field=field) from None
 
 
+def describe(spec: TargetSpec) -> str:
+    """One line naming what `spec` calls (alerts and logs): the handler, or "<type> <resource>"."""
+    if isinstance(spec, PythonTarget):
+        return spec.handler
+    if isinstance(spec, HttpTarget):
+        return f"http {spec.method} {spec.url}"
+    resource = {
+        "lambda": getattr(spec, "function_arn", ""),
+        "sqs": getattr(spec, "queue_url", ""),
+        "sns": getattr(spec, "topic_arn", ""),
+        "eventbridge": getattr(spec, "event_bus_name", ""),
+        "stepfunctions": getattr(spec, "state_machine_arn", ""),
+    }[spec.type]
+    return f"{spec.type} {resource}"
+
+
 def from_handler(handler: str) -> PythonTarget:
     """The shorthand `handler` as its target."""
     return PythonTarget(handler=handler)

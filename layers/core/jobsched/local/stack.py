@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import threading
 import time
@@ -195,6 +196,10 @@ class LocalStack:
                 c.TICK_SECONDS_ENV: str(self.config.tick_seconds),
                 c.LEASE_SECONDS_ENV: str(self.config.lease_seconds),
                 c.TENANT_SOURCE_ENV: "header",
+                # http targets may reach loopback and plain http here (a developer's webhooks).
+                c.TARGET_POLICY_ENV: "local",
+                # Until the signing-secret store lands (see jobsched.wiring): one key per stack.
+                c.SIGNING_KEY_ENV: os.environ.get(c.SIGNING_KEY_ENV) or secrets.token_hex(32),
                 c.TRUSTED_SENDERS_ENV: os.environ.get(c.TRUSTED_SENDERS_ENV) or MOTO_SENDER_ID,
             }
         )

@@ -19,7 +19,8 @@ from jobsched.domain.records import DueEntry
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
-from jobsched.ports import Clock, JobStore, RunStore, Targets
+from jobsched.domain.targets import PythonTarget, TargetSpec
+from jobsched.ports import Clock, JobStore, RunStore, Targets, TargetSource
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher, jitter_offset
 
@@ -65,13 +66,25 @@ class JobService:
     registry: Targets
     clock: Clock
     dag: DagService
+    targets: TargetSource
+
+    def check_target(self, target: TargetSpec, *, shorthand: bool = False) -> None:
+        """A 400 naming the field, before anything is written, for a target this deployment cannot
+        call: an unregistered python handler (`handler`, or `target.handler`), or an http URL the
+        deployment's address policy refuses (`target.url`: the SSRF guard, see TargetSource.check)."""
+        if isinstance(target, PythonTarget):
+            if target.handler not in self.registry:
+                field = "handler" if shorthand else "target.handler"
+                raise ValidationFailed(
+                    f"{field}: '{target.handler}' is not a registered handler", field=field
+                )
+            return
+        self.targets.check(target)
 
     def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> Submitted:
         """Validate; store job, due entry and idempotency record in one transaction; hand over if due soon."""
-        if request.handler not in self.registry:
-            raise ValidationFailed(
-                f"handler: '{request.handler}' is not a registered handler", field="handler"
-            )
+        target = request.run_target()
+        self.check_target(target, shorthand=request.handler is not None)
         key = self._idempotency_key(idempotency_key)
         now = times.truncate_ms(self.clock.now())
         root_schedule = None
@@ -85,7 +98,7 @@ class JobService:
             tenant=tenant,
             type=request.type,
             status=JobStatus.SCHEDULED,
-            handler=request.handler,
+            target=target,
             payload=request.payload,
             name=request.name,
             run_at=times.truncate_ms(request.run_at) if request.run_at else None,

@@ -17,6 +17,7 @@ from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
 from jobsched.domain.records import DeadLetter, DueEntry
 from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.domain.targets import from_handler, parse_target
 
 
 def enc(value: str | int) -> dict[str, str]:
@@ -88,7 +89,10 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         "tenant": enc(job.tenant),
         "type": enc(job.type),
         "status": enc(job.status.value),
-        "handler": enc(job.handler),
+        # The whole target as one JSON string, as retry and policy are: read only with the job, never
+        # a key. A python target also keeps `handler`, the attribute items before targets had.
+        "target": enc(job.target.model_dump_json()),
+        **({"handler": enc(job.handler)} if job.handler is not None else {}),
         **({"payload_ref": enc(ref)} if ref else {"payload": enc(text)}),
         "timezone": enc(job.timezone),
         "retry": enc(job.retry.model_dump_json()),
@@ -140,7 +144,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         tenant=item["tenant"],
         type=item["type"],
         status=JobStatus(item["status"]),
-        handler=item["handler"],
+        target=parse_target(json.loads(item["target"])) if "target" in item else from_handler(item["handler"]),
         payload=dict(payload),
         name=item.get("name"),
         run_at=opt_time(item.get("run_at")),

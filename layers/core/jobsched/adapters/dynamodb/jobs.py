@@ -339,6 +339,7 @@ class JobStore(ShardLeases):
             "resume_from",
             "payload",  # one of these two: inline, or stored apart
             "payload_ref",
+            "handler",  # only a python target has it
         )
         names: dict[str, str] = {}
         values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}
