@@ -60,7 +60,13 @@ def recorded(world: World) -> Recorded:
 
 def submit(world: World, target: dict[str, Any], **fields: Any) -> str:
     request = CreateJobRequest.model_validate(
-        {"type": "one_off", "run_at": T0 + timedelta(seconds=5), "target": target, "payload": {"n": 1}, **fields}
+        {
+            "type": "one_off",
+            "run_at": T0 + timedelta(seconds=5),
+            "target": target,
+            "payload": {"n": 1},
+            **fields,
+        }
     )
     return world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
 
@@ -92,7 +98,7 @@ def test_a_non_python_target_receives_the_envelope_and_its_answer_is_the_run_res
     assert run.status == RunStatus.SUCCEEDED and run.result == {"ok": True}
     # And the spec came through for_spec with a deadline under the job's timeout (a waiting target
     # stops before the run path's own Timeout)
-    (spec, timeout), = recorded.specs
+    ((spec, timeout),) = recorded.specs
     assert spec.type == "sqs" and timeout is not None and 0 < timeout < 60
 
 

@@ -77,7 +77,7 @@ class JobView(BaseModel):
     job_id: str
     type: str
     status: str
-    handler: str | None = Field(description="the python target's handler (its shorthand); null for other targets")
+    handler: str | None = Field(description="a python target's handler (the shorthand); else null")
     target: TargetSpec
     payload: dict[str, Any]
     name: str | None

@@ -18,8 +18,8 @@ from jobsched.domain.models import Job, SchedulePolicy
 from jobsched.domain.records import DueEntry
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
-from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
 from jobsched.domain.targets import PythonTarget, TargetSpec
+from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, Targets, TargetSource
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher, jitter_offset

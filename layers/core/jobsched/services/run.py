@@ -37,7 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
 
 from aws_lambda_powertools import Logger
 

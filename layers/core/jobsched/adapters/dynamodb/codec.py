@@ -17,7 +17,7 @@ from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
 from jobsched.domain.records import DeadLetter, DueEntry
 from jobsched.domain.status import JobStatus, RunStatus
-from jobsched.domain.targets import from_handler, parse_target
+from jobsched.domain.targets import TargetSpec, from_handler, parse_target
 
 
 def enc(value: str | int) -> dict[str, str]:
@@ -144,7 +144,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         tenant=item["tenant"],
         type=item["type"],
         status=JobStatus(item["status"]),
-        target=parse_target(json.loads(item["target"])) if "target" in item else from_handler(item["handler"]),
+        target=_target_of(item),
         payload=dict(payload),
         name=item.get("name"),
         run_at=opt_time(item.get("run_at")),
@@ -172,6 +172,13 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         updated_at=times.parse_stored(item["updated_at"]),
         version=item.get("version", 1),
     )
+
+
+def _target_of(item: Mapping[str, Any]) -> TargetSpec:
+    """The stored target; an item written before jobs had one names only its python handler."""
+    if "target" in item:
+        return parse_target(json.loads(item["target"]))
+    return from_handler(item["handler"])
 
 
 def due_entry_from_item(raw: Mapping[str, Any]) -> DueEntry:
