@@ -1,6 +1,6 @@
 """`target` on a job through the API Lambda handler, against moto (the DynamoDB codec stores it).
 
-The API here runs with the deployed policy (AddressPolicy.aws(): JOBSCHED_TARGET_POLICY unset),
+The API here runs with the deployed policy (AddressPolicy.aws(): JOBSCHED_TARGET_POLICY=aws, the default),
 so loopback, private addresses and plain http are refused at create, as on AWS.
 """
 
