@@ -220,7 +220,9 @@ def test_an_http_503_then_200_succeeds_at_attempt_2_with_the_same_idempotency_ke
     assert first.headers["Idempotency-Key"] == second.headers["Idempotency-Key"] == run["run_id"]
 
 
-def test_an_http_404_is_dead_lettered_at_once_as_http404(world: World) -> None:
+def test_an_http_404_is_dead_lettered_at_once_as_http404_and_a_replay_calls_the_hook_again(
+    world: World,
+) -> None:
     # Given a webhook that answers 404, and a job that allows 5 attempts
     world.hooks.scripts["/gone"] = [(404, {}, b"no such hook")]
     job_id = world.submit({"type": "http", "url": f"{world.hooks.url}/gone"}, {}, max_attempts=5)
@@ -231,6 +233,15 @@ def test_an_http_404_is_dead_lettered_at_once_as_http404(world: World) -> None:
     assert len(world.hooks.at("/gone")) == 1
     letters = world.stack.get(f"/api/dead-letter?job_id={job_id}", **TENANT).json()["items"]
     assert [(d["run_id"], d["last_error"].split(":")[0]) for d in letters] == [(run["run_id"], "HTTP404")]
+    # When the hook is back and the dead letter is replayed, then the run succeeds, same effect key
+    world.hooks.scripts["/gone"] = [(200, {}, b"back")]
+    replay = world.stack.post(f"/api/dead-letter/{run['run_id']}/replay", None, **TENANT)
+    assert replay.status_code == 202, replay.text
+    job = world.stack.wait_for(
+        job_id, lambda j: j["recent_executions"][0]["status"] == "SUCCEEDED", timeout=60, **TENANT
+    )
+    assert job["recent_executions"][0]["result"] == "back"
+    assert {r.headers["Idempotency-Key"] for r in world.hooks.at("/gone")} == {run["run_id"]}
 
 
 def test_a_lambda_target_is_invoked_with_the_envelope_and_its_answer_is_the_result(world: World) -> None:
