@@ -337,3 +337,57 @@ def test_a_stepfunctions_target_with_wait_takes_its_executions_outcome(world: Wo
     assert execution["status"] == "SUCCEEDED" and run["run_id"] in execution["name"]
     described = sfn.describe_execution(executionArn=execution["executionArn"])
     assert_envelope(json.loads(described["input"]), job_id, run, {"k": "sfn"})
+
+
+def _machine(world: World, name: str, seconds: int) -> str:
+    definition = {
+        "StartAt": "Work",
+        "States": {
+            "Work": {"Type": "Wait", "Seconds": seconds, "Next": "Done"},
+            "Done": {"Type": "Pass", "End": True},
+        },
+    }
+    sfn = world.client("stepfunctions")
+    arn: str = sfn.create_state_machine(name=name, definition=json.dumps(definition), roleArn=world.role_arn)[
+        "stateMachineArn"
+    ]
+    return arn
+
+
+def test_a_waiting_stepfunctions_run_is_running_until_its_execution_ends(world: World) -> None:
+    # Given a state machine that works for 6 s, and a job that waits on it
+    machine = _machine(world, "tenant-slow", 6)
+    target = {"type": "stepfunctions", "state_machine_arn": machine, "wait": True, "role_arn": world.role_arn}
+    job_id = world.submit(target, {"k": "slow"}, timeout_seconds=60)
+    # When it runs, then the run is seen RUNNING (the target heartbeats at every poll) ...
+    running = world.stack.wait_for(
+        job_id,
+        lambda j: bool(j["recent_executions"]) and j["recent_executions"][0]["status"] == "RUNNING",
+        timeout=30,
+        **TENANT,
+    )
+    assert running["recent_executions"][0]["attempt"] == 1
+    # ... and then SUCCEEDED with the execution's output, in one attempt
+    run = world.finished(job_id)
+    assert run["status"] == "SUCCEEDED" and run["attempt"] == 1, run
+    assert_envelope(run["result"], job_id, run, {"k": "slow"})
+
+
+def test_a_waiting_stepfunctions_run_past_timeout_seconds_fails_and_its_execution_is_stopped(
+    world: World,
+) -> None:
+    # Given a state machine that works for 60 s, and a job that waits at most 4 s, one attempt
+    machine = _machine(world, "tenant-stuck", 60)
+    target = {"type": "stepfunctions", "state_machine_arn": machine, "wait": True, "role_arn": world.role_arn}
+    job_id = world.submit(target, {}, timeout_seconds=4, max_attempts=1)
+    # When it runs, then the attempt fails as Timeout and is dead-lettered
+    run = world.finished(job_id)
+    assert run["status"] == "DEAD_LETTER" and run["error"]["type"] == "Timeout", run
+    # And the execution does not run on: it is stopped
+    sfn = world.client("stepfunctions")
+    stopped = received(
+        lambda: [
+            e for e in sfn.list_executions(stateMachineArn=machine)["executions"] if e["status"] == "ABORTED"
+        ]
+    )
+    assert len(stopped) == 1 and run["run_id"] in stopped[0]["name"]
