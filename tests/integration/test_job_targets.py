@@ -77,6 +77,11 @@ BAD_TARGETS = [
     ("unknown type", {"target": {"type": "ftp", "url": HOOK}}, "target.type"),
     ("missing url", {"target": {"type": "http"}}, "target.url"),
     (
+        "host with an empty label",
+        {"target": {"type": "http", "url": "https://hooks..example.com/"}},
+        "target.url",
+    ),
+    (
         "function not an ARN",
         {"target": {"type": "lambda", "function_arn": "my-fn", "role_arn": ROLE}},
         "target.function_arn",

@@ -130,6 +130,11 @@ class HttpTarget(_Spec):
             raise ValueError(f"is not a valid URL: {exc}") from None
         if not host:
             raise ValueError("must name a host")
+        if address_literal(host) is None:
+            try:
+                host.encode("idna")  # what the resolver does first: an empty or 64+ char label fails
+            except UnicodeError:
+                raise ValueError(f"{host!r} is not a valid host name") from None
         refused = metadata_reason(host)
         if refused:
             raise ValueError(refused)
