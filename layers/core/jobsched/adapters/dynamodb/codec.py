@@ -89,10 +89,14 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         "tenant": enc(job.tenant),
         "type": enc(job.type),
         "status": enc(job.status.value),
-        # The whole target as one JSON string, as retry and policy are: read only with the job, never
-        # a key. A python target also keeps `handler`, the attribute items before targets had.
-        "target": enc(job.target.model_dump_json()),
-        **({"handler": enc(job.handler)} if job.handler is not None else {}),
+        # A python target is its `handler` alone, as items were before targets; any other target is
+        # one JSON string, as retry and policy are (read only with the job, never a key). Not both:
+        # every hot write rewrites this item, billed per KB, and the python target is the common one.
+        **(
+            {"handler": enc(job.handler)}
+            if job.handler is not None
+            else {"target": enc(job.target.model_dump_json())}
+        ),
         **({"payload_ref": enc(ref)} if ref else {"payload": enc(text)}),
         "timezone": enc(job.timezone),
         "retry": enc(job.retry.model_dump_json()),
