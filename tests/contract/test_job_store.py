@@ -7,11 +7,14 @@ import pytest
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for
 from jobsched.domain.status import JobStatus
+from jobsched.domain.targets import from_handler, parse_target
 from jobsched.errors import Conflict
 from tests.contract.conftest import SHARDS, T0, Backend, at, create, job
 
 RUN = "2026-11-30T12:01:00.000Z"  # the tick holding the slot in these tests
 OTHER = "2026-11-30T12:02:00.000Z"
+ROLE = "arn:aws:iam::123456789012:role/jobsched-target"
+SFN = "arn:aws:states:us-east-1:123456789012:stateMachine:etl"
 
 
 # -- definitions and idempotency ------------------------------------------------------------------
@@ -51,6 +54,32 @@ def test_save_definition_is_refused_for_a_stale_version_and_bumps_it_otherwise(b
     assert backend.jobs.save_definition(edited, expected_version=stored.version)
     after = backend.jobs.get_job(stored.job_id)
     assert after is not None and after.name == "edited" and after.version == stored.version + 1
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"type": "http", "url": "https://hooks.example.com/x", "headers": {"X-T": "a"}, "timeout_seconds": 5},
+        {"type": "stepfunctions", "state_machine_arn": SFN, "wait": True, "role_arn": ROLE},
+    ],
+    ids=["http", "stepfunctions"],
+)
+def test_a_jobs_target_reads_back_as_written_and_an_edit_replaces_it(
+    backend: Backend, target: dict[str, object]
+) -> None:
+    # Given a job stored with a target other than python
+    stored = create(backend, job(target=parse_target(target)))
+    assert stored.target == parse_target(target) and stored.handler is None
+    # When an edit turns it into a python target, then it reads back as that, handler included
+    edited = stored.model_copy(update={"target": from_handler("demo.echo"), "updated_at": at(1)})
+    assert backend.jobs.save_definition(edited, expected_version=stored.version)
+    after = backend.jobs.get_job(stored.job_id)
+    assert after is not None and after.target == from_handler("demo.echo") and after.handler == "demo.echo"
+    # And back again: no handler left behind
+    again = after.model_copy(update={"target": parse_target(target), "updated_at": at(2)})
+    assert backend.jobs.save_definition(again, expected_version=after.version)
+    last = backend.jobs.get_job(stored.job_id)
+    assert last is not None and last.target == parse_target(target) and last.handler is None
 
 
 def test_set_job_status_applies_only_from_a_listed_source(backend: Backend) -> None:

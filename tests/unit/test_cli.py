@@ -217,3 +217,12 @@ def test_every_cli_example_in_the_readme_parses_and_makes_a_request_the_api_acce
             )
             ticks = [tick for tick in ticks if tick < request.to]
             assert 0 < len(ticks) <= MAX_BACKFILL_TICKS, (cron_expr, argv, len(ticks))
+
+
+def test_submit_and_edit_take_a_target_as_json() -> None:
+    # Given a target on the command line, when submit and edit build their bodies, then it is sent as given
+    target = '{"type": "http", "url": "https://hooks.example.com/run"}'
+    body = cli.submit_body(parse("submit", "--target", target, "--run-at", "2030-01-01T00:00:00+00:00"))
+    assert body["target"] == {"type": "http", "url": "https://hooks.example.com/run"}
+    assert "handler" not in body
+    assert cli.edit_body(parse("edit", "job_x", "--target", target))["target"]["type"] == "http"

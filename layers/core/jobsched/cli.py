@@ -87,6 +87,7 @@ class UsageError(Exception):
 # (flag dest, body field) of the job fields both `submit` and `edit` take.
 _JOB_FLAGS = (
     ("handler", "handler"),
+    ("target", "target"),
     ("name", "name"),
     ("payload", "payload"),
     ("cron", "cron_expr"),
@@ -320,6 +321,11 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
     from jobsched.domain.models import CatchupPolicy, OverlapPolicy
 
     p.add_argument("--handler", help="a registered handler's dotted name")
+    p.add_argument(
+        "--target",
+        type=_json_object,
+        help='JSON target, e.g. {"type": "http", "url": "https://..."} (or --handler)',
+    )
     p.add_argument("--name", help="a label")
     p.add_argument("--payload", type=_json_object, help="JSON object")
     p.add_argument("--cron", help="cron expression (recurring job)")

@@ -36,3 +36,7 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 # Where the API takes the caller's tenant from: "iam" (the SigV4 principal in the request
 # context, what CDK deploys) or "header" (X-Tenant, for the local stack only).
 TENANT_SOURCE_ENV = "JOBSCHED_TENANT_SOURCE"
+# Which destinations an http target may reach: "aws" (public https only, the default: anything
+# else, or nothing, is the strict policy) or "local" (also http and loopback/private addresses: the
+# local stack sets it). See jobsched.adapters.targets.ssrf.AddressPolicy.
+TARGET_POLICY_ENV = "JOBSCHED_TARGET_POLICY"

@@ -38,6 +38,7 @@ from jobsched.domain.records import (
 )
 from jobsched.domain.secrets import SecretRecord
 from jobsched.domain.status import JobStatus
+from jobsched.domain.targets import TargetSpec
 from jobsched.handlers import RunContext
 
 
@@ -418,6 +419,19 @@ class SigningSecrets(Protocol):
 
     def rotate(self, tenant: str) -> SecretRecord:
         """Replace the tenant's secret with a new one (or create its first) and answer it."""
+        ...
+
+
+class TargetSource(Protocol):
+    """Turns a job's target spec into the adapter that calls it (jobsched.adapters.targets.TargetFactory)."""
+
+    def for_spec(self, spec: TargetSpec, *, timeout_seconds: float | None = None) -> Target:
+        """The adapter for `spec`; `timeout_seconds` (the job's) bounds a target that waits."""
+        ...
+
+    def check(self, spec: TargetSpec) -> None:
+        """Raise ValidationFailed naming `target.<field>` if this deployment may never call `spec`
+        (an http URL whose host is refused by the deployment's AddressPolicy); nothing written."""
         ...
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +60,8 @@ class Settings(BaseModel):
     # UserId) of the stack's own senders, matched against each message's SQS SenderId. The worker
     # entry point refuses to start without them (see jobsched.domain.senders).
     trusted_senders: tuple[str, ...] = ()
+    # The http targets' address policy (constants.TARGET_POLICY_ENV): "aws" unless the local stack says so.
+    target_policy: Literal["aws", "local"] = "aws"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -83,6 +86,7 @@ class Settings(BaseModel):
             "dispatch_pace": c.DISPATCH_PACE_ENV,
             "signing_secrets_table": c.SIGNING_SECRETS_TABLE_ENV,
             "signing_key_arn": c.SIGNING_KEY_ARN_ENV,
+            "target_policy": c.TARGET_POLICY_ENV,
         }
         raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
         for field, name in optional.items():
@@ -112,6 +116,7 @@ class Settings(BaseModel):
             c.WORKER_CONCURRENCY_ENV: str(self.worker_concurrency),
             c.DISPATCH_PACE_ENV: str(self.dispatch_pace),
             c.DEMO_HANDLERS_ENV: "true" if self.demo_handlers else "false",
+            c.TARGET_POLICY_ENV: self.target_policy,
         }
         if self.signing_secrets_table:
             env[c.SIGNING_SECRETS_TABLE_ENV] = self.signing_secrets_table

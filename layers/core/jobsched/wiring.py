@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
+from jobsched import constants as c
 from jobsched import ports
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
-from jobsched.errors import StoreError
+from jobsched.adapters.targets import AddressPolicy, AssumedRoles, TargetFactory
+from jobsched.adapters.targets.http import SigningSecret
+from jobsched.domain.targets import TargetFailed
 from jobsched.handlers import DEMO_HANDLERS, HandlerRegistry, registry
 from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
 from jobsched.services.dag import DagService
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from mypy_boto3_kms import KMSClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
+    from mypy_boto3_sts import STSClient
 
 # Standard retry mode retries throttles and 5xx with backoff; the adapters turn what still
 # fails into TransientStoreError.
@@ -43,6 +47,46 @@ _BOTO_CONFIG = Config(
     read_timeout=10,
     max_pool_connections=64,
 )
+
+
+def no_signing_secret(tenant: str) -> str:
+    """The signing secret where no store is configured: every http attempt fails (fail closed)."""
+    raise TargetFailed(
+        f"no signing-secret store ({c.SIGNING_SECRETS_TABLE_ENV}) to sign tenant {tenant}'s request",
+        error_type="SigningSecretMissing",
+    )
+
+
+def signing_secret_of(store: ports.SigningSecrets | None) -> SigningSecret:
+    """The store's `current` (tenant -> secret, created on first use), or no_signing_secret."""
+    return store.current if store is not None else no_signing_secret
+
+
+def address_policy(settings: Settings) -> AddressPolicy:
+    """The deployment's http address policy: AddressPolicy.local() only where the settings say local."""
+    return AddressPolicy.local() if settings.target_policy == "local" else AddressPolicy.aws()
+
+
+def target_factory(
+    settings: Settings,
+    handlers: HandlerRegistry,
+    *,
+    sts: STSClient | None = None,
+    clock: Clock | None = None,
+    signing_secret: SigningSecret | None = None,
+) -> TargetFactory:
+    """Every target kind: AWS targets act through AssumedRoles over `sts` (None: python and http only)."""
+    clock = clock or SystemClock()
+    roles = None
+    if sts is not None:
+        roles = AssumedRoles(sts, region=sts.meta.region_name, clock=clock)
+    return TargetFactory(
+        handlers=handlers,
+        roles=roles,
+        signing_secret=signing_secret or no_signing_secret,
+        policy=address_policy(settings),
+        clock=clock,
+    )
 
 
 def clients(**kwargs: Any) -> tuple[DynamoDBClient, SQSClient, SFNClient]:
@@ -76,9 +120,7 @@ class Services:
     @property
     def signing_secret(self) -> Callable[[str], str]:
         """tenant -> the secret its HTTP target requests are signed with (cached: no KMS call per run)."""
-        if self.signing_secrets is None:
-            raise StoreError("no signing-secret store is configured (JOBSCHED_SIGNING_SECRETS_TABLE)")
-        return self.signing_secrets.current
+        return signing_secret_of(self.signing_secrets)
 
 
 def build(
@@ -91,6 +133,7 @@ def build(
     crash: CrashPoints = no_crash,
     handlers: HandlerRegistry | None = None,
     kms: KMSClient | None = None,
+    sts: STSClient | None = None,
 ) -> Services:
     """Wire the services to AWS; explicit clients and clock win over the defaults."""
     if dynamodb is None or sqs is None or stepfunctions is None:
@@ -106,6 +149,10 @@ def build(
             key_id=settings.signing_key_arn,
             clock=clock or SystemClock(),
         )
+    if sts is None:
+        # The worker's own STS client: it assumes each tenant's role for the AWS targets.
+        sts = boto3.session.Session().client("sts", config=_BOTO_CONFIG)
+    handlers = handlers or registry
     return compose(
         settings,
         jobs=JobStore(client=dynamodb, table=settings.jobs_table, shard_count=settings.shard_count),
@@ -118,6 +165,9 @@ def build(
         crash=crash,
         handlers=handlers,
         signing_secrets=signing_secrets,
+        targets=target_factory(
+            settings, handlers, sts=sts, clock=clock, signing_secret=signing_secret_of(signing_secrets)
+        ),
     )
 
 
@@ -132,10 +182,17 @@ def compose(
     crash: CrashPoints = no_crash,
     handlers: HandlerRegistry | None = None,
     signing_secrets: ports.SigningSecrets | None = None,
+    targets: TargetFactory | None = None,
 ) -> Services:
-    """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory)."""
+    """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
+
+    `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
+    """
     clock = clock or SystemClock()
     handlers = handlers or registry
+    targets = targets or target_factory(
+        settings, handlers, clock=clock, signing_secret=signing_secret_of(signing_secrets)
+    )
     handlers.load_modules(settings.handler_modules)
     if not settings.demo_handlers:  # fail-closed: a deployed stack knows no demo.* unless asked
         handlers = handlers.without(DEMO_HANDLERS)
@@ -154,8 +211,18 @@ def compose(
         failures=failures,
         dag=dag,
         crash=crash,
+        targets=targets,
     )
-    service = JobService(jobs=jobs, runs=runs, dispatcher=dispatcher, registry=handlers, clock=clock, dag=dag)
+    service = JobService(
+        jobs=jobs,
+        runs=runs,
+        dispatcher=dispatcher,
+        registry=handlers,
+        clock=clock,
+        dag=dag,
+        targets=targets,
+        signing_secrets=signing_secrets,
+    )
     schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
     return Services(
         settings,

@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from botocore.exceptions import BotoCoreError
 
 from jobsched.api.openapi import MAX_BODY_BYTES
+from jobsched.domain.targets import TARGET_TYPES, target_field
 from jobsched.errors import JobschedError, PayloadTooLarge
 
 logger = Logger(child=True)
@@ -47,6 +48,10 @@ def describe(errors: list[Any]) -> str:
         # pydantic names the union/validator step in loc for model-level errors; keep field names
         field = ".".join(p for p in loc if not p.startswith("function-")) or "body"
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if loc and loc[0] == "target":  # a tagged union: `target.url`, not `target.http.url`
+            field = target_field(loc[1:], str(err.get("type", "")))
+            if err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+                msg = f"must be one of {', '.join(TARGET_TYPES)}"
         if err.get("type") == "json_invalid":
             field, msg = "body", "is not valid JSON"
         elif err.get("type") == "missing":

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
 from jobsched.domain.models import Backoff, RunError
+from jobsched.domain.targets import TargetSpec
 
 
 class ErrorDetail(BaseModel):
@@ -76,7 +77,8 @@ class JobView(BaseModel):
     job_id: str
     type: str
     status: str
-    handler: str
+    handler: str | None = Field(description="a python target's handler (the shorthand); else null")
+    target: TargetSpec
     payload: dict[str, Any]
     name: str | None
     run_at: str | None

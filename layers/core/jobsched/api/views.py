@@ -75,6 +75,7 @@ def job_view(detail: results.JobDetail) -> JobView:
         type=job.type,
         status=job.status.value,
         handler=job.handler,
+        target=job.target,
         payload=job.payload,
         name=job.name,
         run_at=_iso(job.run_at),

@@ -14,6 +14,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -33,6 +34,25 @@ from jobsched.domain.models import (
     in_time_window,
     payload_bytes,
 )
+from jobsched.domain.targets import PythonTarget, TargetSpec
+
+HANDLER_PATTERN = r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$"
+
+
+def _one_of_handler_and_target(target: TargetSpec | None, info: ValidationInfo) -> TargetSpec | None:
+    """`target`, or the python target `handler` is shorthand for; both, or (when required) neither: 400.
+
+    A field validator on `target` (declared after `handler`), so the error names the field; a
+    `handler` that failed its own checks is not in info.data and is reported on its own.
+    """
+    if "handler" not in info.data:
+        return target
+    handler = info.data["handler"]
+    if handler is not None and target is not None:
+        raise ValueError("give either target or its shorthand handler, not both")
+    if handler is not None:
+        return PythonTarget(handler=handler)
+    return target
 
 
 def _checked_payload(value: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +72,10 @@ class CreateJobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     type: JobType
-    handler: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$")
+    handler: str | None = Field(default=None, min_length=1, max_length=200, pattern=HANDLER_PATTERN)
+    """Shorthand for target {"type": "python", "handler": ...}."""
+    target: TargetSpec | None = Field(default=None, validate_default=True)
+    """What a run calls (one of handler and target is required; after validation, always set)."""
     payload: dict[str, Any] = Field(default_factory=dict)
     run_at: ApiTime | None = None
     cron_expr: str | None = Field(default=None, min_length=1, max_length=200)
@@ -73,6 +96,20 @@ class CreateJobRequest(BaseModel):
     start_at: ApiTime | None = None
     end_at: ApiTime | None = None
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: TargetSpec | None, info: ValidationInfo) -> TargetSpec | None:
+        target = _one_of_handler_and_target(value, info)
+        if target is None and "handler" in info.data:
+            raise ValueError("is required (or its shorthand handler)")
+        return target
+
+    def run_target(self) -> TargetSpec:
+        """The target the job runs (set by validation: a request has one or the other)."""
+        if self.target is None:
+            raise ValueError("a validated request always has a target")
+        return self.target
 
     @field_validator("payload")
     @classmethod
@@ -160,12 +197,10 @@ class PatchJobRequest(BaseModel):
 
     name: str | None = Field(default=None, max_length=200)
     handler: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=200,
-        pattern=r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$",
-        json_schema_extra=_never_null,
+        default=None, min_length=1, max_length=200, pattern=HANDLER_PATTERN, json_schema_extra=_never_null
     )
+    target: TargetSpec | None = Field(default=None, json_schema_extra=_never_null)
+    """A new target (`handler` is its python shorthand: give one of them)."""
     payload: dict[str, Any] | None = Field(default=None, json_schema_extra=_never_null)
     cron_expr: str | None = Field(default=None, min_length=1, max_length=200, json_schema_extra=_never_null)
     timezone: str | None = Field(default=None, min_length=1, max_length=64, json_schema_extra=_never_null)
@@ -189,6 +224,7 @@ class PatchJobRequest(BaseModel):
 
     @field_validator(
         "handler",
+        "target",
         "payload",
         "cron_expr",
         "timezone",
@@ -212,6 +248,17 @@ class PatchJobRequest(BaseModel):
     @classmethod
     def _payload_size(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         return None if value is None else _checked_payload(value)
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: TargetSpec | None, info: ValidationInfo) -> TargetSpec | None:
+        return _one_of_handler_and_target(value, info)
+
+    def new_target(self) -> TargetSpec | None:
+        """The target this edit sets (from `target` or `handler`), or None when it keeps the job's."""
+        if self.target is not None:
+            return self.target
+        return PythonTarget(handler=self.handler) if self.handler is not None else None
 
     @model_validator(mode="after")
     def _something_to_change(self) -> PatchJobRequest:

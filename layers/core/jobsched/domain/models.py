@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.domain.targets import PythonTarget, TargetSpec
 
 JobType = Literal["one_off", "recurring", "dependent"]
 OverlapPolicy = Literal["skip", "buffer_one", "allow"]
@@ -97,10 +98,16 @@ class RetryPolicy(BaseModel):
     non_retryable: tuple[str, ...] = Field(default=(), max_length=20)
     """Error type names (the exception's class name) that dead-letter at once, without retries."""
 
-    def wait_before(self, attempt: int, *, unit_random: float) -> int:
-        """Whole seconds to wait after failed attempt `attempt`; `unit_random` in [0, 1) draws the jitter."""
+    def wait_before(self, attempt: int, *, unit_random: float, retry_after: float | None = None) -> int:
+        """Whole seconds to wait after failed attempt `attempt`; `unit_random` in [0, 1) draws the jitter.
+
+        `retry_after` (the target's own "not before", e.g. HTTP Retry-After) lengthens the wait to
+        it, within the backoff's bounds: never past max_seconds.
+        """
         upper = self.backoff.delay(attempt)
         wait = upper * (0.5 + unit_random / 2) if self.backoff.jitter else upper
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.backoff.max_seconds))
         return max(1, math.ceil(wait))
 
     def retries_after(self, attempt: int, error_type: str) -> bool:
@@ -142,7 +149,8 @@ class Job(BaseModel):
     tenant: str
     type: JobType
     status: JobStatus
-    handler: str
+    target: TargetSpec
+    """What a run calls (jobsched.domain.targets); `handler="x"` is read as a python target."""
     payload: dict[str, Any]
     name: str | None = None
     run_at: datetime | None = None
@@ -178,6 +186,20 @@ class Job(BaseModel):
     created_at: datetime
     updated_at: datetime
     version: int = 1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _handler_is_a_python_target(cls, data: Any) -> Any:
+        # `handler` is the shorthand of {"type": "python", "handler": ...}, as in a request.
+        if isinstance(data, dict) and "target" not in data and "handler" in data:
+            data = {**data, "target": PythonTarget(handler=data["handler"])}
+            del data["handler"]
+        return data
+
+    @property
+    def handler(self) -> str | None:
+        """The python target's handler name; None for every other kind of target."""
+        return self.target.handler if isinstance(self.target, PythonTarget) else None
 
 
 class RunError(BaseModel):

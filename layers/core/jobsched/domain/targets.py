@@ -130,6 +130,11 @@ class HttpTarget(_Spec):
             raise ValueError(f"is not a valid URL: {exc}") from None
         if not host:
             raise ValueError("must name a host")
+        if address_literal(host) is None:
+            try:
+                host.encode("idna")  # what the resolver does first: an empty or 64+ char label fails
+            except UnicodeError:
+                raise ValueError(f"{host!r} is not a valid host name") from None
         refused = metadata_reason(host)
         if refused:
             raise ValueError(refused)
@@ -294,6 +299,22 @@ def parse_target(data: Mapping[str, Any]) -> TargetSpec:
         elif first["type"] == "missing":
             msg = "is required"
         raise ValidationFailed(f"{field}: {msg}", field=field) from None
+
+
+def describe(spec: TargetSpec) -> str:
+    """One line naming what `spec` calls (alerts and logs): the handler, or "<type> <resource>"."""
+    if isinstance(spec, PythonTarget):
+        return spec.handler
+    if isinstance(spec, HttpTarget):
+        return f"http {spec.method} {spec.url}"
+    resource = {
+        "lambda": getattr(spec, "function_arn", ""),
+        "sqs": getattr(spec, "queue_url", ""),
+        "sns": getattr(spec, "topic_arn", ""),
+        "eventbridge": getattr(spec, "event_bus_name", ""),
+        "stepfunctions": getattr(spec, "state_machine_arn", ""),
+    }[spec.type]
+    return f"{spec.type} {resource}"
 
 
 def from_handler(handler: str) -> PythonTarget:

@@ -199,6 +199,8 @@ class LocalStack:
                 c.DEMO_HANDLERS_ENV: "true",  # always on the local stack (the design's public contract)
                 c.SIGNING_SECRETS_TABLE_ENV: made[resources.SIGNING_SECRETS_TABLE.logical_id],
                 c.SIGNING_KEY_ARN_ENV: made[resources.SIGNING_KEY.logical_id],
+                # http targets may reach loopback and plain http here (a developer's webhooks).
+                c.TARGET_POLICY_ENV: "local",
                 c.TRUSTED_SENDERS_ENV: os.environ.get(c.TRUSTED_SENDERS_ENV) or MOTO_SENDER_ID,
             }
         )

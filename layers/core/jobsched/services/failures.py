@@ -13,7 +13,7 @@ from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
 from jobsched.domain.models import Execution, Job, RunMessage, takes_slot
 from jobsched.domain.results import DeadLetterPage, Replay
 from jobsched.domain.status import RunStatus
-from jobsched.domain.targets import final_error_type
+from jobsched.domain.targets import describe, final_error_type
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, StateMachines
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
@@ -37,10 +37,14 @@ class FailureService:
     rng: random.Random = random.Random()  # noqa: RUF009 - one generator per process is the point
 
     # -- a failed attempt -> the workflow ----------------------------------------------------------
-    def hand_over(self, job: Job, run: Execution, *, retryable: bool | None = None) -> bool:
+    def hand_over(
+        self, job: Job, run: Execution, *, retryable: bool | None = None, retry_after: float | None = None
+    ) -> bool:
         """Start the workflow for run's failed attempt (once per attempt: the name is the key).
 
         `retryable` None: decided by the job's retry policy from the attempt and error type.
+        `retry_after`: the target's hint (HTTP 429/503 Retry-After, seconds): the re-arm waits at
+        least that long, and never longer than the backoff's max_seconds.
         """
         error_type = run.error.type if run.error else "Unknown"
         policy = job.retry
@@ -53,7 +57,9 @@ class FailureService:
             retryable=retryable,
             attempt=run.attempt,
             max_attempts=policy.max_attempts,
-            wait_seconds=policy.wait_before(max(1, run.attempt), unit_random=self.rng.random()),
+            wait_seconds=policy.wait_before(
+                max(1, run.attempt), unit_random=self.rng.random(), retry_after=retry_after
+            ),
             runs_table=self.settings.runs_table,
             pk=job_pk(job.job_id),
             sk=run_sk(sf),
@@ -73,7 +79,7 @@ class FailureService:
                 job_id=job.job_id,
                 run_id=run.run_id,
                 tenant=job.tenant,
-                handler=job.handler,
+                handler=describe(job.target),
                 scheduled_for=times.iso(run.scheduled_for),
                 attempts=run.attempt,
                 error_type=error_type,

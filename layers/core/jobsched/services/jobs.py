@@ -18,8 +18,9 @@ from jobsched.domain.models import Job, SchedulePolicy
 from jobsched.domain.records import DueEntry
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
+from jobsched.domain.targets import HttpTarget, PythonTarget, TargetSpec
 from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
-from jobsched.ports import Clock, JobStore, RunStore, Targets
+from jobsched.ports import Clock, JobStore, RunStore, SigningSecrets, Targets, TargetSource
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher, jitter_offset
 
@@ -65,13 +66,31 @@ class JobService:
     registry: Targets
     clock: Clock
     dag: DagService
+    targets: TargetSource
+    signing_secrets: SigningSecrets | None = None
+
+    def check_target(self, target: TargetSpec, *, tenant: str, shorthand: bool = False) -> None:
+        """A 400 naming the field, before anything is written, for a target this deployment cannot
+        call: an unregistered python handler (`handler`, or `target.handler`), or an http URL the
+        deployment's address policy refuses (`target.url`: the SSRF guard, see TargetSource.check).
+
+        An http target's tenant gets its signing secret here, if it has none yet: the worker, which
+        signs, may only decrypt a secret (least privilege), never create one."""
+        if isinstance(target, HttpTarget) and self.signing_secrets is not None:
+            self.signing_secrets.current(tenant)
+        if isinstance(target, PythonTarget):
+            if target.handler not in self.registry:
+                field = "handler" if shorthand else "target.handler"
+                raise ValidationFailed(
+                    f"{field}: '{target.handler}' is not a registered handler", field=field
+                )
+            return
+        self.targets.check(target)
 
     def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> Submitted:
         """Validate; store job, due entry and idempotency record in one transaction; hand over if due soon."""
-        if request.handler not in self.registry:
-            raise ValidationFailed(
-                f"handler: '{request.handler}' is not a registered handler", field="handler"
-            )
+        target = request.run_target()
+        self.check_target(target, tenant=tenant, shorthand=request.handler is not None)
         key = self._idempotency_key(idempotency_key)
         now = times.truncate_ms(self.clock.now())
         root_schedule = None
@@ -85,7 +104,7 @@ class JobService:
             tenant=tenant,
             type=request.type,
             status=JobStatus.SCHEDULED,
-            handler=request.handler,
+            target=target,
             payload=request.payload,
             name=request.name,
             run_at=times.truncate_ms(request.run_at) if request.run_at else None,

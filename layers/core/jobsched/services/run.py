@@ -37,7 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -47,9 +46,19 @@ from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
-from jobsched.domain.targets import TargetFailed
+from jobsched.domain.targets import PythonTarget, TargetFailed
 from jobsched.handlers import RunContext
-from jobsched.ports import Clock, CrashPoints, JobStore, RunQueue, RunStore, Targets, no_crash
+from jobsched.ports import (
+    Clock,
+    CrashPoints,
+    JobStore,
+    RunQueue,
+    RunStore,
+    Target,
+    Targets,
+    TargetSource,
+    no_crash,
+)
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
@@ -118,6 +127,7 @@ class Worker:
     runs: RunStore
     queue: RunQueue
     registry: Targets
+    """The python target's handlers (TargetFactory.for_spec resolves a python spec the same way)."""
     settings: Settings
     clock: Clock
     failures: FailureService
@@ -131,6 +141,9 @@ class Worker:
     # Beat on a thread every lease/3 s of real time while a handler runs; False: only the handler's
     # ctx.heartbeat() beats (a simulation that plays time on its own clock drives it: tests/sim).
     heartbeat_thread: bool = True
+    # Every other kind of target (http, lambda, sqs, sns, eventbridge, stepfunctions): the composition
+    # root's TargetFactory. None: python targets only (an attempt of another kind fails, visibly).
+    targets: TargetSource | None = None
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -472,7 +485,7 @@ class Worker:
             # consistent and may have shown an older row (a retry's re-armed row read as absent),
             # and a failure handed over under an attempt already handed over starts no workflow.
             attempt = (done.previous.attempt if done.previous else 0) + 1
-        return self._recorded(job, sf, attempt, error, replays, finished)
+        return self._recorded(job, sf, attempt, error, replays, finished, retry_after=heartbeat.retry_after)
 
     def _run_leased(
         self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str
@@ -512,21 +525,23 @@ class Worker:
         if took_over and attempt > job.retry.max_attempts:
             # Every attempt died with its worker: running it again would only kill another.
             result: object = None
+            retry_after: float | None = None
             error: tuple[str, str] | None = (
                 LEASE_EXPIRED,
                 f"workers died holding this run {attempt - 1} time(s)",
             )
             self.crash("run.after_handler")
         else:
-            error, result, _ = self._execute(
+            error, result, beat = self._execute(
                 job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind
             )
+            retry_after = beat.retry_after
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
         done = self.runs.record(job.job_id, sf, owner=owner, end=end)
         if not done.applied:
             raise LeaseLost(delivery.message_id)
-        return self._recorded(job, sf, attempt, error, replays, finished)
+        return self._recorded(job, sf, attempt, error, replays, finished, retry_after=retry_after)
 
     def _wait_for_second(self, sf: str) -> None:
         early = (times.parse_stored(sf) - self.clock.now()).total_seconds()
@@ -567,7 +582,9 @@ class Worker:
         )
         heartbeat.start()
         try:
-            result, error = self._invoke(job.handler, job.payload, context, timeout=job.retry.timeout_seconds)
+            result, error, heartbeat.retry_after = self._invoke(
+                job, context, timeout=job.retry.timeout_seconds
+            )
         finally:
             heartbeat.stop()
         self.crash("run.after_handler")
@@ -594,8 +611,16 @@ class Worker:
         error: tuple[str, str] | None,
         replays: int,
         finished: datetime,
+        *,
+        retry_after: float | None = None,
     ) -> Outcome:
-        """After the outcome is written: hand a failure to the workflow, or signal a success."""
+        """After the outcome is written: hand a failure to the workflow, or signal a success.
+
+        `retry_after`: the target's own hint (HTTP Retry-After) for the re-arm delay, handed over in
+        this process only. A worker that dies between the record and the hand-over leaves the run
+        FAILED; whoever hands it over then (a redelivery, the reconciler) uses the policy's backoff:
+        the hint is lost, never the retry, and the wait stays within the backoff's bounds either way.
+        """
         self.crash("run.after_record")
         scheduled_for = times.parse_stored(sf)
         run_id = run_id_for(job.job_id, scheduled_for)
@@ -611,7 +636,7 @@ class Worker:
                 replays=replays,
             )
             retryable = None if error[0] != LEASE_EXPIRED else False
-            self.failures.hand_over(job, failed, retryable=retryable)
+            self.failures.hand_over(job, failed, retryable=retryable, retry_after=retry_after)
             return Outcome.FAILED
         self.crash("run.before_signal")
         succeeded = Execution(
@@ -654,28 +679,42 @@ class Worker:
         return Outcome.DUPLICATE
 
     def _invoke(
-        self, name: str, payload: dict[str, Any], ctx: RunContext, *, timeout: int | None
-    ) -> tuple[object, tuple[str, str] | None]:
+        self, job: Job, ctx: RunContext, *, timeout: int | None
+    ) -> tuple[object, tuple[str, str] | None, float | None]:
+        """Call the job's target once: (result, error or None, the target's Retry-After hint)."""
         if timeout is None:
-            return self._call(name, payload, ctx)
-        # Python cannot kill a thread: a handler past its timeout is failed and left to finish in
+            return self._call(job, ctx)
+        # Python cannot kill a thread: a target past its timeout is failed and left to finish in
         # the background (its late result is discarded: the run has moved on). Handlers that must
-        # stop should poll their own deadline.
-        box: dict[str, tuple[object, tuple[str, str] | None]] = {}
+        # stop should poll their own deadline; a waiting stepfunctions target stops its execution
+        # before it (see _target).
+        box: dict[str, tuple[object, tuple[str, str] | None, float | None]] = {}
         thread = threading.Thread(
-            target=lambda: box.update(out=self._call(name, payload, ctx)),
+            target=lambda: box.update(out=self._call(job, ctx)),
             name="jobsched-handler",
             daemon=True,
         )
         thread.start()
         thread.join(timeout)
         if thread.is_alive() or "out" not in box:
-            return None, ("Timeout", f"attempt {ctx.attempt} ran longer than timeout_seconds={timeout}")
+            return None, ("Timeout", f"attempt {ctx.attempt} ran longer than timeout_seconds={timeout}"), None
         return box["out"]
 
+    def _target(self, job: Job) -> Target:
+        """The adapter of the job's target: the registry's handler, or TargetFactory.for_spec's."""
+        spec = job.target
+        if isinstance(spec, PythonTarget):
+            return self.registry.target(spec.handler)
+        if self.targets is None:
+            raise TargetFailed(f"no {spec.type} targets in this process", error_type="TargetUnavailable")
+        # A stepfunctions target that waits stops its execution a little before the job's timeout,
+        # so the run path's own Timeout (above) is the backstop, not the rule.
+        timeout = job.retry.timeout_seconds
+        return self.targets.for_spec(spec, timeout_seconds=None if timeout is None else timeout * 0.95)
+
     def _call(
-        self, name: str, payload: dict[str, Any], ctx: RunContext
-    ) -> tuple[object, tuple[str, str] | None]:
+        self, job: Job, ctx: RunContext
+    ) -> tuple[object, tuple[str, str] | None, float | None]:
         envelope = {
             "job_id": ctx.job_id,
             "run_id": ctx.run_id,
@@ -683,16 +722,17 @@ class Worker:
             "scheduled_for": times.iso(ctx.scheduled_for),
             "attempt": ctx.attempt,
             "effect_key": ctx.effect_key,
-            "payload": payload,
+            "payload": job.payload,
         }
         try:
-            return self.registry.target(name).invoke(envelope, ctx), None
-        except Exception as exc:  # a handler's failure is data about the run, not a worker fault
-            logger.info("handler failed", extra={"job_id": ctx.job_id, "error": repr(exc)})
+            return self._target(job).invoke(envelope, ctx), None, None
+        except Exception as exc:  # a target's failure is data about the run, not a worker fault
+            logger.info("target failed", extra={"job_id": ctx.job_id, "error": repr(exc)})
             message = (str(exc) or type(exc).__name__)[:MAX_ERROR_CHARS]
             # A target names its failure (HTTP404, a Lambda's errorType); a handler's is its class.
-            error_type = exc.error_type if isinstance(exc, TargetFailed) else type(exc).__name__
-            return None, (error_type, message)
+            if isinstance(exc, TargetFailed):
+                return None, (exc.error_type, message), exc.retry_after
+            return None, (type(exc).__name__, message), None
 
 
 def _live(until: datetime | None, now: datetime) -> bool:
@@ -730,6 +770,7 @@ class _Heartbeat:
         self._lock = threading.Lock()
         self._persist = persist
         self.persisted = False  # the first beat wrote the fast path's lease row
+        self.retry_after: float | None = None  # the failed target's Retry-After hint (seconds)
         self._leased = persist is None  # this worker holds a lease row to extend
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jobsched-heartbeat", daemon=True)

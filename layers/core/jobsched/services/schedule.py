@@ -149,10 +149,9 @@ class ScheduleService:
         if job.type != "recurring" and changed & (_SCHEDULE_FIELDS | _POLICY_FIELDS):
             bad = sorted(changed & (_SCHEDULE_FIELDS | _POLICY_FIELDS))[0]
             raise ValidationFailed(f"{bad}: only recurring jobs have a schedule", field=bad)
-        if "handler" in changed and request.handler not in self.job_service.registry:
-            raise ValidationFailed(
-                f"handler: '{request.handler}' is not a registered handler", field="handler"
-            )
+        target = request.new_target()
+        if target is not None:
+            self.job_service.check_target(target, tenant=tenant, shorthand=request.handler is not None)
         fields = {k: getattr(request, k) for k in changed}
         retry = job.retry.model_dump()
         for key in changed & _RETRY_FIELDS:
@@ -168,7 +167,7 @@ class ScheduleService:
         updated = job.model_copy(
             update={
                 "name": fields.get("name", job.name),
-                "handler": fields.get("handler") or job.handler,
+                "target": target or job.target,
                 "payload": fields["payload"] if fields.get("payload") is not None else job.payload,
                 "cron_expr": " ".join(fields["cron_expr"].split())
                 if fields.get("cron_expr")

@@ -17,6 +17,7 @@ from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
 from jobsched.domain.records import DeadLetter, DueEntry
 from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.domain.targets import TargetSpec, from_handler, parse_target
 
 
 def enc(value: str | int) -> dict[str, str]:
@@ -88,7 +89,14 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         "tenant": enc(job.tenant),
         "type": enc(job.type),
         "status": enc(job.status.value),
-        "handler": enc(job.handler),
+        # A python target is its `handler` alone, as items were before targets; any other target is
+        # one JSON string, as retry and policy are (read only with the job, never a key). Not both:
+        # every hot write rewrites this item, billed per KB, and the python target is the common one.
+        **(
+            {"handler": enc(job.handler)}
+            if job.handler is not None
+            else {"target": enc(job.target.model_dump_json())}
+        ),
         **({"payload_ref": enc(ref)} if ref else {"payload": enc(text)}),
         "timezone": enc(job.timezone),
         "retry": enc(job.retry.model_dump_json()),
@@ -140,7 +148,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         tenant=item["tenant"],
         type=item["type"],
         status=JobStatus(item["status"]),
-        handler=item["handler"],
+        target=_target_of(item),
         payload=dict(payload),
         name=item.get("name"),
         run_at=opt_time(item.get("run_at")),
@@ -168,6 +176,13 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         updated_at=times.parse_stored(item["updated_at"]),
         version=item.get("version", 1),
     )
+
+
+def _target_of(item: Mapping[str, Any]) -> TargetSpec:
+    """The stored target; an item written before jobs had one names only its python handler."""
+    if "target" in item:
+        return parse_target(json.loads(item["target"]))
+    return from_handler(item["handler"])
 
 
 def due_entry_from_item(raw: Mapping[str, Any]) -> DueEntry:

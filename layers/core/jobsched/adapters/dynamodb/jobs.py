@@ -339,6 +339,8 @@ class JobStore(ShardLeases):
             "resume_from",
             "payload",  # one of these two: inline, or stored apart
             "payload_ref",
+            "handler",  # a python target's, or
+            "target",  # any other's
         )
         names: dict[str, str] = {}
         values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}

@@ -29,6 +29,11 @@ class MemorySigningSecrets:
                 record = self._records[tenant] = SecretRecord(new_secret(), self.clock.now())
             return record
 
+    def tenants(self) -> set[str]:
+        """The tenants that have a secret (a test's view: the port has no listing)."""
+        with self._lock:
+            return set(self._records)
+
     def rotate(self, tenant: str) -> SecretRecord:
         """A new secret for the tenant, its version one above the one it replaces."""
         with self._lock:

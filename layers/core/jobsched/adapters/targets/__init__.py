@@ -14,18 +14,21 @@ from jobsched.adapters.targets.http import HttpCaller, SigningSecret
 from jobsched.adapters.targets.lambda_ import LambdaInvoker
 from jobsched.adapters.targets.sns import SnsPublisher
 from jobsched.adapters.targets.sqs import SqsSender
-from jobsched.adapters.targets.ssrf import AddressPolicy, Resolver, system_resolve
+from jobsched.adapters.targets.ssrf import AddressPolicy, Resolver, system_resolve, vet
 from jobsched.adapters.targets.stepfunctions import StepFunctionsStarter
 from jobsched.domain.targets import (
     EventBridgeTarget,
+    FinalTargetFailure,
     HttpTarget,
     LambdaTarget,
     PythonTarget,
     SnsTarget,
     SqsTarget,
     StepFunctionsTarget,
+    TargetFailed,
     TargetSpec,
 )
+from jobsched.errors import ValidationFailed
 from jobsched.handlers import HandlerRegistry
 from jobsched.ports import Clock, SystemClock, Target
 
@@ -47,7 +50,9 @@ class TargetFactory:
     """Builds the adapter of a target spec."""
 
     handlers: HandlerRegistry
-    roles: AssumedRoles
+    roles: AssumedRoles | None
+    """None where no STS client is wired (the in-memory composition): an AWS target then fails its
+    attempt with TargetUnavailable instead of acting with the process's own rights."""
     signing_secret: SigningSecret
     policy: AddressPolicy = field(default_factory=AddressPolicy.aws)
     resolve: Resolver = system_resolve
@@ -65,16 +70,36 @@ class TargetFactory:
                 resolve=self.resolve,
                 clock=self.clock,
             )
-        if isinstance(spec, LambdaTarget):
-            return LambdaInvoker(spec, roles=self.roles)
-        if isinstance(spec, SqsTarget):
-            return SqsSender(spec, roles=self.roles)
-        if isinstance(spec, SnsTarget):
-            return SnsPublisher(spec, roles=self.roles)
-        if isinstance(spec, EventBridgeTarget):
-            return EventBridgePutter(spec, roles=self.roles)
-        if isinstance(spec, StepFunctionsTarget):
-            return StepFunctionsStarter(
-                spec, roles=self.roles, timeout_seconds=timeout_seconds, clock=self.clock
+        roles = self.roles
+        if roles is None:
+            raise TargetFailed(
+                f"{spec.type} targets need AWS credentials, and none are wired here",
+                error_type="TargetUnavailable",
             )
+        if isinstance(spec, LambdaTarget):
+            return LambdaInvoker(spec, roles=roles)
+        if isinstance(spec, SqsTarget):
+            return SqsSender(spec, roles=roles)
+        if isinstance(spec, SnsTarget):
+            return SnsPublisher(spec, roles=roles)
+        if isinstance(spec, EventBridgeTarget):
+            return EventBridgePutter(spec, roles=roles)
+        if isinstance(spec, StepFunctionsTarget):
+            return StepFunctionsStarter(spec, roles=roles, timeout_seconds=timeout_seconds, clock=self.clock)
         raise TypeError(f"no adapter for {type(spec).__name__}")
+
+    def check(self, spec: TargetSpec) -> None:
+        """ValidationFailed (`target.url`) when an http target's URL is refused under this policy.
+
+        One DNS lookup, as a call makes: a name that resolves to a refused address today is a 400;
+        a name that does not resolve yet is accepted (it is vetted again at every call, and a
+        refused address then is a final failure, AddressRefused).
+        """
+        if not isinstance(spec, HttpTarget):
+            return
+        try:
+            vet(spec.url, self.policy, self.resolve)
+        except FinalTargetFailure as exc:
+            raise ValidationFailed(f"target.url: {exc}", field="target.url") from None
+        except TargetFailed:
+            pass

@@ -81,7 +81,11 @@ class Destination:
 def system_resolve(host: str, port: int) -> list[str]:
     """The host's addresses from the system resolver, in its order, without duplicates."""
     found: list[str] = []
-    for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+    try:
+        answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError as exc:  # a name IDNA cannot encode resolves to nothing, as a lookup failure
+        raise OSError(f"{host} is not a valid host name: {exc}") from exc
+    for *_, sockaddr in answers:
         address = str(sockaddr[0])
         if address not in found:
             found.append(address)

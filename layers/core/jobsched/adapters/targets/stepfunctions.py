@@ -14,6 +14,16 @@ The name is the idempotency key: a worker that dies after the start and the rede
 follows produce one execution; the redelivery waits on it. The deadline is the target's own, a
 little under the job's timeout_seconds, so the execution is stopped before the run path gives up
 on the attempt.
+
+While it waits the run is RUNNING: the worker's heartbeat (every lease/3, and ctx.heartbeat() at
+every poll) writes the run's lease row at its first beat and renews it, the message and the job's
+slot after. The wait is bounded by the job's timeout_seconds (the worker passes 95% of it here) and,
+on AWS, by the worker Lambda's own timeout (50 s, below the queue's 60 s lease). An execution that
+outlives the Lambda: the invocation is killed, the heartbeat stops, the lease lapses, and the
+redelivered message takes the run over as the next attempt, which finds the execution by its name
+(ExecutionAlreadyExists, RUNNING) and waits on it again: one attempt per ~50 s window, so a
+wait=true execution must end within about max_attempts x 50 s, else the run is dead-lettered
+LeaseExpired while the execution goes on (not stopped). The local stack has no such limit.
 """
 
 from __future__ import annotations
