@@ -25,11 +25,18 @@ options = {
     )
     if app.node.try_get_context(name) is not None
 }
+# Hardening switches: `-c kms=aws-owned` (AWS-owned/managed keys, no customer-managed key), `-c waf=true`.
+kms_keys = app.node.try_get_context("kms") or "customer"
+if kms_keys not in ("customer", "aws-owned"):
+    raise SystemExit(f"-c kms must be customer or aws-owned, got {kms_keys!r}")
+waf = str(app.node.try_get_context("waf") or "false").lower() == "true"
 JobschedStack(
     app,
     "Jobsched",
     layer_dir=layer_dir,
     description="jobsched: a serverless distributed job scheduler",
+    kms_keys=kms_keys,
+    waf=waf,
     **options,
 )
 app.synth()

@@ -30,6 +30,7 @@ class Dispatch(Construct):
         timeout: Duration,
         shard_count: int,
         invocations: int = 1,
+        reserved_concurrency: int | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -44,6 +45,7 @@ class Dispatch(Construct):
             # The next tick is the retry: shard watermarks make it drain whatever a failed pass
             # left, so Lambda's own async retries would only stack overlapping passes.
             retry_attempts=0,
+            reserved_concurrency=reserved_concurrency,
         )
         # One invocation drains every shard (threads, one per shard up to the dispatcher's pool); a
         # fleet whose burst needs more throughput than one function has ticks several invocations,

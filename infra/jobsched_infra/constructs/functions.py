@@ -58,6 +58,7 @@ class JobschedFunction(Construct):
         memory_size: int = 256,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         retry_attempts: int | None = None,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         code_dir = FUNCTIONS_DIR / name
@@ -81,6 +82,7 @@ class JobschedFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             retry_attempts=retry_attempts,
+            reserved_concurrent_executions=reserved_concurrency,
         )
         role = self.function.role
         assert role is not None  # the function made its own role

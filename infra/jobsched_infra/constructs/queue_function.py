@@ -45,6 +45,7 @@ class QueueFunction(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         spec = queues.specs[source.queue]
+        max_concurrency = source.max_invocations if max_concurrency is None else max_concurrency
         if timeout.to_seconds() >= spec.visibility_timeout_seconds:
             raise ValueError(
                 f"{name}'s timeout {timeout.to_seconds()} s is not below {spec.logical_id}'s "
@@ -60,6 +61,9 @@ class QueueFunction(Construct):
             environment=environment,
             timeout=timeout,
             log_retention=log_retention,
+            # As many as the mapping invokes at once (its MaximumConcurrency): the mapping never
+            # invokes into a throttle, and the queue's runs can never take the account's concurrency.
+            reserved_concurrency=max_concurrency,
         )
         self.event_source = self.entry_point.function.add_event_source_mapping(
             mapping_id,
