@@ -12,7 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks, ServerlessChecks
 from constructs import Construct
 
 from jobsched import constants as c
@@ -25,7 +25,7 @@ from jobsched_infra.constructs.queue_function import QueueFunction
 from jobsched_infra.constructs.queues import Queues
 from jobsched_infra.constructs.storage import Storage
 from jobsched_infra.constructs.workflows import Workflows
-from jobsched_infra.nag import acknowledge
+from jobsched_infra.nag import HIPAA, NIST, SERVERLESS, acknowledge, acknowledge_in
 from jobsched_infra.project import cdk_context
 
 # The dispatcher's tick, in one place: the EventBridge rate and the functions' setting.
@@ -257,9 +257,9 @@ class JobschedStack(Stack):
             self._only_the_stack_reads_and_writes(table, stack_roles)
         if self.key is not None:
             self._grant_key(self.key, stack_roles)
-        self._encrypt_log_groups()
         self.shard_guard = self._shard_guard(shard_count)
         dispatcher_fn.node.add_dependency(self.shard_guard)
+        self._encrypt_log_groups()  # last: every log group made above
 
     def _key(self) -> kms.Key:
         """The stack's customer-managed key (rotated yearly, retained), usable by CloudWatch Logs."""
@@ -297,11 +297,19 @@ class JobschedStack(Stack):
 
     def _encrypt_log_groups(self) -> None:
         """Every log group of the stack under the key (the functions', the API's, the workflows')."""
-        if self.key is None:
-            return
         for node in self.node.find_all():
-            if isinstance(node, logs.CfnLogGroup):
+            if not isinstance(node, logs.CfnLogGroup):
+                continue
+            if self.key is not None:
                 node.kms_key_id = self.key.key_arn
+                continue
+            acknowledge_in(
+                node,
+                "CloudWatchLogGroupEncrypted",
+                "-c kms=aws-owned, the operator's choice: CloudWatch Logs encrypts the group with its own "
+                "keys; the default deploy uses the stack's customer-managed key.",
+                packs=(HIPAA, NIST),
+            )
 
     @staticmethod
     def _only_the_stack_reads_and_writes(table: Any, roles: list[iam.Role]) -> None:
@@ -319,16 +327,22 @@ class JobschedStack(Stack):
 
     def _shard_guard(self, shard_count: int) -> CustomResource:
         """The custom resource that fails a deploy lowering the shard count (jobsched_infra.shard_guard)."""
-        log_group = logs.LogGroup(self, "ShardGuardLogs", retention=logs.RetentionDays.ONE_MONTH)
+        # The guard's log group, function and custom resource, together under one construct.
+        scope = Construct(self, "ShardGuard")
+        log_group = logs.LogGroup(
+            scope, "Logs", retention=logs.RetentionDays.ONE_MONTH, encryption_key=self.key
+        )
         function = lambda_.Function(
-            self,
-            "ShardGuard",
+            scope,
+            "Function",
             description="jobsched: refuses a deploy that lowers the shard count",
             runtime=lambda_.Runtime.PYTHON_3_12,
             architecture=lambda_.Architecture.ARM_64,
             handler="index.handler",
             code=lambda_.Code.from_inline(inspect.getsource(shard_guard)),
             timeout=Duration.seconds(30),
+            memory_size=128,
+            reserved_concurrent_executions=1,  # one deploy at a time
             log_group=log_group,
         )
         assert function.role is not None
@@ -339,9 +353,30 @@ class JobschedStack(Stack):
             finding="Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
         )
         acknowledge(function, "L1", "Python 3.12, as every jobsched function.")
+        acknowledge(
+            function, "LambdaLatestVersion", "Python 3.12, as every jobsched function.", pack=SERVERLESS
+        )
+        acknowledge_in(
+            function,
+            "LambdaDLQ",
+            "CloudFormation invokes it and waits for its answer; a lost answer fails the deploy.",
+            packs=(HIPAA, NIST, SERVERLESS),
+        )
+        acknowledge_in(
+            function,
+            "LambdaInsideVPC",
+            "It reaches only CloudFormation's presigned S3 URL, over TLS.",
+            packs=(HIPAA, NIST),
+        )
+        acknowledge(
+            function,
+            "LambdaTracing",
+            "A deploy-time check run once per deploy: its trace would show one HTTPS PUT.",
+            pack=SERVERLESS,
+        )
         guard = CustomResource(
-            self,
-            "ShardCountGuard",
+            scope,
+            "ShardCount",
             service_token=function.function_arn,
             resource_type="Custom::JobschedShardCount",
             properties={shard_guard.PROPERTY: str(shard_count)},
@@ -404,7 +439,12 @@ def new_app(*, outdir: str) -> App:
     `<outdir>/validation-report.json` lists both and every acknowledged finding with its reason.
     """
     app = App(context=cdk_context(), outdir=outdir)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    Validations.of(app).add_plugins(
+        *(
+            pack(app, verbose=True)
+            for pack in (AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks, ServerlessChecks)
+        )
+    )
     return app
 
 

@@ -31,9 +31,37 @@ from tests.infra.synth import (
 
 pytestmark = pytest.mark.infra
 
-# The cdk-nag rules this stack acknowledges (each with its reason, next to the resource it is
-# about). A new one must be added here on purpose.
-ACKNOWLEDGED_RULES = {"IAM4", "IAM5", "L1", "APIG2", "APIG3", "COG4"}
+# The cdk-nag rules this stack acknowledges, per pack (each with its reason, next to the resource it
+# is about). A new one must be added here on purpose.
+ACKNOWLEDGED_RULES = {
+    "AwsSolutions": {"IAM4", "IAM5", "L1", "APIG2", "APIG3", "COG4"},
+    "HIPAA.Security": {
+        "APIGWCacheEnabledAndEncrypted",
+        "APIGWSSLEnabled",
+        "DynamoDBInBackupPlan",
+        "IAMNoInlinePolicy",
+        "LambdaDLQ",
+        "LambdaInsideVPC",
+    },
+    "NIST.800.53.R5": {
+        "APIGWAssociatedWithWAF",
+        "APIGWCacheEnabledAndEncrypted",
+        "APIGWSSLEnabled",
+        "DynamoDBInBackupPlan",
+        "IAMNoInlinePolicy",
+        "LambdaDLQ",
+        "LambdaInsideVPC",
+    },
+    "Serverless": {
+        "EventBusDLQ",
+        "LambdaAsyncFailureDestination",
+        "LambdaDLQ",
+        "LambdaEventSourceMappingDestination",
+        "LambdaLatestVersion",
+        "LambdaTracing",
+        "SQSRedrivePolicy",
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -692,16 +720,23 @@ def test_it_grants_no_function_any_wildcard_action(synth: Synth, name: str) -> N
 # --- cdk-nag ----------------------------------------------------------------------------------
 
 
-def test_it_passes_cdk_nag_with_only_the_expected_acknowledgements(synth: Synth) -> None:
+@pytest.mark.parametrize("pack", sorted(ACKNOWLEDGED_RULES))
+def test_it_passes_each_cdk_nag_pack_with_only_the_expected_acknowledgements(synth: Synth, pack: str) -> None:
     report = json.loads((synth.assembly_dir / "validation-report.json").read_text())
 
-    (nag,) = (r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions")
+    (nag,) = (r for r in report["pluginReports"] if r["pluginName"] == pack)
     assert nag["violations"] == []  # warnings too: they do not fail the synth
     assert nag["conclusion"] == "success"
     suppressed = nag["suppressedViolations"]
     assert all(s["reason"].strip() for s in suppressed)
-    rules = {s["ruleName"].removeprefix("AwsSolutions-").split("[")[0] for s in suppressed}
-    assert rules == ACKNOWLEDGED_RULES
+    rules = {s["ruleName"].removeprefix(f"{pack}-").split("[")[0] for s in suppressed}
+    assert rules == ACKNOWLEDGED_RULES[pack]
+
+
+def test_it_runs_the_four_cdk_nag_packs(synth: Synth) -> None:
+    report = json.loads((synth.assembly_dir / "validation-report.json").read_text())
+
+    assert {r["pluginName"] for r in report["pluginReports"]} == set(ACKNOWLEDGED_RULES)
 
 
 def test_it_leaves_no_error_annotations(synth: Synth) -> None:

@@ -12,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobsched_infra.constructs.functions import JobschedFunction
+from jobsched_infra.nag import SERVERLESS, acknowledge
 
 MAX_TARGETS_PER_RULE = 5
 
@@ -69,6 +70,13 @@ class Dispatch(Construct):
                 )
             )
         self.rule = self.rules[0]
+        reason = (
+            "A tick that fails or is lost is made up by the next one: shard watermarks make each pass "
+            "drain whatever an earlier one left, so a failed event needs no dead-letter queue."
+        )
+        for rule in self.rules:
+            acknowledge(rule, "EventBusDLQ", reason, pack=SERVERLESS)
+        acknowledge(self.entry_point.function, "LambdaAsyncFailureDestination", reason, pack=SERVERLESS)
 
 
 def _input(shards: list[int] | None) -> events.RuleTargetInput | None:

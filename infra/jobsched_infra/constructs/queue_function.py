@@ -12,6 +12,7 @@ from constructs import Construct
 from jobsched import resources
 from jobsched_infra.constructs.functions import JobschedFunction
 from jobsched_infra.constructs.queues import Queues
+from jobsched_infra.nag import SERVERLESS, acknowledge
 
 
 class QueueFunction(Construct):
@@ -74,3 +75,10 @@ class QueueFunction(Construct):
             report_batch_item_failures=True,
         )
         self.queue.grant_consume_messages(self.entry_point.function)
+        acknowledge(
+            self.event_source,
+            "LambdaEventSourceMappingDestination",
+            "An SQS mapping has no on-failure destination: a failed record goes back to its queue, and "
+            "the queue's redrive policy (or retention) decides where it ends.",
+            pack=SERVERLESS,
+        )

@@ -11,6 +11,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobsched import resources
+from jobsched_infra.nag import SERVERLESS, acknowledge
 
 
 class Queues(Construct):
@@ -62,4 +63,11 @@ class Queues(Construct):
             Tags.of(queue).add(key, value)
         # As for tables: the spec's logical id is the CloudFormation logical id.
         cast(sqs.CfnQueue, queue.node.default_child).override_logical_id(spec.logical_id)
+        if spec.logical_id in self.dead_letter_ids:
+            acknowledge(
+                queue,
+                "SQSRedrivePolicy",
+                "It is the dead-letter queue: what its consumer fails stays in it, retained for 14 days.",
+                pack=SERVERLESS,
+            )
         return queue
