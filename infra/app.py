@@ -22,6 +22,7 @@ options = {
         ("shard_count", "shards"),
         ("dispatcher_invocations", "dispatcher_invocations"),
         ("dispatch_pace", "dispatch_pace"),
+        ("worker_invocations", "worker_invocations"),
     )
     if app.node.try_get_context(name) is not None
 }

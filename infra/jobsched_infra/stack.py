@@ -75,6 +75,7 @@ class JobschedStack(Stack):
         dispatcher_invocations: int = 1,
         dispatch_pace: int = DEFAULT_DISPATCH_PACE,
         kms_keys: KeyChoice = "customer",
+        worker_invocations: int = resources.WORKER_EVENT_SOURCE.max_invocations,
         waf: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -151,6 +152,7 @@ class JobschedStack(Stack):
             environment=env("worker"),
             timeout=WORKER_TIMEOUT,
             max_batching_window=Duration.seconds(0),
+            max_concurrency=worker_invocations,
         )
         # A message lands in the DLQ after the execution queue's maxReceiveCount (workers kept dying
         # on it); the reconciler dead-letters its run through the failure workflow, so nothing is

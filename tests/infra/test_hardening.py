@@ -38,8 +38,10 @@ def synth() -> Synth:
 
 @pytest.fixture(scope="module")
 def variant(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The stack as `cdk deploy -c waf=true -c kms=aws-owned` synthesizes it (cdk-nag on)."""
-    return synthesize(tmp_path_factory.mktemp("variant"), waf=True, kms_keys="aws-owned")
+    """The stack as `cdk deploy -c waf=true -c kms=aws-owned -c worker_invocations=120` makes it."""
+    return synthesize(
+        tmp_path_factory.mktemp("variant"), waf=True, kms_keys="aws-owned", worker_invocations=120
+    )
 
 
 # --- limits -----------------------------------------------------------------------------------
@@ -81,6 +83,18 @@ def test_the_api_and_the_dispatcher_reserve_their_concurrency(synth: Synth, name
     props = synth.resource(synth.logical_id(synth.function(name)))["Properties"]
 
     assert props["ReservedConcurrentExecutions"] == reserved
+
+
+def test_a_bigger_fleet_raises_the_workers_mapping_and_reserved_concurrency_together(variant: Synth) -> None:
+    worker = variant.logical_id(variant.function("worker"))
+    [mapping] = [
+        m["Properties"]
+        for m in variant.template.find_resources("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": worker}
+    ]
+
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 120}
+    assert variant.resource(worker)["Properties"]["ReservedConcurrentExecutions"] == 120
 
 
 def test_the_waf_rate_rule_is_off_by_default(synth: Synth) -> None:
