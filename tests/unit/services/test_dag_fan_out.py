@@ -19,7 +19,7 @@ from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.models import MAX_FAN_OUT, MAX_GRAPH_NODES
 from jobsched.domain.status import JobStatus
 from jobsched.errors import Conflict, ValidationFailed
-from jobsched.services.run import Outcome
+from jobsched.services.run import MAX_ERROR_CHARS, Outcome
 from tests.unit.services.conftest import T0, World
 
 # The longest tenant a caller can have (X-Tenant: 128 characters): every input item carries it.
@@ -85,8 +85,13 @@ def test_the_graph_bound_counts_descendants_not_only_ancestors(world: World) -> 
 def test_at_the_cap_a_dead_letter_propagates_to_every_descendant_in_an_input_under_256_kib(
     world: World,
 ) -> None:
-    # Given a graph at the cap whose root always fails, with one attempt
-    _top, below = graph_at_the_cap(world)
+    # Given a graph at the cap whose root always fails, with one attempt and the longest error a
+    # run records (its message is cut to the worker's MAX_ERROR_CHARS; é: 2 bytes each)
+    def fail_loudly(payload: dict[str, Any], context: Any) -> None:
+        raise RuntimeError("é" * 100_000)
+
+    world.handler("tests.fail_loudly", fail_loudly)
+    _top, below = graph_at_the_cap(world, "tests.fail_loudly")
     # When the root runs and is dead-lettered
     world.clock.advance(5)
     assert world.deliver() == [Outcome.FAILED]
@@ -94,7 +99,9 @@ def test_at_the_cap_a_dead_letter_propagates_to_every_descendant_in_an_input_und
     [payload] = started(world, "arn:failure")
     sent = FailureInput.model_validate(payload)
     assert sorted(p.job_id for p in sent.propagate) == sorted(below)
-    assert len(json.dumps(payload).encode()) < STEP_FUNCTIONS_INPUT_LIMIT
+    assert len(sent.alert.error_message) == MAX_ERROR_CHARS
+    size = len(json.dumps(payload, ensure_ascii=False).encode())
+    assert size < STEP_FUNCTIONS_INPUT_LIMIT, size
 
 
 def test_at_the_cap_a_success_counts_into_every_dependant_in_an_input_under_256_kib(world: World) -> None:
