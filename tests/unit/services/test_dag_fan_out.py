@@ -72,13 +72,16 @@ def test_a_job_takes_at_most_max_fan_out_dependants_and_the_next_is_a_409_naming
 
 
 def test_the_graph_bound_counts_descendants_not_only_ancestors(world: World) -> None:
-    # Given a graph at MAX_GRAPH_NODES jobs, whose deepest job has a single ancestor chain of 2
-    _top, below = graph_at_the_cap(world)
-    leaf = below[-1]
-    # When a job is added below the leaf (its ancestors are only 3: the bound used to count those)
-    # Then it is refused: the root's descendants would pass the bound
-    with pytest.raises(ValidationFailed, match=f"exceed {MAX_GRAPH_NODES} jobs") as refused:
-        dependant(world, leaf)
+    # Given a job with MAX_GRAPH_NODES - 1 descendants below one dependant of its own
+    top = root(world)
+    hub = dependant(world, top)
+    children = [dependant(world, hub) for _ in range(MAX_FAN_OUT)]
+    for c in children[: MAX_GRAPH_NODES - 2 - MAX_FAN_OUT]:
+        dependant(world, c)
+    # When a second dependant of it is created (its ancestors are only 1: the bound used to count those)
+    # Then it is refused naming the upstream: its dead letter's input would pass the bound
+    with pytest.raises(ValidationFailed, match=f"job '{top}' would have more than") as refused:
+        dependant(world, top)
     assert refused.value.field == "depends_on"
 
 

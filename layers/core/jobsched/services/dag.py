@@ -83,25 +83,25 @@ class DagService:
                 raise ValidationFailed(
                     "depends_on: a cycle: " + " -> ".join([job_id, *cycle]), field="depends_on"
                 )
-        # The bound counts both ways: the new job's ancestors (plus itself), and every descendant of
-        # those ancestors once it joins them (the job, and its own descendants when a PATCH moves
-        # it), since a dead letter of any ancestor propagates to all its descendants in one input.
+        # The bound counts both ways: the new job's ancestors (plus itself), and each upstream's
+        # descendants once the job joins them (plus its own, when a PATCH moves it), since a dead
+        # letter of an upstream propagates to all its descendants in one workflow input. (Each
+        # direct upstream, not every ancestor: walking the whole graph on every create read it once
+        # per new job, quadratic in the graph, too slow at 200 jobs.)
         ancestors = self._reach(depends_on, upward=True)
         if len(ancestors) + 1 > MAX_GRAPH_NODES:
             raise ValidationFailed(
                 f"depends_on: the graph would exceed {MAX_GRAPH_NODES} jobs", field="depends_on"
             )
-        below = set(self._reach([d for a in ancestors.values() for d in a.dependants], upward=False))
-        if job_id is not None:
-            below |= {job_id} | set(self._reach([job_id], upward=False))
-        else:
-            below.add("<new>")
-        if len(set(ancestors) | below) > MAX_GRAPH_NODES:
-            raise ValidationFailed(
-                f"depends_on: the graph would exceed {MAX_GRAPH_NODES} jobs "
-                "(counting every descendant of the upstreams)",
-                field="depends_on",
-            )
+        moved = {job_id, *self._reach([job_id], upward=False)} if job_id is not None else {"<new>"}
+        for upstream in upstreams:
+            below = set(self._reach(list(upstream.dependants), upward=False)) | moved
+            if len(below) + 1 > MAX_GRAPH_NODES:
+                raise ValidationFailed(
+                    f"depends_on: job '{upstream.job_id}' would have more than {MAX_GRAPH_NODES - 1} "
+                    "descendants",
+                    field="depends_on",
+                )
         return next(iter(roots.values()))
 
     def _path_to(self, target: str, *, start: list[str]) -> list[str]:
