@@ -22,6 +22,7 @@ options = {
         ("shard_count", "shards"),
         ("dispatcher_invocations", "dispatcher_invocations"),
         ("dispatch_pace", "dispatch_pace"),
+        ("worker_invocations", "worker_invocations"),
     )
     if app.node.try_get_context(name) is not None
 }
@@ -29,6 +30,11 @@ options = {
 # (the directory relative to where cdk runs); the demo handlers only with `-c demo_handlers=true`.
 handler_dir = app.node.try_get_context("handler_dir")
 handler_modules = [m.strip() for m in str(app.node.try_get_context("handler_modules") or "").split(",")]
+# Hardening switches: `-c kms=aws-owned` (AWS-owned/managed keys, no customer-managed key), `-c waf=true`.
+kms_keys = app.node.try_get_context("kms") or "customer"
+if kms_keys not in ("customer", "aws-owned"):
+    raise SystemExit(f"-c kms must be customer or aws-owned, got {kms_keys!r}")
+waf = str(app.node.try_get_context("waf") or "false").lower() == "true"
 JobschedStack(
     app,
     "Jobsched",
@@ -37,6 +43,8 @@ JobschedStack(
     handler_modules=[m for m in handler_modules if m],
     demo_handlers=str(app.node.try_get_context("demo_handlers")).lower() == "true",
     description="jobsched: a serverless distributed job scheduler",
+    kms_keys=kms_keys,
+    waf=waf,
     **options,
 )
 app.synth()

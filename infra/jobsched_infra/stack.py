@@ -3,21 +3,25 @@ them) and the stack `cdk deploy` ships, a thin wrapper around it."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-from aws_cdk import App, Duration, Fn, Stack, Validations
+from aws_cdk import App, Aws, CfnResource, CustomResource, Duration, Fn, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks, ServerlessChecks
 from constructs import Construct
 
 from jobsched import constants as c
 from jobsched import resources
+from jobsched_infra import shard_guard
 from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
 from jobsched_infra.constructs.functions import ARCHITECTURE, RUNTIME, CoreLayer
@@ -27,7 +31,7 @@ from jobsched_infra.constructs.secrets import SigningSecrets
 from jobsched_infra.constructs.storage import Storage
 from jobsched_infra.constructs.workflows import Workflows
 from jobsched_infra.layer import NO_DEPS_ENV, build_layer, stage_handlers
-from jobsched_infra.nag import acknowledge
+from jobsched_infra.nag import HIPAA, NIST, SERVERLESS, acknowledge, acknowledge_in
 from jobsched_infra.project import cdk_context
 
 # The dispatcher's tick, in one place: the EventBridge rate and the functions' setting.
@@ -35,7 +39,7 @@ TICK = Duration.minutes(1)
 # A worker must be dead before its message's lease (the queue's visibility timeout) runs out, or
 # a second worker could start the run while the first still writes (QueueFunction refuses a timeout
 # that is not below it). The heartbeat extends live leases only.
-WORKER_TIMEOUT = Duration.seconds(50)
+WORKER_TIMEOUT = Duration.seconds(resources.WORKER_TIMEOUT_SECONDS)
 DISPATCHER_TIMEOUT = Duration.seconds(60)
 API_TIMEOUT = Duration.seconds(10)
 # Below the dead-letter queue's visibility timeout, which SQS event source mappings require.
@@ -48,6 +52,16 @@ HANDOVER_HORIZON_SECONDS = 840
 # units a second, the partition a burst's entries move out of (`-c dispatch_pace=N`, 0: unpaced).
 DEFAULT_DISPATCH_PACE = 800
 METRICS_NAMESPACE = "jobsched"
+# Limits (issue 17): the API's stage throttle and its function's reserved concurrency, and the WAF
+# rule's requests per IP in 5 minutes (-c waf=true). The dispatcher reserves two invocations per
+# tick target: a pass may run into the next tick (its timeout is the tick), never more.
+API_RATE_LIMIT = 100
+API_BURST_LIMIT = 200
+API_DAILY_QUOTA = 1_000_000
+API_RESERVED_CONCURRENCY = 20
+WAF_RATE_LIMIT = 2_000
+KeyChoice = Literal["customer", "aws-owned"]
+KEY_LOGICAL_ID = "JobschedKey"
 
 # Powertools reads these (aws_lambda_powertools.shared.constants); jobsched's own are in jobsched.constants.
 POWERTOOLS_SERVICE_NAME_ENV = "POWERTOOLS_SERVICE_NAME"
@@ -77,6 +91,9 @@ class JobschedScheduler(Construct):
         shard_count: int = DEFAULT_SHARD_COUNT,
         dispatcher_invocations: int = 1,
         dispatch_pace: int = DEFAULT_DISPATCH_PACE,
+        kms_keys: KeyChoice = "customer",
+        worker_invocations: int = resources.WORKER_EVENT_SOURCE.max_invocations,
+        waf: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         if layer_dir is None:
@@ -85,17 +102,20 @@ class JobschedScheduler(Construct):
                 with_dependencies=os.environ.get(NO_DEPS_ENV) != "1",
             )
         lease_seconds = resources.EXECUTION_QUEUE.visibility_timeout_seconds
-        storage = Storage(self, "Storage")
-        queues = Queues(self, "Queues")
+        # One customer-managed key for the tables, queues, topic, logs and workflows (`-c kms=aws-owned`:
+        # AWS-owned/managed keys instead, no key to pay for or to lose).
+        self.key = self._key() if kms_keys == "customer" else None
+        storage = Storage(self, "Storage", key=self.key)
+        queues = Queues(self, "Queues", key=self.key)
         jobs = storage.tables[resources.JOBS_TABLE.logical_id]
         runs = storage.tables[resources.RUNS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
-        workflows = Workflows(self, "Workflows")
+        workflows = Workflows(self, "Workflows", key=self.key)
         topic = workflows.topic
         failure_workflow, dag_workflow = workflows.failure_workflow, workflows.dag_workflow
         layer = CoreLayer(self, "CoreLayer", asset_dir=layer_dir)
-        secrets = SigningSecrets(self, "SigningSecrets")
+        secrets = SigningSecrets(self, "SigningSecrets", table_key=self.key)
 
         shared_env = {
             c.JOBS_TABLE_ENV: jobs.table_name,
@@ -126,6 +146,11 @@ class JobschedScheduler(Construct):
             layer=layer,
             timeout=API_TIMEOUT,
             environment=env("api", **{c.TENANT_SOURCE_ENV: "iam"}),
+            rate_limit=API_RATE_LIMIT,
+            burst_limit=API_BURST_LIMIT,
+            daily_quota=API_DAILY_QUOTA,
+            reserved_concurrency=API_RESERVED_CONCURRENCY,
+            waf_rate_limit=WAF_RATE_LIMIT if waf else None,
         )
         self.dispatch = Dispatch(
             self,
@@ -136,6 +161,7 @@ class JobschedScheduler(Construct):
             environment=env("dispatcher"),
             shard_count=shard_count,
             invocations=dispatcher_invocations,
+            reserved_concurrency=2 * min(max(dispatcher_invocations, 1), shard_count),
         )
         # Runs per worker invocation and how many of them run at once: resources.WORKER_EVENT_SOURCE,
         # which the local stack plays too. A run is due now (SQS already held it back until its
@@ -151,6 +177,7 @@ class JobschedScheduler(Construct):
             environment=env("worker"),
             timeout=WORKER_TIMEOUT,
             max_batching_window=Duration.seconds(0),
+            max_concurrency=worker_invocations,
         )
         # A message lands in the DLQ after the execution queue's maxReceiveCount (workers kept dying
         # on it); the reconciler dead-letters its run through the failure workflow, so nothing is
@@ -168,10 +195,15 @@ class JobschedScheduler(Construct):
         )
         self.storage, self.queues, self.workflows, self.secrets = storage, queues, workflows, secrets
 
-        # Grants, least privilege: every function reads and writes both tables; the api (which
-        # hands a job due within the look-ahead straight to the queue) and the dispatcher send
-        # runs; only the worker receives, deletes and extends (heartbeat) messages (its QueueFunction
-        # grants that, as the reconciler's does on the DLQ).
+        # Grants, least privilege. DynamoDB: exactly the calls each function's adapters make
+        # (jobsched.adapters.dynamodb), on the tables, and Query on the indexes it reads, by name.
+        # TransactWriteItems is authorized per item: PutItem, UpdateItem, ConditionCheckItem. The api,
+        # the dispatcher and the worker write jobs and runs; the api also deletes (the replay's
+        # powertools idempotency record, on the jobs table, when a replay fails) and queries the
+        # dead-letter index; the dispatcher alone queries the due index. The api (which hands a job
+        # due within the look-ahead straight to the queue) and the dispatcher send runs; only the
+        # worker receives, deletes and extends (heartbeat) messages (its QueueFunction grants that,
+        # as the reconciler's does on the DLQ).
         api_fn, dispatcher_fn, worker_fn, reconciler_fn = (
             self.api.entry_point.function,
             self.dispatch.entry_point.function,
@@ -195,26 +227,51 @@ class JobschedScheduler(Construct):
         # Signing secrets: the api manages them, the worker signs with them; no other function may.
         secrets.grant_manage(api_fn)
         secrets.grant_sign(worker_fn)
+        # AWS targets (lambda, sqs, sns, eventbridge, stepfunctions) act through the tenant's own role,
+        # assumed with ExternalId = <tenant> (the role's trust policy demands it: docs/deploy.md); the
+        # scheduler's roles hold no rights on user resources, only this one call.
+        worker_fn.add_to_role_policy(
+            iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[f"arn:{Aws.PARTITION}:iam::*:role/*"])
+        )
+        assert worker_fn.role is not None
+        acknowledge(
+            worker_fn.role,
+            "IAM5",
+            "A target's role_arn is the tenant's own role, in any account: which roles a worker may "
+            "assume is decided by each role's trust policy (ExternalId = tenant), not by this one.",
+            finding="Resource::arn:<AWS::Partition>:iam::*:role/*",
+        )
 
+        self.table_access = {
+            api_fn: {jobs: (*READ, *WRITE, "dynamodb:DeleteItem"), runs: (*READ, *WRITE)},
+            dispatcher_fn: {jobs: (*READ, *WRITE), runs: (*READ, *WRITE)},
+            worker_fn: {jobs: (*READ, *WRITE), runs: (*READ, *WRITE)},
+            # The bad path: the reconciler turns the DLQ's poison messages into dead-lettered runs: it
+            # reads the job, moves its run to FAILED and starts the workflow; it never writes a job.
+            reconciler_fn: {jobs: READ, runs: (*READ, *WRITE)},
+        }
+        self.index_access = {
+            api_fn: [(runs, resources.DEAD_LETTER_INDEX)],
+            dispatcher_fn: [(jobs, resources.DUE_INDEX)],
+        }
+        for fn, tables in self.table_access.items():
+            for table, actions in tables.items():
+                fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[table.table_arn]))
+        for fn, indexes in self.index_access.items():
+            for table, index in indexes:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{index.name}"]
+                    )
+                )
+        # (queue.grant, not grant_send_messages: that one adds kms:GenerateDataKey* on the key, and
+        # _grant_key grants exactly the key calls below.)
         for fn in (api_fn, dispatcher_fn, worker_fn):
-            for table_spec in resources.TABLES:
-                storage.tables[table_spec.logical_id].grant_read_write_data(fn)
-                if table_spec.indexes:
-                    _acknowledge_index_wildcard(fn, table_spec)
-        execution_queue.grant_send_messages(api_fn)
-        execution_queue.grant_send_messages(dispatcher_fn)
-        # The worker sends too: the copy that wakes a buffer_one tick sleeping behind the run it held.
-        execution_queue.grant_send_messages(worker_fn)
+            # The worker sends too: the copy that wakes a buffer_one tick sleeping behind the run it held.
+            execution_queue.grant(fn, *SEND)
 
-        # The bad path. A worker hands a failed attempt to the workflow, the api starts a replay
-        # (and lists dead letters: a Query on the runs table's index, in its read grant above),
-        # and the reconciler turns the DLQ's poison messages into dead-lettered runs: it reads the
-        # job, moves its run to FAILED and starts the workflow; it never writes a job or sends a run.
-        jobs.grant_read_data(reconciler_fn)
-        runs.grant_read_write_data(reconciler_fn)
-        for table_spec in (resources.JOBS_TABLE, resources.RUNS_TABLE):
-            if table_spec.indexes:
-                _acknowledge_index_wildcard(reconciler_fn, table_spec)
+        # A worker hands a failed attempt to the workflow, the api starts a replay, the reconciler
+        # dead-letters a poison message's run through it.
         for fn in (api_fn, worker_fn, reconciler_fn):
             failure_workflow.grant_start_execution(fn)
         # The good path of a DAG: the DAG workflow counts a run's success into its dependants. The
@@ -231,7 +288,9 @@ class JobschedScheduler(Construct):
             iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[runs.table_arn, jobs.table_arn])
         )
         execution_queue.grant(failure_workflow, "sqs:SendMessage")
-        topic.grant_publish(failure_workflow)  # the AWS-managed key needs no kms grant
+        failure_workflow.add_to_role_policy(
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[topic.topic_arn])
+        )
 
         # The DAG workflow's role, likewise exactly its ASL's calls: a conditional UpdateItem (count,
         # release) and a consistent GetItem (recheck, existing run) on the runs table itself, never
@@ -248,6 +307,142 @@ class JobschedScheduler(Construct):
             [fn.role for fn in (api_fn, dispatcher_fn, worker_fn)]
             + [failure_workflow.role, dag_workflow.role],
         )
+        stack_roles = [
+            cast(iam.Role, r)
+            for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
+            + [failure_workflow.role, dag_workflow.role]
+        ]
+        for table in (jobs, runs):
+            self._only_the_stack_reads_and_writes(table, stack_roles)
+        if self.key is not None:
+            self._grant_key(self.key, stack_roles)
+        self.shard_guard = self._shard_guard(shard_count)
+        dispatcher_fn.node.add_dependency(self.shard_guard)
+        self._encrypt_log_groups()  # last: every log group made above
+
+    def _key(self) -> kms.Key:
+        """The stack's customer-managed key (rotated yearly, retained), usable by CloudWatch Logs."""
+        key = kms.Key(
+            self,
+            "Key",
+            description="jobsched: tables, queues, alert topic, logs and workflows",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        cast(kms.CfnKey, key.node.default_child).override_logical_id(KEY_LOGICAL_ID)
+        # CloudWatch Logs encrypts the stack's log groups with it (only groups of this account and
+        # region); Step Functions' vended log delivery writes through CloudWatch Logs.
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+                actions=["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": (
+                            f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
+                        )
+                    }
+                },
+            )
+        )
+        return key
+
+    @staticmethod
+    def _grant_key(key: kms.IKey, roles: list[iam.Role]) -> None:
+        """Every stack role uses the key, and only the calls the encrypted services make for it."""
+        for role in roles:
+            role.add_to_policy(iam.PolicyStatement(actions=list(KEY_USE), resources=[key.key_arn]))
+
+    def _encrypt_log_groups(self) -> None:
+        """Every log group of the stack under the key (the functions', the API's, the workflows')."""
+        for node in self.node.find_all():
+            if not isinstance(node, logs.CfnLogGroup):
+                continue
+            if self.key is not None:
+                node.kms_key_id = self.key.key_arn
+                continue
+            acknowledge_in(
+                node,
+                "CloudWatchLogGroupEncrypted",
+                "-c kms=aws-owned, the operator's choice: CloudWatch Logs encrypts the group with its own "
+                "keys; the default deploy uses the stack's customer-managed key.",
+                packs=(HIPAA, NIST),
+            )
+
+    @staticmethod
+    def _only_the_stack_reads_and_writes(table: Any, roles: list[iam.Role]) -> None:
+        """The table's resource policy: its data to the stack's roles only, whatever IAM grants elsewhere."""
+        table.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheStackUsesTheData",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=list(TABLE_DATA_ACTIONS),
+                resources=["*"],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
+            )
+        )
+
+    def _shard_guard(self, shard_count: int) -> CustomResource:
+        """The custom resource that fails a deploy lowering the shard count (jobsched_infra.shard_guard)."""
+        # The guard's log group, function and custom resource, together under one construct.
+        scope = Construct(self, "ShardGuard")
+        log_group = logs.LogGroup(
+            scope, "Logs", retention=logs.RetentionDays.ONE_MONTH, encryption_key=self.key
+        )
+        function = lambda_.Function(
+            scope,
+            "Function",
+            description="jobsched: refuses a deploy that lowers the shard count",
+            runtime=lambda_.Runtime.PYTHON_3_12,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="index.handler",
+            code=lambda_.Code.from_inline(inspect.getsource(shard_guard)),
+            timeout=Duration.seconds(30),
+            memory_size=128,
+            reserved_concurrent_executions=1,  # one deploy at a time
+            log_group=log_group,
+        )
+        assert function.role is not None
+        acknowledge(
+            function.role,
+            "IAM4",
+            "AWSLambdaBasicExecutionRole is Lambda's standard logging grant: CloudWatch Logs writes only.",
+            finding="Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+        )
+        acknowledge(function, "L1", "Python 3.12, as every jobsched function.")
+        acknowledge(
+            function, "LambdaLatestVersion", "Python 3.12, as every jobsched function.", pack=SERVERLESS
+        )
+        acknowledge_in(
+            function,
+            "LambdaDLQ",
+            "CloudFormation invokes it and waits for its answer; a lost answer fails the deploy.",
+            packs=(HIPAA, NIST, SERVERLESS),
+        )
+        acknowledge_in(
+            function,
+            "LambdaInsideVPC",
+            "It reaches only CloudFormation's presigned S3 URL, over TLS.",
+            packs=(HIPAA, NIST),
+        )
+        acknowledge(
+            function,
+            "LambdaTracing",
+            "A deploy-time check run once per deploy: its trace would show one HTTPS PUT.",
+            pack=SERVERLESS,
+        )
+        guard = CustomResource(
+            scope,
+            "ShardCount",
+            service_token=function.function_arn,
+            resource_type="Custom::JobschedShardCount",
+            properties={shard_guard.PROPERTY: str(shard_count)},
+        )
+        cast(CfnResource, guard.node.default_child).override_logical_id("ShardCountGuard")
+        self.shard_guard_function = function
+        return guard
 
     @staticmethod
     def _only_the_stack_sends_runs(queue: Any, worker_fn: lambda_.Function, senders: list[Any]) -> None:
@@ -290,6 +485,9 @@ class JobschedStack(Stack):
         shard_count: int = DEFAULT_SHARD_COUNT,
         dispatcher_invocations: int = 1,
         dispatch_pace: int = DEFAULT_DISPATCH_PACE,
+        kms_keys: KeyChoice = "customer",
+        worker_invocations: int = resources.WORKER_EVENT_SOURCE.max_invocations,
+        waf: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -303,6 +501,9 @@ class JobschedStack(Stack):
             shard_count=shard_count,
             dispatcher_invocations=dispatcher_invocations,
             dispatch_pace=dispatch_pace,
+            kms_keys=kms_keys,
+            worker_invocations=worker_invocations,
+            waf=waf,
         )
         scheduler = self.scheduler
         self.api, self.dispatch, self.workers, self.reconciler = (
@@ -317,18 +518,32 @@ class JobschedStack(Stack):
             scheduler.workflows,
             scheduler.secrets,
         )
-        self.handlers_layer = scheduler.handlers_layer
+        self.handlers_layer, self.key = scheduler.handlers_layer, scheduler.key
+        self.shard_guard, self.shard_guard_function = scheduler.shard_guard, scheduler.shard_guard_function
 
 
-def _acknowledge_index_wildcard(fn: lambda_.Function, table: resources.TableSpec) -> None:
-    assert fn.role is not None
-    acknowledge(
-        fn.role,
-        "IAM5",
-        f"Queries on {table.logical_id}'s secondary indexes ({', '.join(i.name for i in table.indexes)}) "
-        "need the table's index/* ARN; it grants nothing beyond this table.",
-        finding=f"Resource::<{table.logical_id}.Arn>/index/*",
-    )
+# The DynamoDB calls jobsched's adapters make. TransactWriteItems is no IAM action of its own.
+READ = ("dynamodb:GetItem", "dynamodb:Query")
+WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
+# What the tables' resource policies keep to the stack's roles: every data-plane call.
+TABLE_DATA_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:PartiQLSelect",
+    "dynamodb:PartiQLInsert",
+    "dynamodb:PartiQLUpdate",
+    "dynamodb:PartiQLDelete",
+)
+SEND = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+# What DynamoDB, SQS, SNS and Step Functions call KMS for on a caller's behalf.
+KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 
 
 def new_app(*, outdir: str) -> App:
@@ -339,7 +554,12 @@ def new_app(*, outdir: str) -> App:
     `<outdir>/validation-report.json` lists both and every acknowledged finding with its reason.
     """
     app = App(context=cdk_context(), outdir=outdir)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    Validations.of(app).add_plugins(
+        *(
+            pack(app, verbose=True)
+            for pack in (AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks, ServerlessChecks)
+        )
+    )
     return app
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -73,20 +77,33 @@ def synthesize(tmp: Path, **options: Any) -> Synth:
     return Synth(stack=stack, template=Template.from_stack(stack), assembly_dir=Path(assembly.directory))
 
 
+@functools.cache
+def shared_synth() -> Synth:
+    """The default stack, synthesized once per test session (each synth takes seconds of CPU).
+
+    Every module's `synth` fixture returns this one: tests read the template and never change it.
+    """
+    out = Path(tempfile.mkdtemp(prefix="jobsched-synth-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    return synthesize(out)
+
+
 def listed_actions(statement: dict[str, Any]) -> set[str]:
     """A statement's Action as a set (IAM allows a single string or a list)."""
     listed = statement["Action"]
     return {listed} if isinstance(listed, str) else set(listed)
 
 
-def state_machine_definition(resource: dict[str, Any]) -> dict[str, Any]:
-    """The ASL of an AWS::StepFunctions::StateMachine resource, parsed.
+def state_machine_definition(resource: dict[str, Any], *, partition: str = "aws") -> dict[str, Any]:
+    """The ASL of an AWS::StepFunctions::StateMachine resource, parsed, as deployed in `partition`.
 
     CDK writes DefinitionString as a plain string, or as an Fn::Join when the definition holds
     deploy-time values. Only literal parts can be compared with a local definition, so any other
-    part fails here, naming it.
+    part fails here, naming it. The one DefinitionSubstitution allowed is the stack's partition
+    (AWS::Partition), replaced by `partition`.
     """
-    raw = resource["Properties"]["DefinitionString"]
+    props = resource["Properties"]
+    raw = props["DefinitionString"]
     if isinstance(raw, dict):
         ((intrinsic, args),) = raw.items()
         assert intrinsic == "Fn::Join", f"DefinitionString is {intrinsic}, not a string or Fn::Join"
@@ -94,6 +111,9 @@ def state_machine_definition(resource: dict[str, Any]) -> dict[str, Any]:
         tokens = [p for p in parts if not isinstance(p, str)]
         assert not tokens, f"the definition holds deploy-time values: {tokens}"
         raw = separator.join(parts)
+    for name, value in props.get("DefinitionSubstitutions", {}).items():
+        assert value == {"Ref": "AWS::Partition"}, f"substitution {name} is {value}, not the partition"
+        raw = raw.replace("${" + name + "}", partition)
     return cast(dict[str, Any], json.loads(raw))
 
 

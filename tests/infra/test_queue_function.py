@@ -15,7 +15,7 @@ from bench.costs import infra_facts
 from jobsched import resources
 from jobsched_infra.constructs.queue_function import QueueFunction
 from jobsched_infra.constructs.queues import Queues
-from tests.infra.synth import Synth, listed_actions, synthesize
+from tests.infra.synth import Synth, listed_actions, shared_synth
 
 pytestmark = pytest.mark.infra
 
@@ -38,8 +38,9 @@ USES = (
 
 
 @pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    return synthesize(tmp_path_factory.mktemp("queue-function"))
+def synth() -> Synth:
+    """The stack as infra/app.py synthesizes it (cdk-nag on), with a no-deps layer: once per session."""
+    return shared_synth()  # raises on an unacknowledged cdk-nag error
 
 
 def _mapping(synth: Synth, function: str) -> dict[str, Any]:
@@ -59,11 +60,25 @@ def test_each_queue_function_takes_its_event_source_batches_and_reports_partial_
     props = _mapping(synth, use.function)
 
     # Then it reads the spec's queue in the spec's batches, reports each failed record on its own,
-    # and leaves the mapping's concurrency to Lambda (no maximum set)
+    # and runs at most the spec's invocations at once
     assert props["EventSourceArn"] == {"Fn::GetAtt": [use.source.queue, "Arn"]}
     assert props["BatchSize"] == use.source.batch_size
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert "ScalingConfig" not in props
+    assert props["ScalingConfig"] == {"MaximumConcurrency": use.source.max_invocations}
+
+
+@pytest.mark.parametrize("use", USES, ids=lambda u: u.function)
+def test_each_queue_function_reserves_exactly_the_concurrency_its_mapping_may_use(
+    synth: Synth, use: Use
+) -> None:
+    # Given the function and its mapping
+    function = synth.resource(synth.logical_id(synth.function(use.function)))["Properties"]
+    mapping = _mapping(synth, use.function)
+    # Then it reserves as many invocations as the mapping runs at once: the mapping never invokes into
+    # a throttle (which would use up receives of runs that never ran), and the queue's runs never
+    # take the concurrency of the account's other functions (the api's included)
+    assert function["ReservedConcurrentExecutions"] == mapping["ScalingConfig"]["MaximumConcurrency"]
+    assert 2 <= use.source.max_invocations <= 1000  # MaximumConcurrency's range
 
 
 @pytest.mark.parametrize("use", USES, ids=lambda u: u.function)

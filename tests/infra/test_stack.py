@@ -15,30 +15,69 @@ from jobsched_infra.layer import build_layer, layer_requirements
 from jobsched_infra.stack import (
     DEFAULT_DISPATCH_PACE,
     DEFAULT_SHARD_COUNT,
+    KEY_LOGICAL_ID,
     JobschedStack,
     new_app,
     template_json,
 )
-from tests.infra.synth import Synth, listed_actions, state_machine_definition, synthesize, task_resources
+from tests.infra.synth import (
+    Synth,
+    listed_actions,
+    shared_synth,
+    state_machine_definition,
+    synthesize,
+    task_resources,
+)
 
 pytestmark = pytest.mark.infra
 
-# The cdk-nag rules this stack acknowledges (each with its reason, next to the resource it is
-# about). A new one must be added here on purpose.
-ACKNOWLEDGED_RULES = {"IAM4", "IAM5", "L1", "APIG2", "APIG3", "COG4"}
+# The cdk-nag rules this stack acknowledges, per pack (each with its reason, next to the resource it
+# is about). A new one must be added here on purpose.
+ACKNOWLEDGED_RULES = {
+    "AwsSolutions": {"IAM4", "IAM5", "L1", "APIG2", "APIG3", "COG4"},
+    "HIPAA.Security": {
+        "APIGWCacheEnabledAndEncrypted",
+        "APIGWSSLEnabled",
+        "DynamoDBInBackupPlan",
+        "IAMNoInlinePolicy",
+        "LambdaDLQ",
+        "LambdaInsideVPC",
+    },
+    "NIST.800.53.R5": {
+        "APIGWAssociatedWithWAF",
+        "APIGWCacheEnabledAndEncrypted",
+        "APIGWSSLEnabled",
+        "DynamoDBInBackupPlan",
+        "IAMNoInlinePolicy",
+        "LambdaDLQ",
+        "LambdaInsideVPC",
+    },
+    "Serverless": {
+        "EventBusDLQ",
+        "LambdaAsyncFailureDestination",
+        "LambdaDLQ",
+        "LambdaEventSourceMappingDestination",
+        "LambdaLatestVersion",
+        "LambdaTracing",
+        "SQSRedrivePolicy",
+    },
+}
 
 
 @pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The stack, synthesized once for the module as infra/app.py does (cdk-nag on), with a no-deps layer."""
-    return synthesize(tmp_path_factory.mktemp("infra"))  # raises on an unacknowledged cdk-nag error
+def synth() -> Synth:
+    """The stack as infra/app.py synthesizes it (cdk-nag on), with a no-deps layer: once per session."""
+    return shared_synth()  # raises on an unacknowledged cdk-nag error
+
+
+KEY_ARN = {"Fn::GetAtt": [KEY_LOGICAL_ID, "Arn"]}
 
 
 # --- storage ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("spec", resources.TABLES, ids=lambda s: s.logical_id)
-def test_it_makes_each_table_on_demand_with_pitr_ttl_and_retained(
+def test_it_makes_each_table_on_demand_with_pitr_ttl_retained_and_deletion_protected(
     synth: Synth, spec: resources.TableSpec
 ) -> None:
     table = synth.resource(spec.logical_id)
@@ -49,7 +88,8 @@ def test_it_makes_each_table_on_demand_with_pitr_ttl_and_retained(
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert props["TimeToLiveSpecification"] == {"AttributeName": spec.ttl_attribute, "Enabled": True}
-    assert props["SSESpecification"] == {"SSEEnabled": True}  # AWS-managed key
+    assert props["SSESpecification"] == {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": KEY_ARN}
+    assert props["DeletionProtectionEnabled"] is True
     assert props["KeySchema"] == [
         {"AttributeName": spec.partition_key, "KeyType": "HASH"},
         {"AttributeName": spec.sort_key, "KeyType": "RANGE"},
@@ -100,7 +140,10 @@ def test_it_makes_each_queue_from_its_spec(synth: Synth, spec: resources.QueueSp
     props = queue["Properties"]
     assert props["VisibilityTimeout"] == spec.visibility_timeout_seconds
     assert props["MessageRetentionPeriod"] == spec.retention_seconds
-    assert props["SqsManagedSseEnabled"] is True
+    assert props["KmsMasterKeyId"] == KEY_ARN
+    # a dead-letter queue holds the runs to look at: retained
+    retained = spec.logical_id in {q.redrive_to for q in resources.QUEUES}
+    assert (queue.get("DeletionPolicy") == "Retain") is retained
     if spec.redrive_to:
         assert props["RedrivePolicy"] == {
             "deadLetterTargetArn": {"Fn::GetAtt": [spec.redrive_to, "Arn"]},
@@ -150,8 +193,12 @@ FUNCTIONS = ("api", "dispatcher", "worker", "reconciler")
 
 
 def test_it_runs_four_arm64_python312_functions_on_the_shared_layer(synth: Synth) -> None:
-    functions = synth.template.find_resources("AWS::Lambda::Function")
     (layer_id,) = synth.template.find_resources("AWS::Lambda::LayerVersion")
+    functions = {  # and the shard guard, which needs no layer (see the shard guard tests)
+        k: v
+        for k, v in synth.template.find_resources("AWS::Lambda::Function").items()
+        if k != synth.logical_id(synth.stack.shard_guard_function)
+    }
     layer = synth.resource(layer_id)["Properties"]
 
     assert len(functions) == len(FUNCTIONS) == 4
@@ -322,7 +369,7 @@ def test_it_makes_the_alert_topic_encrypted_and_tls_only(synth: Synth) -> None:
     topic = synth.resource(resources.ALERT_TOPIC.logical_id)
 
     assert topic["Type"] == "AWS::SNS::Topic"
-    assert json.dumps(topic["Properties"]["KmsMasterKeyId"]).endswith(':alias/aws/sns"]]}')
+    assert topic["Properties"]["KmsMasterKeyId"] == KEY_ARN
     synth.template.has_resource_properties(
         "AWS::SNS::TopicPolicy",
         {
@@ -355,6 +402,9 @@ def _workflow_grants(synth: Synth, spec: resources.StateMachineSpec) -> dict[str
     allowed: dict[str, set[str]] = {}
     for statement in synth.role_statements(role):
         assert statement["Effect"] == "Allow"
+        if statement["Resource"] == KEY_ARN:  # the key its encrypted resources and logs use
+            assert all(a.startswith("kms:") and "*" not in a for a in listed_actions(statement)), statement
+            continue
         if statement["Resource"] == "*":  # log delivery and X-Ray take no resource-level permissions
             assert all(a.startswith(("logs:", "xray:")) for a in listed_actions(statement)), statement
             continue
@@ -548,14 +598,82 @@ def test_the_worker_trusts_the_sessions_of_exactly_the_roles_that_send_runs(synt
     assert trusted == {"Fn::Join": [",", role_ids]}
 
 
-def test_it_lets_the_api_query_the_dead_letter_index(synth: Synth) -> None:
-    index_arn = {"Fn::Join": ["", [{"Fn::GetAtt": [resources.RUNS_TABLE.logical_id, "Arn"]}, "/index/*"]]}
+def _index_arn(table: resources.TableSpec, index: str) -> dict[str, object]:
+    return {"Fn::Join": ["", [{"Fn::GetAtt": [table.logical_id, "Arn"]}, f"/index/{index}"]]}
 
-    assert any(
-        "dynamodb:Query" in listed_actions(s) and index_arn in s["Resource"]
-        for s in synth.policy_statements("api")
-        if s["Effect"] == "Allow" and isinstance(s["Resource"], list)
-    )
+
+def _indexes_queried(synth: Synth, name: str) -> list[object]:
+    """Every index ARN function `name` may touch, each with the one action it may call there."""
+    found = []
+    for statement in synth.policy_statements(name):
+        listed = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        for resource in listed:
+            if "/index/" in json.dumps(resource):
+                assert listed_actions(statement) == {"dynamodb:Query"}, statement
+                found.append(resource)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("name", "indexes"),
+    [
+        ("api", [(resources.RUNS_TABLE, resources.DEAD_LETTER_INDEX.name)]),
+        ("dispatcher", [(resources.JOBS_TABLE, resources.DUE_INDEX.name)]),
+        ("worker", []),
+        ("reconciler", []),
+    ],
+)
+def test_it_lets_each_function_query_only_the_indexes_it_reads_by_name(
+    synth: Synth, name: str, indexes: list[tuple[resources.TableSpec, str]]
+) -> None:
+    # The api lists dead letters, the dispatcher reads the due index; nobody gets index/*
+    assert _indexes_queried(synth, name) == [_index_arn(table, index) for table, index in indexes]
+
+
+@pytest.mark.parametrize(
+    ("name", "jobs", "runs"),
+    [
+        (
+            "api",
+            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem", "DeleteItem"},
+            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem"},
+        ),
+        (
+            "dispatcher",
+            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem"},
+            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem"},
+        ),
+        (
+            "worker",
+            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem"},
+            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem"},
+        ),
+        (
+            "reconciler",
+            {"GetItem", "Query"},
+            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem"},
+        ),
+    ],
+)
+def test_it_grants_each_function_an_explicit_list_of_table_actions(
+    synth: Synth, name: str, jobs: set[str], runs: set[str]
+) -> None:
+    # Given the statements on each table itself (not its indexes)
+    def on_table(table: resources.TableSpec) -> set[str]:
+        arn = {"Fn::GetAtt": [table.logical_id, "Arn"]}
+        return {
+            a.removeprefix("dynamodb:")
+            for s in synth.policy_statements(name)
+            if s["Effect"] == "Allow"
+            and (s["Resource"] == arn or (isinstance(s["Resource"], list) and arn in s["Resource"]))
+            for a in listed_actions(s)
+            if a.startswith("dynamodb:")
+        }
+
+    # Then they are exactly the calls its adapters make: no Scan, no batch calls, no DescribeTable,
+    # and DeleteItem for the api's replay idempotency records only
+    assert on_table(resources.JOBS_TABLE) == jobs
+    assert on_table(resources.RUNS_TABLE) == runs
 
 
 def test_it_lets_the_reconciler_read_jobs_write_runs_and_take_dead_letters_only(synth: Synth) -> None:
@@ -602,16 +720,23 @@ def test_it_grants_no_function_any_wildcard_action(synth: Synth, name: str) -> N
 # --- cdk-nag ----------------------------------------------------------------------------------
 
 
-def test_it_passes_cdk_nag_with_only_the_expected_acknowledgements(synth: Synth) -> None:
+@pytest.mark.parametrize("pack", sorted(ACKNOWLEDGED_RULES))
+def test_it_passes_each_cdk_nag_pack_with_only_the_expected_acknowledgements(synth: Synth, pack: str) -> None:
     report = json.loads((synth.assembly_dir / "validation-report.json").read_text())
 
-    (nag,) = (r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions")
+    (nag,) = (r for r in report["pluginReports"] if r["pluginName"] == pack)
     assert nag["violations"] == []  # warnings too: they do not fail the synth
     assert nag["conclusion"] == "success"
     suppressed = nag["suppressedViolations"]
     assert all(s["reason"].strip() for s in suppressed)
-    rules = {s["ruleName"].removeprefix("AwsSolutions-").split("[")[0] for s in suppressed}
-    assert rules == ACKNOWLEDGED_RULES
+    rules = {s["ruleName"].removeprefix(f"{pack}-").split("[")[0] for s in suppressed}
+    assert rules == ACKNOWLEDGED_RULES[pack]
+
+
+def test_it_runs_the_four_cdk_nag_packs(synth: Synth) -> None:
+    report = json.loads((synth.assembly_dir / "validation-report.json").read_text())
+
+    assert {r["pluginName"] for r in report["pluginReports"]} == set(ACKNOWLEDGED_RULES)
 
 
 def test_it_leaves_no_error_annotations(synth: Synth) -> None:

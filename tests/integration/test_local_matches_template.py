@@ -20,7 +20,7 @@ from jobsched import constants as c
 from jobsched import resources
 from jobsched.local.stack import LocalConfig
 from jobsched.settings import Settings
-from tests.infra.synth import Synth, state_machine_definition, synthesize
+from tests.infra.synth import Synth, shared_synth, state_machine_definition
 
 pytestmark = pytest.mark.infra
 
@@ -34,8 +34,9 @@ class Local:
 
 
 @pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    return synthesize(tmp_path_factory.mktemp("local-vs-template"))
+def synth() -> Synth:
+    """The stack as infra/app.py synthesizes it (cdk-nag on), with a no-deps layer: once per session."""
+    return shared_synth()  # raises on an unacknowledged cdk-nag error
 
 
 @pytest.fixture(scope="module")

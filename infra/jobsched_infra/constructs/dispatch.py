@@ -12,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from jobsched_infra.constructs.functions import JobschedFunction
+from jobsched_infra.nag import SERVERLESS, acknowledge
 
 MAX_TARGETS_PER_RULE = 5
 
@@ -30,6 +31,7 @@ class Dispatch(Construct):
         timeout: Duration,
         shard_count: int,
         invocations: int = 1,
+        reserved_concurrency: int | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -44,6 +46,7 @@ class Dispatch(Construct):
             # The next tick is the retry: shard watermarks make it drain whatever a failed pass
             # left, so Lambda's own async retries would only stack overlapping passes.
             retry_attempts=0,
+            reserved_concurrency=reserved_concurrency,
         )
         # One invocation drains every shard (threads, one per shard up to the dispatcher's pool); a
         # fleet whose burst needs more throughput than one function has ticks several invocations,
@@ -67,6 +70,13 @@ class Dispatch(Construct):
                 )
             )
         self.rule = self.rules[0]
+        reason = (
+            "A tick that fails or is lost is made up by the next one: shard watermarks make each pass "
+            "drain whatever an earlier one left, so a failed event needs no dead-letter queue."
+        )
+        for rule in self.rules:
+            acknowledge(rule, "EventBusDLQ", reason, pack=SERVERLESS)
+        acknowledge(self.entry_point.function, "LambdaAsyncFailureDestination", reason, pack=SERVERLESS)
 
 
 def _input(shards: list[int] | None) -> events.RuleTargetInput | None:

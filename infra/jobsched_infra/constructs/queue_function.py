@@ -12,6 +12,7 @@ from constructs import Construct
 from jobsched import resources
 from jobsched_infra.constructs.functions import JobschedFunction
 from jobsched_infra.constructs.queues import Queues
+from jobsched_infra.nag import SERVERLESS, acknowledge
 
 
 class QueueFunction(Construct):
@@ -45,6 +46,7 @@ class QueueFunction(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         spec = queues.specs[source.queue]
+        max_concurrency = source.max_invocations if max_concurrency is None else max_concurrency
         if timeout.to_seconds() >= spec.visibility_timeout_seconds:
             raise ValueError(
                 f"{name}'s timeout {timeout.to_seconds()} s is not below {spec.logical_id}'s "
@@ -60,6 +62,9 @@ class QueueFunction(Construct):
             environment=environment,
             timeout=timeout,
             log_retention=log_retention,
+            # As many as the mapping invokes at once (its MaximumConcurrency): the mapping never
+            # invokes into a throttle, and the queue's runs can never take the account's concurrency.
+            reserved_concurrency=max_concurrency,
         )
         self.event_source = self.entry_point.function.add_event_source_mapping(
             mapping_id,
@@ -70,3 +75,10 @@ class QueueFunction(Construct):
             report_batch_item_failures=True,
         )
         self.queue.grant_consume_messages(self.entry_point.function)
+        acknowledge(
+            self.event_source,
+            "LambdaEventSourceMappingDestination",
+            "An SQS mapping has no on-failure destination: a failed record goes back to its queue, and "
+            "the queue's redrive policy (or retention) decides where it ends.",
+            pack=SERVERLESS,
+        )

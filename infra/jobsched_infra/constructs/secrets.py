@@ -20,6 +20,7 @@ from constructs import Construct
 
 from jobsched import constants as c
 from jobsched import resources
+from jobsched_infra.nag import HIPAA, NIST, acknowledge_in
 
 # Every KMS call the adapter makes names the tenant in its encryption context.
 _WITH_TENANT_CONTEXT = {"Null": {"kms:EncryptionContext:tenant": "false"}}
@@ -28,7 +29,9 @@ _WITH_TENANT_CONTEXT = {"Null": {"kms:EncryptionContext:tenant": "false"}}
 class SigningSecrets(Construct):
     """resources.SIGNING_SECRETS_TABLE and resources.SIGNING_KEY (yearly key rotation, both retained)."""
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, table_key: kms.IKey | None = None) -> None:
+        """`table_key`: the stack's key for the table at rest, as Storage's (None: AWS-owned); each
+        secret in it is encrypted again with this construct's own key."""
         super().__init__(scope, construct_id)
         spec = resources.SIGNING_SECRETS_TABLE
         self.key = kms.Key(
@@ -45,13 +48,24 @@ class SigningSecrets(Construct):
             partition_key=dynamodb.Attribute(name=spec.partition_key, type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name=spec.sort_key, type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            encryption=(
+                dynamodb.TableEncryption.CUSTOMER_MANAGED if table_key else dynamodb.TableEncryption.DEFAULT
+            ),
+            encryption_key=table_key,
+            deletion_protection=True,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=RemovalPolicy.RETAIN,
         )
         cast(dynamodb.CfnTable, self.table.node.default_child).override_logical_id(spec.logical_id)
+        acknowledge_in(
+            self.table,
+            "DynamoDBInBackupPlan",
+            "Point-in-time recovery is on, as on the scheduler's other tables; an AWS Backup plan is an "
+            "account-level choice left to the operator.",
+            packs=(HIPAA, NIST),
+        )
 
     def environment(self) -> dict[str, str]:
         """What a function that reads or writes secrets needs to find them."""

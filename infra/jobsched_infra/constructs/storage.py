@@ -7,18 +7,30 @@ from typing import cast
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from jobsched import resources
+from jobsched_infra.nag import HIPAA, NIST, acknowledge_in
 
 
 class Storage(Construct):
-    """One on-demand table per TableSpec; `tables` maps each spec's logical_id to its table."""
+    """One on-demand table per TableSpec; `tables` maps each spec's logical_id to its table.
+
+    Encrypted with `key` (the stack's customer-managed key), or with an AWS-owned key when None;
+    deletion-protected and retained: a deleted table is every job lost.
+    """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, specs: Sequence[resources.TableSpec] = resources.TABLES
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        specs: Sequence[resources.TableSpec] = resources.TABLES,
+        key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.key = key
         self.tables: dict[str, dynamodb.Table] = {spec.logical_id: self._table(spec) for spec in specs}
 
     def _table(self, spec: resources.TableSpec) -> dynamodb.Table:
@@ -28,7 +40,11 @@ class Storage(Construct):
             partition_key=_string(spec.partition_key),
             sort_key=_string(spec.sort_key),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            encryption=(
+                dynamodb.TableEncryption.CUSTOMER_MANAGED if self.key else dynamodb.TableEncryption.DEFAULT
+            ),
+            encryption_key=self.key,
+            deletion_protection=True,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
@@ -47,6 +63,13 @@ class Storage(Construct):
         # tree can never replace it (a replaced table is an empty table), and the template can be
         # compared with the local stack's resources by name.
         cast(dynamodb.CfnTable, table.node.default_child).override_logical_id(spec.logical_id)
+        acknowledge_in(
+            table,
+            "DynamoDBInBackupPlan",
+            "Point-in-time recovery is on: any second of the last 35 days can be restored; an AWS Backup "
+            "plan is an account-level choice (vault, retention, copies) left to the operator.",
+            packs=(HIPAA, NIST),
+        )
         return table
 
 

@@ -25,7 +25,8 @@ included, so the definition needs no clock of its own.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, cast
 
 _CONDITION_FAILED = "DynamoDB.ConditionalCheckFailedException"
 # Throttles and transient faults of the integrated services are retried with backoff; a refused
@@ -48,7 +49,7 @@ def _update(
 ) -> dict[str, Any]:
     return {
         "Type": "Task",
-        "Resource": "arn:aws:states:::dynamodb:updateItem",
+        "Resource": "arn:${Partition}:states:::dynamodb:updateItem",
         "Parameters": {
             "TableName.$": "$.runs_table",
             "Key": {"PK": {"S.$": "$.pk"}, "SK": {"S.$": "$.sk"}},
@@ -79,7 +80,7 @@ def _job_status(target: str, *, source: str, at: str, next_state: str) -> dict[s
     """
     return {
         "Type": "Task",
-        "Resource": "arn:aws:states:::dynamodb:updateItem",
+        "Resource": "arn:${Partition}:states:::dynamodb:updateItem",
         "Parameters": {
             "TableName.$": "$.jobs_table",
             "Key": {"PK": {"S.$": "$.job_pk"}, "SK": {"S": "META"}},
@@ -100,7 +101,7 @@ def _job_status(target: str, *, source: str, at: str, next_state: str) -> dict[s
     }
 
 
-def failure_definition() -> dict[str, Any]:
+def _failure_asl() -> dict[str, Any]:
     """The ASL of the failure workflow."""
     attempt = {"N.$": "States.Format('{}', $.attempt)"}
     return {
@@ -152,7 +153,7 @@ def failure_definition() -> dict[str, Any]:
             "RestoreJob": _job_status("SCHEDULED", source="FAILED", at="$.now", next_state="Enqueue"),
             "Enqueue": {
                 "Type": "Task",
-                "Resource": "arn:aws:states:::sqs:sendMessage",
+                "Resource": "arn:${Partition}:states:::sqs:sendMessage",
                 "Parameters": {"QueueUrl.$": "$.queue_url", "MessageBody.$": "$.message"},
                 "ResultPath": None,
                 "Retry": _RETRY,
@@ -177,7 +178,7 @@ def failure_definition() -> dict[str, Any]:
             "FailJob": _job_status("FAILED", source="SCHEDULED", at="$.dead_at", next_state="Alert"),
             "Alert": {
                 "Type": "Task",
-                "Resource": "arn:aws:states:::sns:publish",
+                "Resource": "arn:${Partition}:states:::sns:publish",
                 "Parameters": {
                     "TopicArn.$": "$.topic_arn",
                     "Subject": "jobsched: a run was dead-lettered",
@@ -202,7 +203,7 @@ def failure_definition() -> dict[str, Any]:
                     "States": {
                         "MarkUpstreamFailed": {
                             "Type": "Task",
-                            "Resource": "arn:aws:states:::dynamodb:updateItem",
+                            "Resource": "arn:${Partition}:states:::dynamodb:updateItem",
                             "Parameters": {
                                 "TableName.$": "$.runs_table",
                                 "Key": {"PK": {"S.$": "$.item.pk"}, "SK": {"S.$": "$.item.run_sk"}},
@@ -246,7 +247,7 @@ def failure_definition() -> dict[str, Any]:
     }
 
 
-def dag_definition() -> dict[str, Any]:
+def _dag_asl() -> dict[str, Any]:
     """The ASL of the DAG completion workflow: count an upstream run's success into each dependant.
 
     Input: {"upstream_run", "runs_table", "queue_url", "items": [one per dependant: pk, wait_sk,
@@ -276,7 +277,7 @@ def dag_definition() -> dict[str, Any]:
     }
     count: dict[str, Any] = {
         "Type": "Task",
-        "Resource": "arn:aws:states:::dynamodb:updateItem",
+        "Resource": "arn:${Partition}:states:::dynamodb:updateItem",
         "Parameters": {
             "TableName.$": "$.runs_table",
             "Key": {**key, "SK": {"S.$": "$.item.wait_sk"}},
@@ -300,7 +301,7 @@ def dag_definition() -> dict[str, Any]:
     }
     release: dict[str, Any] = {
         "Type": "Task",
-        "Resource": "arn:aws:states:::dynamodb:updateItem",
+        "Resource": "arn:${Partition}:states:::dynamodb:updateItem",
         "Parameters": {
             "TableName.$": "$.runs_table",
             "Key": {**key, "SK": {"S.$": "$.item.run_sk"}},
@@ -332,7 +333,7 @@ def dag_definition() -> dict[str, Any]:
             "Count": count,
             "Recheck": {
                 "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:getItem",
+                "Resource": "arn:${Partition}:states:::dynamodb:getItem",
                 "Parameters": get_wait,
                 "ResultSelector": {"outstanding.$": "$.Item.outstanding.N"},
                 "ResultPath": "$.count",
@@ -347,7 +348,7 @@ def dag_definition() -> dict[str, Any]:
             "Release": release,
             "Existing": {
                 "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:getItem",
+                "Resource": "arn:${Partition}:states:::dynamodb:getItem",
                 "Parameters": get_run,
                 "ResultSelector": {"status.$": "$.Item.status.S"},
                 "ResultPath": "$.run",
@@ -361,7 +362,7 @@ def dag_definition() -> dict[str, Any]:
             },
             "Enqueue": {
                 "Type": "Task",
-                "Resource": "arn:aws:states:::sqs:sendMessage",
+                "Resource": "arn:${Partition}:states:::sqs:sendMessage",
                 "Parameters": {"QueueUrl.$": "$.queue_url", "MessageBody.$": "$.item.message"},
                 "ResultPath": None,
                 "Retry": _RETRY,
@@ -391,3 +392,26 @@ def dag_definition() -> dict[str, Any]:
             }
         },
     }
+
+
+# Task resources are ARNs in the stack's partition (aws, aws-cn, aws-us-gov): the definitions
+# spell it PARTITION; CDK keeps that placeholder and has CloudFormation substitute AWS::Partition
+# (DefinitionSubstitutions), the local stack and the tests name moto's, "aws".
+PARTITION = "${Partition}"
+
+
+def _in_partition(definition: dict[str, Any], partition: str) -> dict[str, Any]:
+    if partition == PARTITION:
+        return definition
+    text = json.dumps(definition).replace(f"arn:{PARTITION}:", f"arn:{partition}:")
+    return cast(dict[str, Any], json.loads(text))
+
+
+def failure_definition(partition: str = "aws") -> dict[str, Any]:
+    """The ASL of the failure workflow, its task ARNs in `partition` (PARTITION: left to CloudFormation)."""
+    return _in_partition(_failure_asl(), partition)
+
+
+def dag_definition(partition: str = "aws") -> dict[str, Any]:
+    """The ASL of the DAG completion workflow, its task ARNs in `partition` (see failure_definition)."""
+    return _in_partition(_dag_asl(), partition)

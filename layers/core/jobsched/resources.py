@@ -116,15 +116,69 @@ EXECUTION_DLQ = QueueSpec(
     visibility_timeout_seconds=60,
     retention_seconds=14 * 24 * 3600,
 )
-# The execution queue: its visibility timeout is the run's lease. A message that keeps killing
-# workers moves to the dead-letter queue after max_receive_count receives.
+# A run's lease: the execution queue's visibility timeout.
+LEASE_SECONDS = 60
+# A worker invocation's timeout: below the lease, so a worker is dead before its lease runs out.
+WORKER_TIMEOUT_SECONDS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiveBudget:
+    """The receives of a run's message: those a run may use up before it ever runs, and poison's.
+
+    SQS counts every receive, and redrives a message to the DLQ (where it is dead-lettered as
+    PoisonMessage) after maxReceiveCount of them. A run that waits or is throttled is received
+    without running, so the count must cover every such receive on top of the few that make a
+    message poison, or a run that never ran is dead-lettered.
+    """
+
+    poison: int
+    """Receives that each killed or timed out a worker: after these, the message is poison."""
+    throttles: int
+    """Receives a throttled invocation hands back (AWS's guidance for a Lambda mapping: 5)."""
+    overlap_waits: int
+    """Receives of a tick waiting behind the job's holder, a lease apart, until the slot frees."""
+    wake_retries: int
+    """Receives of a tick that woke the buffered tick ahead of it and looks again until it holds."""
+    early: int
+    """The receive that finds a paused job's tick early and leaves it queued until its second."""
+
+    @property
+    def max_receive_count(self) -> int:
+        return self.poison + self.throttles + self.overlap_waits + self.wake_retries + self.early
+
+
+# The arithmetic (services/run.py names the waits; a test recomputes it from there):
+# - overlap waits: a tick that finds the slot held is left to come back a lease (60 s) later. On
+#   Lambda a holder runs at most the worker timeout (50 s); one that died lets its hold lapse
+#   within the hold (lease / 2 = 30 s, renewed by the heartbeat while it lives). The slot is free at
+#   most 50 + 30 = 80 s after the waiter's first receive: ceil(80 / 60) = 2 receives wait.
+#   (A buffer_one tick sleeps longer than that per receive and is woken by a new message.)
+# - wake retries: the woken copy is sent undelayed and picked up by the mapping's next poll; the
+#   waker looks again every 2 s (WAKE_RETRY_SECONDS): 10 s of pickup / 2 s = 5 receives.
+# - throttles: MaximumConcurrency caps the mapping at the worker's reserved concurrency, so the
+#   mapping itself never throttles; 5 cover the account's and the burst limit's throttles.
+# - early: 1; poison: 3 workers in a row killed by one message.
+# 3 + 5 + 2 + 5 + 1 = 16.
+HOLD_SECONDS = LEASE_SECONDS // 2
+WAKE_PICKUP_SECONDS = 10
+EXECUTION_RECEIVES = ReceiveBudget(
+    poison=3,
+    throttles=5,
+    overlap_waits=-(-(WORKER_TIMEOUT_SECONDS + HOLD_SECONDS) // LEASE_SECONDS),
+    wake_retries=WAKE_PICKUP_SECONDS // 2,
+    early=1,
+)
+
+# The execution queue: its visibility timeout is the run's lease. A message moves to the
+# dead-letter queue after max_receive_count receives: EXECUTION_RECEIVES, above.
 EXECUTION_QUEUE = QueueSpec(
     logical_id="ExecutionQueue",
     suffix="execution",
-    visibility_timeout_seconds=60,
+    visibility_timeout_seconds=LEASE_SECONDS,
     retention_seconds=4 * 24 * 3600,
     redrive_to=EXECUTION_DLQ.logical_id,
-    max_receive_count=5,
+    max_receive_count=EXECUTION_RECEIVES.max_receive_count,
 )
 
 
@@ -136,14 +190,21 @@ class EventSourceSpec:
     batch_size: int
     # Runs of one batch the function executes at once (JOBSCHED_WORKER_CONCURRENCY).
     concurrency: int
+    # Invocations the mapping runs at once at most (its MaximumConcurrency, 2..1000); the function's
+    # reserved concurrency is the same, so the mapping never invokes into a throttle.
+    max_invocations: int = 2
 
 
 # The worker's mapping. A batch's runs all execute at once, so a slow handler delays no other run of
 # its batch, and an invocation bills about its slowest run rather than the sum of its runs. CDK
 # deploys it (infra/jobsched_infra/stack.py) and the local stack plays it (jobsched.local.stack).
-WORKER_EVENT_SOURCE = EventSourceSpec(queue=EXECUTION_QUEUE.logical_id, batch_size=10, concurrency=10)
+WORKER_EVENT_SOURCE = EventSourceSpec(
+    queue=EXECUTION_QUEUE.logical_id, batch_size=10, concurrency=10, max_invocations=50
+)
 # The reconciler's mapping on the execution queue's dead-letter queue: one poison message at a time.
-RECONCILER_EVENT_SOURCE = EventSourceSpec(queue=EXECUTION_DLQ.logical_id, batch_size=10, concurrency=1)
+RECONCILER_EVENT_SOURCE = EventSourceSpec(
+    queue=EXECUTION_DLQ.logical_id, batch_size=10, concurrency=1, max_invocations=2
+)
 
 TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, RUNS_TABLE)
 

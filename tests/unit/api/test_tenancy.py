@@ -130,3 +130,76 @@ def test_health_and_the_openapi_document_need_no_tenant(world: World, path: str)
     # Given the API on AWS, when an unsigned request asks for the health check or the document,
     # then it is answered: neither reads a tenant's data
     assert call(api(world, "iam"), "GET", path)[0] == 200
+
+
+PRINCIPAL_FORMS = [
+    ("arn:aws:sts::111111111111:assumed-role/team-a/session-1", "111111111111:role/team-a"),
+    ("arn:aws:iam::111111111111:user/alice", "111111111111:user/alice"),
+    ("arn:aws:iam::111111111111:user/division/team/alice", "111111111111:user/alice"),
+    ("arn:aws:sts::111111111111:federated-user/bob", "111111111111:federated-user/bob"),
+    ("arn:aws:iam::111111111111:root", "111111111111:root"),
+    ("arn:aws-cn:sts::222222222222:assumed-role/team-cn/s", "222222222222:role/team-cn"),
+    ("arn:aws-us-gov:iam::333333333333:user/ops/carol", "333333333333:user/carol"),
+    ("arn:aws-us-gov:iam::333333333333:root", "333333333333:root"),
+]
+
+
+@pytest.mark.parametrize(("principal", "expected"), PRINCIPAL_FORMS, ids=lambda v: v.split(":")[1])
+def test_with_iam_every_principal_form_in_every_partition_is_a_tenant(
+    world: World, principal: str, expected: str
+) -> None:
+    # Given the API on AWS and a request signed by an assumed role, a user (with or without a path),
+    # a federated user or an account's root, in the aws, aws-cn or aws-us-gov partition
+    app = api(world, "iam")
+    # When it creates a job
+    status, created = call(app, "POST", "/api/jobs", principal=principal, body=ONE_OFF)
+    # Then the job belongs to the principal's account and name (a user's path aside: names are
+    # unique in an account whatever the path, and a moved user keeps its jobs)
+    assert status == 201, created
+    stored = world.jobs.get_job(created["job_id"])
+    assert stored is not None and stored.tenant == expected
+
+
+@pytest.mark.parametrize(
+    "principal",
+    [
+        "arn:aws:sts::111111111111:assumed-role/team-a",  # no session
+        "arn:aws:iam::111111111111:group/admins",
+        "arn:aws:iam::111111111111:role/team-a",  # a role signs nothing: its sessions do
+        "arn:aws:iam::1111111111:root",
+        "arn:azure:iam::111111111111:root",
+    ],
+)
+def test_with_iam_what_is_no_signing_principal_is_a_400(world: World, principal: str) -> None:
+    # Given the API on AWS, when a request carries an ARN that is no principal a SigV4 call has
+    status, body = call(api(world, "iam"), "POST", "/api/jobs", principal=principal, body=ONE_OFF)
+    # Then it is refused naming the principal, and nothing is written
+    assert status == 400 and "IAM principal" in body["error"]["message"]
+    assert world.jobs.jobs == {}
+
+
+@pytest.mark.parametrize(
+    "identity",
+    [{"userArn": arn} for arn, _ in PRINCIPAL_FORMS] + [{"accessKey": "AKIAIOSFODNN7EXAMPLE"}],
+    ids=lambda i: next(iter(i.values())).split(":")[-1][:24],
+)
+def test_header_mode_refuses_every_request_that_carries_an_iam_principal(
+    world: World, identity: dict[str, str]
+) -> None:
+    # Given an API built to trust X-Tenant (the local stack's mode) and deployed behind IAM auth
+    # by mistake, and a signed request naming another tenant in X-Tenant
+    app = api(world, "header")
+    event = events.api_gateway_event(
+        "POST",
+        "/api/jobs",
+        {"Content-Type": "application/json", c.TENANT_HEADER: "victim"},
+        json.dumps(ONE_OFF).encode(),
+    )
+    event["requestContext"]["identity"].update(identity)
+    # When it creates a job
+    answer = app.resolve(event, LambdaContext("jobsched-api"))
+    # Then it is a 400 naming the principal and the setting, and nothing was stored for anyone
+    body = json.loads(answer["body"])
+    assert answer["statusCode"] == 400 and "IAM principal" in body["error"]["message"]
+    assert c.TENANT_SOURCE_ENV in body["error"]["message"]
+    assert world.jobs.jobs == {}

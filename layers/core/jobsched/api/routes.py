@@ -59,7 +59,9 @@ def build_app(
     # A return value that does not fit its response model is our bug: powertools raises it as a
     # ResponseValidationError (a 500) instead of as a request validation error (a 400).
     app = APIGatewayRestResolver(
-        enable_validation=True, response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR
+        enable_validation=True,
+        response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR,
+        json_body_deserializer=errors.parse_body,
     )
     app.use(middlewares=[tenancy(tenant_source)])
     errors.install(app)

@@ -2,13 +2,17 @@
 
     request ──> powertools' request validation (a bad body is a 400 before anyone asks who calls)
             ──> tenancy: "iam"    -> the SigV4-signed IAM principal (X-Tenant is ignored)
-                         "header" -> X-Tenant (the local stack), DEFAULT_TENANT when absent
+                         "header" -> X-Tenant (the local stack), DEFAULT_TENANT when absent;
+                                     refused (400) when the request carries an IAM principal
                          invalid  -> 400 naming the header or Authorization; the route never runs
             ──> route: reads tenant(app), i.e. app.context["tenant"]
 
 The source is checked when the resolver is built: any value but "iam" or "header" (a typo such as
 "IAM " or "bogus" included) raises there, so a misconfigured API never starts instead of trusting a
-header a caller can set (issue 17). powertools clears app.context after every request, so a tenant
+header a caller can set (issue 17). And header mode refuses any request that carries an IAM
+principal: only API Gateway's IAM authorizer puts one there, so such a request reached a deployed
+API that was misconfigured to trust X-Tenant, and answering it would let a signed caller name any
+tenant. powertools clears app.context after every request, so a tenant
 never leaks into the next one.
 """
 
@@ -30,7 +34,17 @@ UNTENANTED_ROUTES = frozenset({"/api/health", "/api/openapi.json"})
 """Routes that read no tenant's data, so they answer without one (a health check needs no principal)."""
 
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=,-]{0,127}$")
-_PRINCIPAL = re.compile(r"^arn:aws[\w-]*:(?:iam|sts)::(\d{12}):(?:assumed-role/([^/]+)|(user|role)/(.+))")
+# Every principal a SigV4 call can be signed by, in any partition (aws, aws-cn, aws-us-gov, ...):
+#   arn:<p>:sts::<account>:assumed-role/<role>/<session>  -> <account>:role/<role> (all its sessions)
+#   arn:<p>:iam::<account>:user[/<path>]/<name>           -> <account>:user/<name> (names are unique
+#                                                            in an account whatever the path)
+#   arn:<p>:sts::<account>:federated-user/<name>          -> <account>:federated-user/<name>
+#   arn:<p>:iam::<account>:root                           -> <account>:root
+_PRINCIPAL = re.compile(
+    r"^arn:aws(?:-[a-z]+)*:(?:sts::(?P<sts>\d{12}):(?:assumed-role/(?P<role>[\w+=,.@-]{1,64})/[\w+=,.@-]+"
+    r"|federated-user/(?P<federated>[\w+=,.@-]{2,32}))"
+    r"|iam::(?P<iam>\d{12}):(?:user/(?:[\x21-\x7e]*/)?(?P<user>[\w+=,.@-]{1,64})|(?P<root>root)))$"
+)
 
 Middleware = Callable[[APIGatewayRestResolver, NextMiddleware], Response[Any]]
 
@@ -46,17 +60,40 @@ def checked_source(source: str) -> TenantSource:
 
 
 def from_principal(app: APIGatewayRestResolver) -> str:
-    """The tenant of the IAM principal that signed the request: "<account>:<kind>/<name>"."""
+    """The tenant of the IAM principal that signed the request: "<account>:<kind>[/<name>]"."""
     arn = (app.current_event.request_context.identity.user_arn or "").strip()
     match = _PRINCIPAL.match(arn)
     if not match:
         raise ValidationFailed("the request carries no IAM principal", field="Authorization")
-    account, assumed, kind, name = match.groups()
-    return f"{account}:role/{assumed}" if assumed else f"{account}:{kind}/{name}"
+    found = match.groupdict()
+    account = found["sts"] or found["iam"]
+    if found["role"]:
+        return f"{account}:role/{found['role']}"
+    if found["federated"]:
+        return f"{account}:federated-user/{found['federated']}"
+    return f"{account}:user/{found['user']}" if found["user"] else f"{account}:root"
+
+
+def carries_principal(app: APIGatewayRestResolver) -> bool:
+    """Whether API Gateway's IAM authorizer put a caller on the request (any of its identity fields)."""
+    identity = app.current_event.request_context.identity
+    return any(
+        (value or "").strip()
+        for value in (identity.user_arn, identity.access_key, identity.caller, identity.user)
+    )
 
 
 def from_header(app: APIGatewayRestResolver) -> str:
-    """The tenant the X-Tenant header names (any case), DEFAULT_TENANT without one."""
+    """The tenant the X-Tenant header names (any case), DEFAULT_TENANT without one.
+
+    Refused on a request that carries an IAM principal: header mode is for the local stack only.
+    """
+    if carries_principal(app):
+        raise ValidationFailed(
+            f"the request carries an IAM principal, which {c.TENANT_SOURCE_ENV}=header never trusts: "
+            f"an API behind IAM auth takes its tenant from the principal ({c.TENANT_SOURCE_ENV}=iam)",
+            field="Authorization",
+        )
     headers = app.current_event.headers or {}
     named = headers.get(c.TENANT_HEADER) or next(
         (v for k, v in headers.items() if k.lower() == c.TENANT_HEADER.lower()), None

@@ -6,6 +6,9 @@ them, and the services take them as input; what the services answer is in jobsch
 
 from __future__ import annotations
 
+import math
+import unicodedata
+from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import (
@@ -19,7 +22,9 @@ from pydantic import (
     model_validator,
 )
 
+from jobsched import cron
 from jobsched.domain.models import (
+    LATEST_TIME,
     MAX_ATTEMPTS_LIMIT,
     MAX_CATCHUP_LIMIT,
     MAX_FAN_IN,
@@ -54,8 +59,58 @@ def _one_of_handler_and_target(target: TargetSpec | None, info: ValidationInfo) 
         return PythonTarget(handler=handler)
     return target
 
+# A payload is JSON every consumer reads the same way (I-JSON, RFC 7493): NaN and Infinity are no
+# JSON (Python writes them, JavaScript, DynamoDB and most targets refuse them), an integer past
+# 2**53 - 1 loses digits in JavaScript and in every float-parsing JSON library, and deep nesting
+# exhausts recursive parsers (Python's own json among them).
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_PAYLOAD_DEPTH = 32
+# Job ids are the service's own (jobsched.domain.keys); error names are exception class names,
+# optionally dotted ("TimeoutError", "botocore.exceptions.ClientError").
+JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+ERROR_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+MAX_ERROR_NAME_CHARS = 200
+
+JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=JOB_ID_PATTERN)]
+ErrorName = Annotated[str, Field(min_length=1, max_length=MAX_ERROR_NAME_CHARS, pattern=ERROR_NAME_PATTERN)]
+
+
+def _checked_json(value: Any, path: str, depth: int = 1) -> None:
+    """Raise ValueError naming the first place in `value` that is no portable JSON."""
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise ValueError(f"{path}: nested deeper than {MAX_PAYLOAD_DEPTH} levels")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int):
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise ValueError(f"{path}: integer beyond ±{MAX_SAFE_INTEGER} (2**53 - 1)")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path}: {value} is not JSON (NaN and Infinity are refused)")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _checked_json(item, f"{path}.{key}", depth + 1)
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _checked_json(item, f"{path}[{i}]", depth + 1)
+        return
+    raise ValueError(f"{path}: {type(value).__name__} is not JSON")
+
+
+def _no_control_characters(value: str | None) -> str | None:
+    if value is not None and any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+Name = Annotated[str, Field(max_length=200), AfterValidator(_no_control_characters)]
+
 
 def _checked_payload(value: dict[str, Any]) -> dict[str, Any]:
+    _checked_json(value, "payload")
     size = payload_bytes(value)
     if size > MAX_PAYLOAD_BYTES:
         raise ValueError(f"is {size} bytes as UTF-8 JSON; the limit is {MAX_PAYLOAD_BYTES}")
@@ -83,10 +138,10 @@ class CreateJobRequest(BaseModel):
     max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS_LIMIT)
     backoff: Backoff = Field(default_factory=Backoff)
     timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
-    non_retryable_errors: list[str] = Field(default_factory=list, max_length=20)
+    non_retryable_errors: list[ErrorName] = Field(default_factory=list, max_length=20)
     idempotent: bool = True
-    depends_on: list[str] = Field(default_factory=list)
-    name: str | None = Field(default=None, max_length=200)
+    depends_on: list[JobId] = Field(default_factory=list)
+    name: Name | None = None
     # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
     overlap_policy: OverlapPolicy = "skip"
     catchup: CatchupPolicy = "one"
@@ -147,6 +202,8 @@ class CreateJobRequest(BaseModel):
                 raise ValueError("run_at is only for one_off jobs")
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise ValueError("end_at must be after start_at")
+        if self.cron_expr is not None:
+            _first_tick_in_window(self.cron_expr, self.timezone, self.start_at)
         return self
 
     def schedule_policy(self) -> SchedulePolicy:
@@ -169,6 +226,26 @@ class CreateJobRequest(BaseModel):
             backoff=self.backoff,
             timeout_seconds=self.timeout_seconds,
             non_retryable=tuple(self.non_retryable_errors),
+        )
+
+
+def _first_tick_in_window(cron_expr: str, timezone: str, start_at: Any) -> None:
+    """ValueError naming start_at when the schedule's first tick from it is at or after LATEST_TIME.
+
+    Every time a caller gives lies before LATEST_TIME, but a tick computed from one need not: a
+    yearly schedule starting late in 2999 first fires in 3000, which no stored time can hold. A bad
+    expression or timezone is left to the service, which names it.
+    """
+    if start_at is None:
+        return  # the first tick follows now, decades before LATEST_TIME
+    try:
+        first = cron.CronSchedule(cron_expr, timezone).next_after(start_at - timedelta(milliseconds=1))
+    except ValueError:
+        return
+    if first >= LATEST_TIME:
+        raise ValueError(
+            f"start_at: the schedule's first tick from it, {first.isoformat()}, is at or after "
+            f"{LATEST_TIME.isoformat()}"
         )
 
 
@@ -195,7 +272,7 @@ class PatchJobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    name: str | None = Field(default=None, max_length=200)
+    name: Name | None = None
     handler: str | None = Field(
         default=None, min_length=1, max_length=200, pattern=HANDLER_PATTERN, json_schema_extra=_never_null
     )
@@ -207,7 +284,9 @@ class PatchJobRequest(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1, le=MAX_ATTEMPTS_LIMIT, json_schema_extra=_never_null)
     backoff: Backoff | None = Field(default=None, json_schema_extra=_never_null)
     timeout_seconds: int | None = Field(default=None, ge=1, le=43_200)
-    non_retryable_errors: list[str] | None = Field(default=None, max_length=20, json_schema_extra=_never_null)
+    non_retryable_errors: list[ErrorName] | None = Field(
+        default=None, max_length=20, json_schema_extra=_never_null
+    )
     overlap_policy: OverlapPolicy | None = Field(default=None, json_schema_extra=_never_null)
     catchup: CatchupPolicy | None = Field(default=None, json_schema_extra=_never_null)
     max_catchup: int | None = Field(default=None, ge=1, le=MAX_CATCHUP_LIMIT, json_schema_extra=_never_null)
@@ -218,7 +297,7 @@ class PatchJobRequest(BaseModel):
     start_at: ApiTime | None = None
     end_at: ApiTime | None = None
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
-    depends_on: list[str] | None = Field(
+    depends_on: list[JobId] | None = Field(
         default=None, min_length=1, max_length=MAX_FAN_IN, json_schema_extra=_never_null
     )
 

@@ -31,6 +31,10 @@ MAX_JITTER_SECONDS = 3600
 MAX_CATCHUP_LIMIT = 1000
 # DAG bounds: upstreams of one job, and jobs in the graph around it (both ways).
 MAX_FAN_IN = 20
+# Dependants of one job (a run's success starts one DAG workflow whose input lists them all), and
+# jobs in one graph (a dead letter's failure workflow lists every descendant): both keep the
+# workflow inputs far below Step Functions' 256 KiB (tests/unit/services/test_dag_fan_out.py).
+MAX_FAN_OUT = 100
 MAX_GRAPH_NODES = 200
 
 # A payload rides in every SQS message and is stored on the job: 32 KiB keeps a message well

@@ -17,7 +17,7 @@ from datetime import datetime
 from jobsched.asl_inputs import DagInput, DagItem, UpstreamFailed
 from jobsched.domain import times
 from jobsched.domain.keys import execution_name, job_pk, run_id_for, run_sk
-from jobsched.domain.models import MAX_GRAPH_NODES, Execution, Job, RunMessage
+from jobsched.domain.models import MAX_FAN_OUT, MAX_GRAPH_NODES, Execution, Job, RunMessage
 from jobsched.domain.results import Graph, GraphPeriod
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
@@ -51,6 +51,7 @@ class DagService:
     def check_upstreams(self, depends_on: list[str], *, tenant: str, job_id: str | None = None) -> str:
         """Validate a dependant's upstreams; returns their common root schedule. 400/409 otherwise."""
         roots: dict[str, str] = {}
+        upstreams: list[Job] = []
         for upstream_id in depends_on:
             if upstream_id == job_id:
                 raise ValidationFailed(
@@ -61,7 +62,14 @@ class DagService:
                 raise ValidationFailed(f"depends_on: unknown job '{upstream_id}'", field="depends_on")
             if upstream.status == JobStatus.CANCELLED:
                 raise Conflict(f"depends_on: job '{upstream_id}' is CANCELLED", field="depends_on")
+            if job_id not in upstream.dependants and len(upstream.dependants) >= MAX_FAN_OUT:
+                raise Conflict(
+                    f"depends_on: job '{upstream_id}' has {len(upstream.dependants)} dependants already, "
+                    f"the most a job may have ({MAX_FAN_OUT})",
+                    field="depends_on",
+                )
             roots[upstream_id] = root_schedule_of(upstream)
+            upstreams.append(upstream)
         if len(set(roots.values())) > 1:
             detail = ", ".join(f"{k}: {v}" for k, v in roots.items())
             raise ValidationFailed(
@@ -75,11 +83,25 @@ class DagService:
                 raise ValidationFailed(
                     "depends_on: a cycle: " + " -> ".join([job_id, *cycle]), field="depends_on"
                 )
-        size = len(self._reach(depends_on, upward=True))
-        if size + 1 > MAX_GRAPH_NODES:
+        # The bound counts both ways: the new job's ancestors (plus itself), and each upstream's
+        # descendants once the job joins them (plus its own, when a PATCH moves it), since a dead
+        # letter of an upstream propagates to all its descendants in one workflow input. (Each
+        # direct upstream, not every ancestor: walking the whole graph on every create read it once
+        # per new job, quadratic in the graph, too slow at 200 jobs.)
+        ancestors = self._reach(depends_on, upward=True)
+        if len(ancestors) + 1 > MAX_GRAPH_NODES:
             raise ValidationFailed(
                 f"depends_on: the graph would exceed {MAX_GRAPH_NODES} jobs", field="depends_on"
             )
+        moved = {job_id, *self._reach([job_id], upward=False)} if job_id is not None else {"<new>"}
+        for upstream in upstreams:
+            below = set(self._reach(list(upstream.dependants), upward=False)) | moved
+            if len(below) + 1 > MAX_GRAPH_NODES:
+                raise ValidationFailed(
+                    f"depends_on: job '{upstream.job_id}' would have more than {MAX_GRAPH_NODES - 1} "
+                    "descendants",
+                    field="depends_on",
+                )
         return next(iter(roots.values()))
 
     def _path_to(self, target: str, *, start: list[str]) -> list[str]:
@@ -101,9 +123,15 @@ class DagService:
         return []
 
     def _reach(self, start: list[str] | tuple[str, ...], *, upward: bool) -> dict[str, Job]:
+        """Every job reachable from `start` (ancestors or descendants), each once: never cut short.
+
+        Creation keeps a graph within MAX_GRAPH_NODES, so this reads at most that many jobs; a graph
+        made before the bound is walked whole all the same, so no dependant is left out of a
+        failure's propagation or a cascading cancel.
+        """
         found: dict[str, Job] = {}
         queue = deque(start)
-        while queue and len(found) <= MAX_GRAPH_NODES:
+        while queue:
             job_id = queue.popleft()
             if job_id in found:
                 continue

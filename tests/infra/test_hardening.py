@@ -1,0 +1,295 @@
+"""The security review's infra findings (issue 17, item 5), each pinned on the synthesized template.
+
+Limits, least privilege, encryption, the workflows' partition and log groups, the receive budget
+behind maxReceiveCount, and the guard that refuses a lowered shard count.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from jobsched import resources
+from jobsched.services import run as run_service
+from jobsched_infra import shard_guard
+from jobsched_infra.stack import (
+    API_BURST_LIMIT,
+    API_RATE_LIMIT,
+    API_RESERVED_CONCURRENCY,
+    KEY_LOGICAL_ID,
+    WAF_RATE_LIMIT,
+    WORKER_TIMEOUT,
+)
+from tests.infra.synth import Synth, shared_synth, synthesize
+
+pytestmark = pytest.mark.infra
+
+KEY_ARN = {"Fn::GetAtt": [KEY_LOGICAL_ID, "Arn"]}
+WORKFLOWS = (resources.FAILURE_WORKFLOW, resources.DAG_WORKFLOW)
+
+
+@pytest.fixture(scope="module")
+def synth() -> Synth:
+    return shared_synth()
+
+
+@pytest.fixture(scope="module")
+def variant(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The stack as `cdk deploy -c waf=true -c kms=aws-owned -c worker_invocations=120` makes it."""
+    return synthesize(
+        tmp_path_factory.mktemp("variant"), waf=True, kms_keys="aws-owned", worker_invocations=120
+    )
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+def test_the_stage_throttles_every_method(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::ApiGateway::Stage",
+        {
+            "MethodSettings": Match.array_with(
+                [
+                    Match.object_like(
+                        {
+                            "HttpMethod": "*",
+                            "ResourcePath": "/*",
+                            "ThrottlingRateLimit": API_RATE_LIMIT,
+                            "ThrottlingBurstLimit": API_BURST_LIMIT,
+                        }
+                    )
+                ]
+            )
+        },
+    )
+
+
+def test_a_usage_plan_throttles_and_caps_the_stage_per_day(synth: Synth) -> None:
+    [plan] = synth.template.find_resources("AWS::ApiGateway::UsagePlan").values()
+    props = plan["Properties"]
+    stage_ids = list(synth.template.find_resources("AWS::ApiGateway::Stage"))
+
+    assert props["Throttle"] == {"RateLimit": API_RATE_LIMIT, "BurstLimit": API_BURST_LIMIT}
+    assert props["Quota"]["Period"] == "DAY" and props["Quota"]["Limit"] > 0
+    assert [s["Stage"] for s in props["ApiStages"]] == [{"Ref": stage_ids[0]}]
+
+
+@pytest.mark.parametrize(("name", "reserved"), [("api", API_RESERVED_CONCURRENCY), ("dispatcher", 2)])
+def test_the_api_and_the_dispatcher_reserve_their_concurrency(synth: Synth, name: str, reserved: int) -> None:
+    # A flood of runs cannot take the concurrency the api and the tick need, nor they the runs'
+    props = synth.resource(synth.logical_id(synth.function(name)))["Properties"]
+
+    assert props["ReservedConcurrentExecutions"] == reserved
+
+
+def test_a_bigger_fleet_raises_the_workers_mapping_and_reserved_concurrency_together(variant: Synth) -> None:
+    worker = variant.logical_id(variant.function("worker"))
+    [mapping] = [
+        m["Properties"]
+        for m in variant.template.find_resources("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": worker}
+    ]
+
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 120}
+    assert variant.resource(worker)["Properties"]["ReservedConcurrentExecutions"] == 120
+
+
+def test_the_waf_rate_rule_is_off_by_default(synth: Synth) -> None:
+    synth.template.resource_count_is("AWS::WAFv2::WebACL", 0)
+
+
+def test_with_the_waf_flag_a_rate_rule_guards_the_stage(variant: Synth) -> None:
+    [(acl_id, acl)] = variant.template.find_resources("AWS::WAFv2::WebACL").items()
+    [rule] = acl["Properties"]["Rules"]
+    [stage_id] = variant.template.find_resources("AWS::ApiGateway::Stage")
+    [association] = variant.template.find_resources("AWS::WAFv2::WebACLAssociation").values()
+
+    assert acl["Properties"]["Scope"] == "REGIONAL"
+    assert rule["Action"] == {"Block": {}}
+    assert rule["Statement"]["RateBasedStatement"]["Limit"] == WAF_RATE_LIMIT
+    assert rule["Statement"]["RateBasedStatement"]["AggregateKeyType"] == "IP"
+    assert association["Properties"]["WebACLArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
+    assert stage_id in json.dumps(association["Properties"]["ResourceArn"])
+
+
+# --- the receive budget behind maxReceiveCount -----------------------------------------------------
+
+
+def test_max_receive_count_covers_every_receive_a_run_may_use_before_it_runs_plus_poison() -> None:
+    # Given the worker's waits, from where they are defined
+    budget = resources.EXECUTION_RECEIVES
+    lease = resources.EXECUTION_QUEUE.visibility_timeout_seconds
+    worker_timeout = int(WORKER_TIMEOUT.to_seconds())
+    hold = max(2, lease // 2)  # RunService.hold_seconds()
+    # Then the overlap waits cover the longest a Lambda holder keeps the slot: its run (the worker
+    # timeout) and the hold a dead holder leaves behind, received a lease apart: ceil(80 / 60) = 2
+    assert budget.overlap_waits * lease >= worker_timeout + hold > (budget.overlap_waits - 1) * lease
+    assert budget.overlap_waits == 2
+    # the wake retries cover the woken copy's pickup, looked at every WAKE_RETRY_SECONDS
+    assert budget.wake_retries * run_service.WAKE_RETRY_SECONDS >= resources.WAKE_PICKUP_SECONDS
+    # a buffered tick sleeps longer per receive than any Lambda holder holds: no further receives
+    assert lease + run_service.MAX_BUFFER_WAIT_SECONDS >= worker_timeout + hold
+    # and the count is the sum, with AWS's 5 for throttles and 3 workers killed for poison
+    assert (budget.throttles, budget.poison, budget.early) == (5, 3, 1)
+    assert resources.EXECUTION_QUEUE.max_receive_count == 3 + 5 + 2 + 5 + 1 == 16
+
+
+def test_the_template_redrives_after_the_receive_budget(synth: Synth) -> None:
+    props = synth.resource(resources.EXECUTION_QUEUE.logical_id)["Properties"]
+
+    assert props["RedrivePolicy"]["maxReceiveCount"] == resources.EXECUTION_RECEIVES.max_receive_count
+
+
+# --- least privilege --------------------------------------------------------------------------
+
+
+def _allowed_resources(synth: Synth) -> list[str]:
+    return [
+        json.dumps(s["Resource"])
+        for p in synth.template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Effect"] == "Allow"
+    ]
+
+
+def test_no_role_is_granted_index_wildcards(synth: Synth) -> None:
+    assert not [r for r in _allowed_resources(synth) if "/index/*" in r]
+
+
+def _stack_role_arns(synth: Synth) -> list[dict[str, Any]]:
+    roles = [synth.function(n).role for n in ("api", "dispatcher", "worker", "reconciler")]
+    roles += [synth.stack.workflows.failure_workflow.role, synth.stack.workflows.dag_workflow.role]
+    return [{"Fn::GetAtt": [synth.logical_id(r), "Arn"]} for r in roles]
+
+
+@pytest.mark.parametrize("spec", resources.TABLES, ids=lambda s: s.logical_id)
+def test_each_table_denies_its_data_to_every_principal_but_the_stacks_roles(
+    synth: Synth, spec: resources.TableSpec
+) -> None:
+    policy = synth.resource(spec.logical_id)["Properties"]["ResourcePolicy"]["PolicyDocument"]
+    [statement] = policy["Statement"]
+
+    assert statement["Effect"] == "Deny" and statement["Principal"] == {"AWS": "*"}
+    assert {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:PutItem"} <= set(
+        statement["Action"]
+    )
+    assert statement["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": _stack_role_arns(synth)}}
+
+
+@pytest.mark.parametrize("spec", WORKFLOWS, ids=lambda s: s.logical_id)
+def test_each_workflow_names_the_stacks_partition_never_aws(
+    synth: Synth, spec: resources.StateMachineSpec
+) -> None:
+    props = synth.resource(spec.logical_id)["Properties"]
+    text = json.dumps(props["DefinitionString"])
+
+    assert "arn:aws:" not in text
+    assert "arn:${Partition}:states:::" in text
+    assert props["DefinitionSubstitutions"] == {"Partition": {"Ref": "AWS::Partition"}}
+
+
+@pytest.mark.parametrize("spec", WORKFLOWS, ids=lambda s: s.logical_id)
+def test_each_workflow_logs_to_a_vendedlogs_group(synth: Synth, spec: resources.StateMachineSpec) -> None:
+    props = synth.resource(spec.logical_id)["Properties"]
+    [destination] = props["LoggingConfiguration"]["Destinations"]
+    group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    group = synth.resource(group_id)["Properties"]
+
+    assert group["LogGroupName"].startswith("/aws/vendedlogs/states/")
+    assert group["LogGroupName"].endswith(spec.suffix)
+
+
+def test_the_api_execution_log_group_is_the_stacks_with_retention(synth: Synth) -> None:
+    [rest_api] = synth.template.find_resources("AWS::ApiGateway::RestApi")
+    [stage] = synth.template.find_resources("AWS::ApiGateway::Stage").values()
+    groups = synth.template.find_resources("AWS::Logs::LogGroup")
+    [(group_id, group)] = [
+        (k, g) for k, g in groups.items() if "API-Gateway-Execution-Logs_" in json.dumps(g["Properties"])
+    ]
+
+    assert group["Properties"]["LogGroupName"] == {
+        "Fn::Join": ["", ["API-Gateway-Execution-Logs_", {"Ref": rest_api}, "/v1"]]
+    }
+    assert group["Properties"]["RetentionInDays"] == 30
+    assert group_id in stage.get("DependsOn", [])  # there before the stage can write to it
+
+
+# --- encryption -------------------------------------------------------------------------------
+
+
+def test_one_rotated_retained_customer_managed_key(synth: Synth) -> None:
+    keys = synth.template.find_resources("AWS::KMS::Key")
+
+    # (and the signing secrets' own key, whose policy is the list of who may read a secret)
+    assert sorted(keys) == sorted([KEY_LOGICAL_ID, resources.SIGNING_KEY.logical_id])
+    assert keys[KEY_LOGICAL_ID]["Properties"]["EnableKeyRotation"] is True
+    assert keys[KEY_LOGICAL_ID]["DeletionPolicy"] == "Retain"
+
+
+def test_the_key_encrypts_tables_queues_topic_logs_and_workflows(synth: Synth) -> None:
+    for spec in resources.TABLES:
+        assert synth.resource(spec.logical_id)["Properties"]["SSESpecification"]["KMSMasterKeyId"] == KEY_ARN
+    for queue in resources.QUEUES:
+        assert synth.resource(queue.logical_id)["Properties"]["KmsMasterKeyId"] == KEY_ARN
+    assert synth.resource(resources.ALERT_TOPIC.logical_id)["Properties"]["KmsMasterKeyId"] == KEY_ARN
+    for group in synth.template.find_resources("AWS::Logs::LogGroup").values():
+        assert group["Properties"]["KmsKeyId"] == KEY_ARN
+    for spec in WORKFLOWS:
+        encryption = synth.resource(spec.logical_id)["Properties"]["EncryptionConfiguration"]
+        assert encryption["Type"] == "CUSTOMER_MANAGED_KMS_KEY" and encryption["KmsKeyId"] == KEY_ARN
+
+
+def test_with_aws_owned_keys_there_is_no_customer_managed_key(variant: Synth) -> None:
+    # but the signing secrets' own: a secret is encrypted by the api with KMS Encrypt, which an
+    # AWS-owned or AWS-managed key does not offer to callers
+    assert list(variant.template.find_resources("AWS::KMS::Key")) == [resources.SIGNING_KEY.logical_id]
+    for spec in resources.TABLES:
+        props = variant.resource(spec.logical_id)["Properties"]
+        assert "KMSMasterKeyId" not in json.dumps(props.get("SSESpecification", {}))
+        assert props["DeletionProtectionEnabled"] is True
+    for queue in resources.QUEUES:
+        assert variant.resource(queue.logical_id)["Properties"]["SqsManagedSseEnabled"] is True
+    for group in variant.template.find_resources("AWS::Logs::LogGroup").values():
+        assert "KmsKeyId" not in group["Properties"]
+
+
+# --- lowering -c shards ------------------------------------------------------------------------
+
+
+def _event(kind: str, new: int, old: int | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {"RequestType": kind, "ResourceProperties": {shard_guard.PROPERTY: str(new)}}
+    if old is not None:
+        event["OldResourceProperties"] = {shard_guard.PROPERTY: str(old)}
+    return event
+
+
+@pytest.mark.parametrize(("old", "new"), [(16, 8), (24, 23), (2, 1)])
+def test_the_shard_guard_fails_a_deploy_that_lowers_the_shard_count(old: int, new: int) -> None:
+    status, reason = shard_guard.decide(_event("Update", new, old))
+
+    assert status == "FAILED"
+    assert f"shards {new}..{old - 1}" in reason and f"-c shards={old}" in reason
+
+
+@pytest.mark.parametrize(
+    "event",
+    [_event("Create", 16), _event("Update", 16, 16), _event("Update", 24, 16), _event("Delete", 8, 16)],
+    ids=["create", "same", "raise", "delete"],
+)
+def test_the_shard_guard_lets_every_other_deploy_through(event: dict[str, Any]) -> None:
+    assert shard_guard.decide(event)[0] == "SUCCESS"
+
+
+def test_the_template_guards_the_deployed_shard_count_before_the_dispatcher(synth: Synth) -> None:
+    guard = synth.resource("ShardCountGuard")
+    dispatcher = synth.resource(synth.logical_id(synth.function("dispatcher")))
+
+    assert guard["Type"] == "Custom::JobschedShardCount"
+    assert guard["Properties"][shard_guard.PROPERTY] == "16"
+    assert guard["Properties"]["ServiceToken"] == {
+        "Fn::GetAtt": [synth.logical_id(synth.stack.shard_guard_function), "Arn"]
+    }
+    assert "ShardCountGuard" in dispatcher["DependsOn"]  # CloudFormation updates (and fails) it first
