@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+from datetime import timedelta
+
 import pytest
 
+from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.status import RunStatus
 from tests.sim.regressions import REGRESSION_SEEDS
-from tests.sim.workload import simulate
+from tests.sim.workload import Workload, simulate
+from tests.sim.world import HANDLER, build_world, deterministic
 
 CI_SEEDS = range(1, 41)
 
@@ -43,3 +49,37 @@ def test_a_regression_seed_no_longer_shows_the_bug_it_found(
 def test_every_invariant_holds_on_the_ci_subset_of_seeds() -> None:
     failing = {s: r.violations for s in CI_SEEDS if (r := simulate(s, minutes=5, scale=10)).violations}
     assert not failing, {s: v[:3] for s, v in failing.items()}
+
+
+def test_a_long_handler_takes_its_own_seconds_while_the_fleet_goes_on_and_the_phase_ends_on_time() -> None:
+    # Given a fault-free world with a recurring job (every 10 s, overlap allowed) whose handler holds
+    # 25 s, so that several of its runs are in their handlers at once on different worker instances
+    w = build_world(7, fault_scale=0.0)
+    with deterministic(w.rng, w.loop):
+        load = Workload(w, minutes=4, scale=0, failures=False)
+        job_id = load.create(
+            CreateJobRequest(
+                type="recurring", handler=HANDLER, payload={"hold": 25}, cron_expr="*/10 * * * * *",
+                overlap_policy="allow",
+            )
+        )  # fmt: skip
+        w.start_dispatchers(2)
+        w.start_workers(3)
+        # When the loop plays four minutes
+        w.loop.run_until(240)
+        now = w.loop.now
+        w.loop.close()
+    # Then the clock stopped at the phase's end (no handler held the loop past it) ...
+    assert now == 240
+    # ... handlers of different ticks ran side by side ...
+    calls = sorted((c.start, c.end or float("inf")) for c in w.ledger.calls if c.job_id == job_id)
+    assert len(calls) >= 15 and any(b[0] < a[1] for a, b in itertools.pairwise(calls))
+    # ... and each run that finished took its handler's 25 s, not the seconds of another process's
+    # handler that happened to end later
+    assert job_id is not None
+    done = [r for r in w.runs.since(job_id, after=w.loop.start) if r.status == RunStatus.SUCCEEDED]
+    assert len(done) >= 15
+    assert {r.finished_at - r.started_at for r in done if r.started_at and r.finished_at} == {
+        timedelta(seconds=25)
+    }
+

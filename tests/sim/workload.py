@@ -10,6 +10,7 @@ in the store (fault-free): a timeout after the write means it may have applied a
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -297,7 +298,7 @@ def simulate(seed: int, *, minutes: float = 10, scale: int = 12, fault_scale: fl
     """Run one schedule: load with faults, settle without, quiesce, drain; then check."""
     started = time.perf_counter()
     w = build_world(seed, fault_scale=fault_scale)
-    with deterministic(w.rng, w.loop):
+    with deterministic(w.rng, w.loop), contextlib.closing(w.loop):  # closing: no task left asleep
         failures = not type(w.machines).__name__.startswith("Memory")
         load = Workload(w, minutes=minutes, scale=scale, failures=failures)
         w.start_dispatchers(2)
