@@ -9,6 +9,8 @@ import pytest
 
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import RunStatus
+from jobsched.errors import Conflict
+from jobsched.services.jobs import JobService
 from tests.sim.regressions import REGRESSION_SEEDS
 from tests.sim.workload import Workload, simulate
 from tests.sim.world import HANDLER, build_world, deterministic
@@ -83,3 +85,20 @@ def test_a_long_handler_takes_its_own_seconds_while_the_fleet_goes_on_and_the_ph
         timedelta(seconds=25)
     }
 
+
+def test_a_job_whose_cancel_is_refused_for_the_whole_drain_is_named_with_the_violation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a scheduler whose cancel always answers 409 (as one whose job count leaked would)
+    def refuse(self: JobService, job_id: str, *, tenant: str) -> None:
+        raise Conflict(f"job {job_id} has a run in progress; it cannot be cancelled mid-flight")
+
+    monkeypatch.setattr(JobService, "cancel", refuse)
+    # When a schedule with recurring jobs drains
+    result = simulate(2, minutes=3, scale=4)
+    recurring = [j for j, lines in result.traces.items() if any("accepted recurring" in x for x in lines)]
+    # Then each recurring job is named by a violation of its own (its trace printed), not only the
+    # schedule's "did not settle"
+    assert recurring
+    for job_id in recurring:
+        assert f"{job_id}: cancel still refused after 1800 s of drain" in result.violations

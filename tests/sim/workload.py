@@ -325,6 +325,11 @@ def simulate(seed: int, *, minutes: float = 10, scale: int = 12, fault_scale: fl
         else:
             w.ledger.note("the drain ran out of time")
         violations = check(w, load.accepted, load_end=load_end)
+        # A job whose cancel was still refused when the drain ran out is named (so its trace is printed):
+        # a cancel refused for half an hour without faults is itself a broken promise.
+        violations.extend(
+            f"{j}: cancel still refused after {DRAIN_LIMIT_SECONDS} s of drain" for j in to_cancel
+        )
         if not settled(w, load.accepted):
             violations.append(f"-: the schedule did not settle within {DRAIN_LIMIT_SECONDS} s of drain")
     statuses: Counter[str] = Counter(
