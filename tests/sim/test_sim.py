@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,3 +109,59 @@ def test_a_job_whose_cancel_is_refused_for_the_whole_drain_is_named_with_the_vio
     assert recurring
     for job_id in recurring:
         assert f"{job_id}: cancel still refused after 1800 s of drain" in result.violations
+
+
+def _record_of(tmp_path: Path, *args: str) -> dict[str, Any]:
+    from tests.sim.__main__ import main
+
+    out = tmp_path / f"sim-{len(list(tmp_path.iterdir()))}.json"
+    main(["--quiet", "--record", "--out", str(out), *args])
+    return dict(json.loads(out.read_text()))
+
+
+def test_the_runner_merges_the_results_of_its_processes_into_the_record_one_process_writes(
+    tmp_path: Path,
+) -> None:
+    # Given six seeds, run on two processes and on one
+    two = _record_of(tmp_path, "--seeds", "6", "--first-seed", "20", "--workers", "2")
+    one = _record_of(tmp_path, "--seeds", "6", "--first-seed", "20", "--workers", "1")
+    # Then the merged record is the same: schedules, faults by kind, violations by kind with seeds
+    for key in ("schedules", "faults", "violations", "violating_seeds", "simulated_hours", "runs"):
+        assert two[key] == one[key], key
+    assert two["schedules"] == 6 and two["workers"] == 2 and not two["interrupted"]
+    # and the faults are those applied (each kind that the schedules drew, counted where applied)
+    assert two["faults"]["skewed_process"] > 0 and two["faults"]["throttle"] > 0
+    assert two["schedules_per_minute"] > 0 and two["wall_seconds"] > 0
+    for kind, found in two["violations"].items():
+        assert found["seeds"] == sorted(found["seeds"]) and set(found["seeds"]) <= set(range(20, 26)), kind
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_runner_with_the_schedules_done_so_far_and_no_traceback(tmp_path: Path) -> None:
+    # Given the runner on two processes over more seeds than it will finish
+    out = tmp_path / "sim.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.sim", "--seeds", "100000", "--quiet", "--record", "--out", str(out),
+         "--progress-every", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        done = 0
+        for line in proc.stdout:  # "N schedules, T s, V violating": one line per schedule merged
+            done += "schedules," in line
+            if done == 3:
+                break
+        # When Ctrl-C reaches its process group (the runner and its pool's processes alike)
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # Then it exits 130 without a traceback from any process, and prints and records the partial run
+    assert proc.returncode == 130
+    assert "Traceback" not in err + rest and "KeyboardInterrupt" not in err + rest
+    assert "(interrupted)" in rest
+    record = json.loads(out.read_text())
+    assert record["interrupted"] and record["schedules"] >= 3
