@@ -36,9 +36,12 @@ def _lapsed(until: datetime | None, now: datetime) -> bool:
     return until is not None and until < now
 
 
+_SCALARS = frozenset({type(None), str, int, float, bool, datetime})
+
+
 def _immutable(value: object) -> bool:
     """Whether a caller holding `value` cannot change it (a frozen model of such values counts)."""
-    if value is None or isinstance(value, str | int | float | datetime | Enum):
+    if type(value) in _SCALARS or isinstance(value, str | int | float | datetime | Enum):
         return True
     if isinstance(value, tuple):
         return all(_immutable(v) for v in value)
