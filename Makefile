@@ -61,12 +61,15 @@ JOBSCHED_FUZZ_EXAMPLES ?= 300
 fuzz: $(STAMP)
 	JOBSCHED_FUZZ_EXAMPLES=$(JOBSCHED_FUZZ_EXAMPLES) $(BIN)/python -m pytest -q --timeout 1800 tests/e2e/test_fuzz.py
 
-## sim: the deterministic simulator (tests/sim) over SIM_SEEDS seeded fault schedules, table on stdout,
-## JSON in bench/results/sim.json (SIM_ARGS="--mutant NAME" plants one bug; test_sim.py is the CI subset)
+## sim: the deterministic simulator (tests/sim) over SIM_SEEDS seeded fault schedules on SIM_WORKERS processes,
+## then the search for each planted bug (--mutants); table on stdout, JSON in bench/results/sim.json
+## (about 25 min on 2 cores; Ctrl-C records what is done; SIM_ARGS="--mutant NAME" plants one bug instead;
+## test_sim.py is the CI subset)
 SIM_SEEDS ?= 10000
+SIM_WORKERS ?= 2
 SIM_ARGS ?=
 sim: $(STAMP)
-	$(BIN)/python -m tests.sim --seeds $(SIM_SEEDS) --record --quiet $(SIM_ARGS)
+	$(BIN)/python -m tests.sim --seeds $(SIM_SEEDS) --workers $(SIM_WORKERS) --record --quiet --mutants $(SIM_ARGS)
 
 clean:
 	rm -rf $(VENV) cdk.out build .pytest_cache .mypy_cache .ruff_cache

@@ -9,9 +9,10 @@ Processes (each rebuilt fresh, a new identity, after a crash):
 - the API: the workload's actions through the real services (jobsched.wiring.compose);
 - the reconciler: reads the redrive dead-letter queue every minute, failures.reconcile each.
 
-The worker's heartbeat thread is off (Worker.heartbeat_thread = False): a long handler plays its
-simulated seconds by running the loop nested, with a heartbeat event every lease/3 that calls
-ctx.heartbeat(), as the thread would; a stalled handler (the lost-lease fault) schedules none.
+Each worker invocation runs as a loop task (tests/sim/loop.py): a long handler sleeps its simulated
+seconds while the rest of the fleet goes on. The worker's heartbeat thread is off
+(Worker.heartbeat_thread = False): a heartbeat event every lease/3 calls ctx.heartbeat() meanwhile, as
+the thread would; a stalled handler (the lost-lease fault) schedules none.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class World:
         svc.worker.worker_id = f"worker-{name}"
         svc.dispatcher.owner = f"dispatcher-{name}"
         svc.worker.heartbeat_thread = False
-        svc.worker.sleep = lambda seconds: self.loop.run_until(self.loop.now + float(seconds))  # type: ignore[arg-type]
+        svc.worker.sleep = lambda seconds: self.loop.sleep(float(seconds))  # type: ignore[arg-type]
         # Most workers record a healthy run in one write; some lease first: the two paths race.
         svc.worker.fast_path = self.rng.random() < 0.7
         svc.dispatcher.max_workers = 1
@@ -155,7 +156,7 @@ class World:
                 return
             batch = self.queue.receive(10)
             if batch:
-                self.deliver(worker, batch)
+                self.loop.spawn(lambda: self.deliver(worker, batch))
 
         return poll
 
@@ -233,15 +234,11 @@ class World:
         if stall and ctx.attempt == 1:
             self.faults.count("lost_lease")
             self.ledger.stalled.add((ctx.job_id, sf))
-            self.loop.run_until(self.loop.now + stall)  # no heartbeat: the leases lapse meanwhile
+            self.loop.sleep(stall)  # no heartbeat: the leases lapse meanwhile
         elif hold:
             self._busy(hold, ctx)
         fails = int(payload.get("fail_times", 0)) >= ctx.attempt
-        # The handler's own work ends at start + its seconds; it returns later only when a nested
-        # handler of another process was still playing its own seconds (a loop artefact: on AWS the
-        # two run side by side). The effect's window is the nominal one.
-        nominal = self.ledger.calls[key].start + (stall if stall and ctx.attempt == 1 else hold)
-        self.ledger.end(key, min(self.loop.now, nominal), ok=not fails, effect_key=ctx.effect_key)
+        self.ledger.end(key, self.loop.now, ok=not fails, effect_key=ctx.effect_key)
         if fails:
             error = payload.get("error", "RuntimeError")
             raise (ValueError if error == "ValueError" else RuntimeError)(f"sim fails attempt {ctx.attempt}")
@@ -259,7 +256,7 @@ class World:
             self.loop.after(interval, beat)
 
         self.loop.after(interval, beat)
-        self.loop.run_until(self.loop.now + seconds)
+        self.loop.sleep(seconds)
         done = True
 
 

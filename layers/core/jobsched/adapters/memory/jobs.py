@@ -7,11 +7,15 @@ jobsched.ports.JobStore.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
+
+from pydantic import BaseModel
 
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.models import Job
@@ -30,6 +34,28 @@ class _Lease:
 def _lapsed(until: datetime | None, now: datetime) -> bool:
     """DynamoDB's `until < :now`: false when the attribute is absent."""
     return until is not None and until < now
+
+
+_SCALARS = frozenset({type(None), str, int, float, bool, datetime})
+
+
+def _immutable(value: object) -> bool:
+    """Whether a caller holding `value` cannot change it (a frozen model of such values counts)."""
+    if type(value) in _SCALARS or isinstance(value, str | int | float | datetime | Enum):
+        return True
+    if isinstance(value, tuple):
+        return all(_immutable(v) for v in value)
+    if isinstance(value, BaseModel) and value.model_config.get("frozen"):
+        return all(_immutable(v) for v in value.__dict__.values())
+    return False
+
+
+def _detached(job: Job) -> Job:
+    """A copy of a stored job that callers may change freely: its mutable values (the payload) copied
+    deep, its frozen parts shared (a full deep copy of every datetime and policy cost the simulator
+    about 40% of its time)."""
+    mutable = {k: copy.deepcopy(v) for k, v in job.__dict__.items() if not _immutable(v)}
+    return job.model_copy(update=mutable)
 
 
 @dataclass
@@ -53,7 +79,7 @@ class MemoryJobStore:
             self.due_keys[job.job_id] = due_key_for(
                 job.job_id, job.next_run_at, written=written, shards=self.shard_count
             )
-        return job.model_copy(deep=True)
+        return _detached(job)
 
     def _update(self, job: Job, **changes: Any) -> Job:
         """The stored job with `changes`, the due index kept as it was."""
@@ -61,11 +87,11 @@ class MemoryJobStore:
         self.jobs[job.job_id] = new
         if new.next_run_at is None:
             self.due_keys.pop(job.job_id, None)
-        return new.model_copy(deep=True)
+        return _detached(new)
 
     def _read(self, job_id: str) -> Job | None:
         job = self.jobs.get(job_id)
-        return job.model_copy(deep=True) if job else None
+        return _detached(job) if job else None
 
     def _edge_ok(self, upstream: str, job: Job) -> bool:
         up = self.jobs.get(upstream)
@@ -277,7 +303,7 @@ class MemoryJobStore:
             job = self.jobs.get(job_id)
             if job is None or job.active_run != run:
                 return None
-            before = job.model_copy(deep=True)
+            before = _detached(job)
             self._update(job, active_run=None, active_until=None, active_message=None)
             return before
 
