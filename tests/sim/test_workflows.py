@@ -18,7 +18,6 @@ import pytest
 
 from jobsched import asl
 from jobsched.adapters.memory import MemoryJobStore, MemoryRunQueue, MemoryRunStore
-from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.models import Backoff, Execution, Job
 from jobsched.domain.status import JobStatus, RunStatus
@@ -285,18 +284,28 @@ def test_a_flaky_job_succeeds_on_its_third_attempt_and_costs_twelve_transitions(
     assert len(world.executions("failure")) == 2 and world.machines.transitions() == 12
 
 
-def test_a_failure_whose_run_another_actor_moved_ends_stale_and_sends_nothing(world: World) -> None:
-    # Given a failed attempt whose workflow waits in its backoff
+def test_a_retried_rearm_whose_run_a_cancel_moved_after_the_write_ends_stale_and_sends_nothing(
+    world: World,
+) -> None:
+    # (While the run waits FAILED in its backoff nobody else may move it: a duplicate start of the same
+    # attempt is refused by its execution name, a cancel sweeps only PENDING runs, the reconciler leaves
+    # a FAILED run alone. The actor that can come between is one that moves the re-armed PENDING run:
+    # a cancel of its job, or a worker claiming it from a redelivered message.)
+    # Given a failed attempt whose Rearm writes, then its answer times out (Step Functions retries it 1 s on)
+    world.after_write["Rearm"] = 1
     job_id = world.one_off("demo.fail", max_attempts=3, wait=5)
     world.deliver()
-    run = world.run_of(job_id)
-    # When another actor moves the run first (another execution re-armed this attempt)
-    assert world.runs.rearm(job_id, times.stored(run.scheduled_for), attempt=run.attempt)
+    failed_at = world.clock.now()
+    world.loop.run(until=failed_at + timedelta(seconds=5.5))
+    assert world.run_of(job_id).status == RunStatus.PENDING and world.messages_for(job_id) == []
+    # When the job is cancelled before the retry (its PENDING run swept to CANCELLED)
+    world.svc.job_service.cancel(job_id, tenant="t")
+    assert world.run_of(job_id).status == RunStatus.CANCELLED
     world.loop.run()
-    # Then this execution's Rearm is refused, it ends in Stale, and it enqueues nothing
+    # Then the retried Rearm is refused, the execution ends in Stale, and it enqueues nothing
     [execution] = world.executions("failure")
     assert execution.ended_in == ["Stale"] and "Enqueue" not in execution.entered
-    assert world.messages_for(job_id) == []
+    assert world.messages_for(job_id) == [] and world.run_of(job_id).status == RunStatus.CANCELLED
 
 
 def test_a_dead_lettered_one_off_replayed_after_its_fix_is_scheduled_again_and_completes(
