@@ -151,7 +151,9 @@ def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) ->
                         f"{job_id}: run {c.sf} started at {c.start:.2f}"
                         f" after a cancel answered 200 at {cancelled:.2f}"
                     )
-                elif c.end is None or c.end > cancelled:
+                elif (c.end is None or c.end > cancelled) and (job_id, c.sf) not in world.ledger.stalled:
+                    # (A stalled handler, the lost-lease fault, is exempt: its leases and start marker
+                    # lapsed, so the fleet rightly took its worker for dead, as it does for overlap.)
                     bad.append(f"{job_id}: a cancel answered 200 at {cancelled:.2f} while run {c.sf} ran")
         if request.type == "recurring":
             bad.extend(_check_recurring(world, acc, by_sf, calls, load_end=load_end))

@@ -352,7 +352,7 @@ _CallOp = Callable[[Fakes, Mapping[str, Any]], Json]
 UPDATES: dict[tuple[str, str], _UpdateOp] = {
     (  # Rearm
         "SET #s = :pending REMOVE lease_owner, lease_until, lease_message",
-        "#s = :failed AND attempt = :attempt",
+        "(#s = :failed OR #s = :pending) AND attempt = :attempt",
     ): _rearm,
     (  # ReplayRearm
         "SET #s = :pending, attempt = :zero, replays = if_not_exists(replays, :zero) + :one "
@@ -361,7 +361,7 @@ UPDATES: dict[tuple[str, str], _UpdateOp] = {
     ): _replay_rearm,
     (  # DeadLetter
         "SET #s = :dead, dl_key = :dl_key, dl_sk = :dl_sk, dead_at = :dead_at",
-        "#s = :failed AND attempt = :attempt",
+        "(#s = :failed OR #s = :dead) AND attempt = :attempt",
     ): _dead_letter,
     (  # FailJob, RestoreJob
         "SET #s = :target, updated_at = :now ADD version :one",

@@ -16,7 +16,8 @@ one-off chain; the caller says so in `job_run`): its dead letter is the job's en
 SCHEDULED -> FAILED; a replay moves it FAILED -> SCHEDULED before the run is enqueued, so the worker
 meets a scheduled job and a success completes it. A job in any other status is left as it is.
 
-Every DynamoDB step is a native-integration conditional update along a legal edge; a refused
+Every DynamoDB step is a native-integration conditional update along a legal edge, which also
+accepts the row its own earlier try wrote (a retry after a lost answer is idempotent); a refused
 condition means another actor already moved the run (a duplicate start, a replay that raced), so the
 execution ends quietly in Stale. Native integrations throughout: no Lambda only forwards a call.
 Inputs are computed by the caller (jobsched.asl_inputs: FailureInput, ReplayInput, DagInput), times
@@ -127,10 +128,18 @@ def _failure_asl() -> dict[str, Any]:
                 "Default": "DeadLetter",
             },
             "Backoff": {"Type": "Wait", "SecondsPath": "$.wait_seconds", "Next": "Rearm"},
+            # Rearm and DeadLetter are retried when their answer is lost after the write applied
+            # (a timeout, a 500): the retry must accept the row its own first try wrote, or the
+            # execution ends Stale with the retry never enqueued / the job never failed.
+            #   Rearm:      FAILED@n ──write──> PENDING@n ──answer lost──> retry: PENDING@n, applies again
+            #   meanwhile:  a cancel (PENDING@n -> CANCELLED) or a worker's claim (LEASED@n+1) moved it:
+            #               the retry is refused, Stale, nothing sent (the cancel or the worker owns it)
+            #   DeadLetter: FAILED@n ──write──> DEAD_LETTER@n ──answer lost──> retry: same values again
+            #   meanwhile:  a replay (DEAD_LETTER -> PENDING@0): refused, Stale, no second alert
             "Rearm": {
                 **_update(
                     "SET #s = :pending REMOVE lease_owner, lease_until, lease_message",
-                    "#s = :failed AND attempt = :attempt",
+                    "(#s = :failed OR #s = :pending) AND attempt = :attempt",
                     {":pending": {"S": "PENDING"}, ":failed": {"S": "FAILED"}, ":attempt": attempt},
                 ),
                 "Next": "Enqueue",
@@ -162,7 +171,7 @@ def _failure_asl() -> dict[str, Any]:
             "DeadLetter": {
                 **_update(
                     "SET #s = :dead, dl_key = :dl_key, dl_sk = :dl_sk, dead_at = :dead_at",
-                    "#s = :failed AND attempt = :attempt",
+                    "(#s = :failed OR #s = :dead) AND attempt = :attempt",
                     {
                         ":dead": {"S": "DEAD_LETTER"},
                         ":failed": {"S": "FAILED"},

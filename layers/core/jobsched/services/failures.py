@@ -38,13 +38,21 @@ class FailureService:
 
     # -- a failed attempt -> the workflow ----------------------------------------------------------
     def hand_over(
-        self, job: Job, run: Execution, *, retryable: bool | None = None, retry_after: float | None = None
+        self,
+        job: Job,
+        run: Execution,
+        *,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+        origin: str = "fail",
     ) -> bool:
-        """Start the workflow for run's failed attempt (once per attempt: the name is the key).
+        """Start the workflow for run's failed attempt (once per attempt and origin: the name is the key).
 
         `retryable` None: decided by the job's retry policy from the attempt and error type.
         `retry_after`: the target's hint (HTTP 429/503 Retry-After, seconds): the re-arm waits at
         least that long, and never longer than the backoff's max_seconds.
+        `origin` "poison": the reconciler's failure of an attempt whose own failure may have been
+        handed over already (a re-armed run whose message was then redriven): its own execution.
         """
         error_type = run.error.type if run.error else "Unknown"
         policy = job.retry
@@ -88,7 +96,7 @@ class FailureService:
         )
         # One execution per (run, replay series, attempt): a duplicate start of the same failure is a
         # no-op, and a replayed run's attempt 1 is a new failure, not the first series' attempt 1.
-        name = execution_name("fail", run.run_id, f"r{run.replays}", f"a{run.attempt}")
+        name = execution_name(origin, run.run_id, f"r{run.replays}", f"a{run.attempt}")
         return self.state_machines.start_failure(name, payload.model_dump(mode="json"))
 
     def reconcile(self, message: RunMessage) -> str:
@@ -113,8 +121,14 @@ class FailureService:
             row = self.runs.get(job.job_id, times.parse_stored(message.scheduled_for))
             if row is None or row.status != RunStatus.FAILED:
                 return "already_final"
-            failed = row  # a FAILED run whose hand-over did not happen: do it now
-        self.hand_over(job, failed, retryable=False)
+            # A FAILED run whose hand-over did not happen: do it now (a no-op if it did).
+            self.hand_over(job, row, retryable=False)
+            return "dead_lettered"
+        # The run was moved to FAILED here: its own execution name. The attempt's own failure may
+        # have started "fail-...-aN" already (it re-armed the run PENDING at attempt N, then the
+        # message was redriven), and a start under that name would be a no-op, leaving the run
+        # FAILED forever (sim seed 7, 5 minutes).
+        self.hand_over(job, failed, retryable=False, origin="poison")
         return "dead_lettered"
 
     # -- the dead-letter list ------------------------------------------------------------------------

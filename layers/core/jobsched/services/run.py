@@ -44,9 +44,10 @@ from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
-from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing
+from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed
+from jobsched.errors import StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.ports import (
     Clock,
@@ -77,6 +78,10 @@ MAX_BUFFER_WAIT_SECONDS = 840
 # A tick that finds the slot free but a sleeping buffered tick ahead of it wakes that one and looks
 # again after this long.
 WAKE_RETRY_SECONDS = 2
+# How many times a worker writes an attempt's outcome before it leaves the record to a redelivery (the
+# store failed each time: a throttle, a 500, a timeout). boto3 retries each call already; these are
+# the calls that failed through that.
+RECORD_TRIES = 4
 LOST_MESSAGE = "a worker died holding this run and the job is not idempotent: not re-run automatically"
 
 
@@ -342,8 +347,10 @@ class Worker:
             raise WaitBehind(delivery.message_id)  # nothing but its own copies holds a one-off's slot
         if policy.overlap_policy == "buffer_one":
             waiting = current.buffered_run
-            if waiting not in (None, sf) and _live(current.buffered_until, now) and (
-                not holder_live or stale is not None
+            if (
+                waiting not in (None, sf)
+                and _live(current.buffered_until, now)
+                and (not holder_live or stale is not None)
             ):
                 # The slot is free, but the tick buffered before this one owns the next turn and
                 # sleeps (its waker died): wake it, and look again once it holds the slot.
@@ -470,9 +477,14 @@ class Worker:
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
         if heartbeat.persisted:
-            done = self.runs.record(job.job_id, sf, owner=owner, end=end)
+            done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         else:
-            done = self.runs.record_unleased(job.job_id, sf, worker=self.worker_id, end=end, create=created)
+            done = self._record(
+                lambda: self.runs.record_unleased(
+                    job.job_id, sf, worker=self.worker_id, end=end, create=created
+                ),
+                end,
+            )
         if not done.applied:
             # Someone else recorded this run meanwhile (a duplicate delivery, or a retry's
             # takeover): theirs stands; finish what a dead recorder may have left undone.
@@ -484,12 +496,14 @@ class Worker:
             # The attempt is the one the write counted: the read that picked this path is eventually
             # consistent and may have shown an older row (a retry's re-armed row read as absent),
             # and a failure handed over under an attempt already handed over starts no workflow.
-            attempt = (done.previous.attempt if done.previous else 0) + 1
+            attempt = (
+                done.row.attempt
+                if done.row is not None
+                else (done.previous.attempt if done.previous else 0) + 1
+            )
         return self._recorded(job, sf, attempt, error, replays, finished, retry_after=heartbeat.retry_after)
 
-    def _run_leased(
-        self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str
-    ) -> Outcome:
+    def _run_leased(self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str) -> Outcome:
         """Lease first, then run: for takeovers of a dead worker's run and non-idempotent jobs."""
         now = self.clock.now()
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
@@ -538,10 +552,40 @@ class Worker:
             retry_after = beat.retry_after
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
-        done = self.runs.record(job.job_id, sf, owner=owner, end=end)
+        done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         if not done.applied:
             raise LeaseLost(delivery.message_id)
         return self._recorded(job, sf, attempt, error, replays, finished, retry_after=retry_after)
+
+    def _record(self, write: Callable[[], Transition], end: AttemptEnd) -> Transition:
+        """The attempt's outcome written, the write retried while the store fails (RECORD_TRIES).
+
+        The handler has run: a record left to the message's redelivery may never come, as the
+        redelivery meets the tick's gate first (a pause, an edit, the next tick in the slot, a
+        cancel) and skips or cancels a run that executed. So the worker keeps trying here.
+
+            write ──500/throttle (nothing written)──> write again
+              └──timeout (it may have applied)──> write again ──refused, the row holds this very
+                                                     attempt (its start and end)──> it was ours: applied
+        """
+        unsure = False
+        for left in range(RECORD_TRIES - 1, -1, -1):
+            try:
+                done = write()
+            except StoreUnreachable:
+                if not left:
+                    raise
+                unsure = True
+                continue
+            except TransientStoreError:
+                if not left:
+                    raise
+                continue
+            if not done.applied and unsure and _records(done.row, end):
+                # Our own earlier try applied: the row is this attempt's record.
+                return Transition(applied=True, row=done.row)
+            return done
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _wait_for_second(self, sf: str) -> None:
         early = (times.parse_stored(sf) - self.clock.now()).total_seconds()
@@ -733,6 +777,19 @@ class Worker:
             if isinstance(exc, TargetFailed):
                 return None, (exc.error_type, message), exc.retry_after
             return None, (type(exc).__name__, message), None
+
+
+def _records(row: Execution | None, end: AttemptEnd) -> bool:
+    """Whether `row` holds the attempt `end` as its last record (the same start and end instants)."""
+    if row is None or row.status != end.status or not row.attempts:
+        return False
+    last = row.attempts[-1]
+    return (
+        last.started_at is not None
+        and last.finished_at is not None
+        and times.stored(last.started_at) == times.stored(end.started_at)
+        and times.stored(last.finished_at) == times.stored(end.finished_at)
+    )
 
 
 def _live(until: datetime | None, now: datetime) -> bool:

@@ -22,12 +22,17 @@ from jobsched.domain.results import Backfill, Control, RunPage
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
+from jobsched.services.dispatch import jitter_offset
 from jobsched.services.jobs import JobService, next_run_shown
 
 MAX_BACKFILL_TICKS = 1000
 MAX_BACKFILL_RANGE = timedelta(days=366)
 BACKFILL_RATE_PER_SECOND = 10
 MAX_HISTORY_PAGE = 100
+# A resume sends again the handed-over ticks of the pause due this soon: a worker whose clock runs
+# ahead of the API's by up to this much may have taken one for due already, a tick of the pause, and
+# acknowledged its message (tests/sim seed 5). Lambda clocks keep NTP time to milliseconds: ample.
+RESEND_WITHIN_SECONDS = 10
 
 _SCHEDULE_FIELDS = {"cron_expr", "timezone", "jitter_seconds", "start_at", "end_at", "max_runs"}
 _RETRY_FIELDS = {"max_attempts", "backoff", "timeout_seconds", "non_retryable_errors"}
@@ -104,7 +109,32 @@ class ScheduleService:
         self.job_service.hand_over_if_due_soon(
             resumed, missed_before=now, queued_before=job.resume_from if replan else None
         )
+        if first is not None and job.resume_from is not None:
+            self._send_again_soon(job, first=max(first, now), before=job.resume_from, now=now)
         return self._control(self.job_service.owned(job_id, tenant))
+
+    def _send_again_soon(self, job: Job, *, first: datetime, before: datetime, now: datetime) -> None:
+        """Send a copy of each handed-over tick in [first, before) due within RESEND_WITHIN_SECONDS.
+
+        Ticks the resume leaves to their queued messages were judged "not yet due" on the API's clock;
+        a worker judged them on its own, and a worker ahead has acknowledged the tick as one of the
+        pause. A copy whose original is still queued finds the run started or finished and is dropped.
+        """
+        assert job.cron_expr is not None  # _first_tick_of_pause: a recurring job's
+        end = min(before, now + timedelta(seconds=RESEND_WITHIN_SECONDS))
+        schedule = cron.parse(job.cron_expr, job.timezone)
+        offset = jitter_offset(job.job_id, job.policy.jitter_seconds)
+        guard = takes_slot(job.type, job.policy.overlap_policy)
+        out: list[Outgoing] = []
+        tick = schedule.next_after(first - timedelta(milliseconds=1))
+        while tick < end:
+            if self.runs.get(job.job_id, tick) is None:  # a row: a worker received it, and it went on
+                message = RunMessage(job_id=job.job_id, scheduled_for=times.stored(tick), guard=guard)
+                delay = max(0, math.floor((tick + timedelta(seconds=offset) - now).total_seconds()))
+                out.append(Outgoing(message, delay))
+            tick = schedule.next_after(tick)
+        if out:
+            self.queue.send(out)
 
     @staticmethod
     def _first_tick_of_pause(job: Job) -> datetime | None:

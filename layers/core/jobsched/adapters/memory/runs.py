@@ -333,26 +333,30 @@ class MemoryRunStore:
     # -- the workflows' own writes (asl.py): on AWS the state machines write the runs table directly,
     # so these are no part of the RunStore port; a simulated workflow (tests/sim/workflows.py) calls them.
     def rearm(self, job_id: str, scheduled_for: str, *, attempt: int) -> bool:
-        """Rearm: FAILED at `attempt` -> PENDING, the lease removed; False (nothing written) otherwise."""
+        """Rearm: FAILED (or PENDING: a retry of its own write) at `attempt` -> PENDING, the lease
+        removed; False (nothing written) otherwise."""
         check_path(RunStatus.FAILED, RunStatus.PENDING)
         cleared: dict[str, Any] = {"status": RunStatus.PENDING, "lease_owner": None}
         cleared.update(lease_until=None, lease_message=None)
+        rearmable = (RunStatus.FAILED, RunStatus.PENDING)
         return self._workflow_write(
             (job_id, scheduled_for),
-            lambda r: r is not None and r.status == RunStatus.FAILED and r.attempt == attempt,
+            lambda r: r is not None and r.status in rearmable and r.attempt == attempt,
             cleared,
         )
 
     def dead_letter_failed(
         self, job_id: str, scheduled_for: str, *, attempt: int, dl_key: str, dl_sk: str, dead_at: datetime
     ) -> bool:
-        """DeadLetter: FAILED at `attempt` -> DEAD_LETTER with its index entry; False otherwise."""
+        """DeadLetter: FAILED (or DEAD_LETTER: a retry of its own write) at `attempt` -> DEAD_LETTER
+        with its index entry; False otherwise."""
         check_path(RunStatus.FAILED, RunStatus.DEAD_LETTER)
         key = (job_id, scheduled_for)
+        dead = (RunStatus.FAILED, RunStatus.DEAD_LETTER)
         with self._lock:
             if not self._workflow_write(
                 key,
-                lambda r: r is not None and r.status == RunStatus.FAILED and r.attempt == attempt,
+                lambda r: r is not None and r.status in dead and r.attempt == attempt,
                 {"status": RunStatus.DEAD_LETTER},
             ):
                 return False
