@@ -90,6 +90,10 @@ class CreateJobRequest(BaseModel):
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> CreateJobRequest:
+        if self.type == "one_off" and self.depends_on and self.run_at is None:
+            # Seed 1's dependent job: a one-off that waits for its upstreams instead of a time. It is
+            # stored (and read back) as type "dependent": one name for one kind of job.
+            self.type = "dependent"
         if self.type == "dependent":
             if not self.depends_on:
                 raise ValueError("depends_on is required for a dependent job")
