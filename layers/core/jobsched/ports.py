@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import (
     AttemptEnd,
@@ -190,6 +191,16 @@ class JobStore(ShardLeases, Protocol):
         """SCHEDULED|PAUSED -> CANCELLED (version + 1, out of the due index), only while no start
         marker is live: the slot is unheld, lapsed, or held by `stale` (a run known finished),
         and the count is zero or lapsed. (applied, the job after; refused: as it stood or None)."""
+        ...
+
+    def list_jobs(
+        self, tenant: str, *, order: ListOrder, where: JobFilter, cursor: Cursor | None, limit: int
+    ) -> JobListing:
+        """Up to `limit` of the tenant's jobs that match `where`, from `cursor`: newest first
+        ("created"), or soonest pending tick first ("next_run": jobs without one are not listed).
+        Reads the tenant's index partition only, at most MAX_LIST_READ items per call (then a
+        short page with a cursor: `truncated`); the page's cursor is None after the last page.
+        Eventually consistent: a job just created or changed may be missing or stale."""
         ...
 
     def due_page(self, due_key: str, *, until: datetime, cursor: Cursor | None, limit: int) -> DuePage:

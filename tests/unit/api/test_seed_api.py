@@ -43,7 +43,9 @@ def test_a_one_off_with_depends_on_and_a_run_at_is_still_refused_naming_the_fiel
     # of the two decides would be a guess)
     app = api(world)
     _, upstream = call(app, "POST", "/api/jobs", headers=A, body=ONE_OFF)
-    status, answer = call(app, "POST", "/api/jobs", headers=A, body={**ONE_OFF, "depends_on": [upstream["job_id"]]})
+    status, answer = call(
+        app, "POST", "/api/jobs", headers=A, body={**ONE_OFF, "depends_on": [upstream["job_id"]]}
+    )
     assert status == 400, answer
     assert "depends_on" in answer["error"]["message"]
 

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from jobsched.domain.listing import checked_tags
 from jobsched.domain.models import (
     MAX_ATTEMPTS_LIMIT,
     MAX_CATCHUP_LIMIT,
@@ -64,6 +65,7 @@ class CreateJobRequest(BaseModel):
     idempotent: bool = True
     depends_on: list[str] = Field(default_factory=list)
     name: str | None = Field(default=None, max_length=200)
+    tags: Annotated[dict[str, str], AfterValidator(checked_tags)] = Field(default_factory=dict)
     # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
     overlap_policy: OverlapPolicy = "skip"
     catchup: CatchupPolicy = "one"
@@ -190,6 +192,10 @@ class PatchJobRequest(BaseModel):
     depends_on: list[str] | None = Field(
         default=None, min_length=1, max_length=MAX_FAN_IN, json_schema_extra=_never_null
     )
+    tags: Annotated[dict[str, str], AfterValidator(checked_tags)] | None = Field(
+        default=None, json_schema_extra=_never_null
+    )
+    """The job's whole tag set, replacing the one it had ({} clears it)."""
 
     @field_validator(
         "handler",
@@ -204,6 +210,7 @@ class PatchJobRequest(BaseModel):
         "max_catchup",
         "jitter_seconds",
         "depends_on",
+        "tags",
     )
     @classmethod
     def _not_null(cls, value: Any) -> Any:

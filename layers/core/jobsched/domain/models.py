@@ -151,6 +151,8 @@ class Job(BaseModel):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     policy: SchedulePolicy = Field(default_factory=SchedulePolicy)
     idempotent: bool = True
+    tags: dict[str, str] = Field(default_factory=dict)
+    """The caller's labels (jobsched.domain.listing: limits, and the listing's filter on them)."""
     next_run_at: datetime | None = None
     dispatched: int = 0
     paused_at: datetime | None = None

@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.domain import times
-from jobsched.domain.keys import due_key_for, job_pk
+from jobsched.domain.keys import created_key, due_key_for, job_pk, tenant_key
+from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
 from jobsched.domain.records import DeadLetter, DueEntry
 from jobsched.domain.status import JobStatus, RunStatus
@@ -98,7 +99,13 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         "created_at": enc(times.stored(job.created_at)),
         "updated_at": enc(times.stored(job.updated_at)),
         "version": enc(job.version),
+        # The listing indexes' keys (jobsched.resources.TENANT_JOBS_INDEX) and filter attributes.
+        "list_pk": enc(tenant_key(job.tenant)),
+        "list_sk": enc(created_key(times.stored(job.created_at), job.job_id)),
+        "target_type": enc(target_type_of(job)),
     }
+    if job.tags:
+        item["tags"] = {"M": {k: enc(v) for k, v in job.tags.items()}}
     if job.name:
         item["name"] = enc(job.name)
     if job.run_at:
@@ -163,6 +170,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         running=max(0, int(item.get("running", 0))),
         running_until=opt_time(item.get("running_until")),
         idempotent=item.get("idempotent", True),
+        tags=item.get("tags", {}),
         next_run_at=opt_time(item.get("next_run_at")),
         created_at=times.parse_stored(item["created_at"]),
         updated_at=times.parse_stored(item["updated_at"]),
