@@ -33,11 +33,22 @@ class RunContext:
     """Idempotency key of the run's effect: (job_id, scheduled_for), stable across attempts."""
     beat: Callable[[], None] | None = None
     """The worker's heartbeat for this run (None outside a worker)."""
+    cancel_requested: Callable[[], bool] | None = None
+    """Whether the run's last heartbeat found it asked to stop (None outside a worker)."""
 
     def heartbeat(self) -> None:
         """Renew this run's leases now (the worker also renews them every lease/3 on its own)."""
         if self.beat is not None:
             self.beat()
+
+    @property
+    def cancelled(self) -> bool:
+        """POST /api/runs/{id}/cancel asked this run to stop: finish early (a cooperative stop).
+
+        Read by the heartbeat (every lease/3 s, and at each ctx.heartbeat()), so a handler that
+        polls it in a loop sees a cancel within one beat. What the run answers after it is its result.
+        """
+        return self.cancel_requested is not None and self.cancel_requested()
 
 
 Handler = Callable[[dict[str, Any], RunContext], Any]

@@ -231,6 +231,8 @@ class Execution(BaseModel):
     kind: str = "scheduled"
     created_at: datetime | None = None
     """When the row was written first: for a backfill run, when the backfill asked for it."""
+    cancel_requested_at: datetime | None = None
+    """When POST /api/runs/{id}/cancel asked this running run to stop (its heartbeat reads it)."""
 
     def lateness_ms(self) -> int | None:
         """How late the run started (None: not started, or nothing to measure from).

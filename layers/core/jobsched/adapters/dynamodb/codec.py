@@ -249,4 +249,5 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         reason=item.get("reason"),
         kind=item.get("kind", "scheduled"),
         created_at=opt_time(item.get("created_at")),
+        cancel_requested_at=opt_time(item.get("cancel_requested_at")),
     )

@@ -258,6 +258,17 @@ class MemoryRunStore:
             self.rows[key] = row.model_copy(update={"lease_until": until})
             return True
 
+    def request_cancel(self, job_id: str, scheduled_for: str, *, now: datetime) -> Transition:
+        """Mark a held run cancel-requested; refused for any other status."""
+        key = (job_id, scheduled_for)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is None or row.status not in HELD:
+                return Transition(applied=False, row=row.model_copy(deep=True) if row else None)
+            new = row.model_copy(update={"cancel_requested_at": row.cancel_requested_at or now})
+            self.rows[key] = new
+            return Transition(applied=True, row=new.model_copy(deep=True), previous=row.model_copy(deep=True))
+
     def fail_stuck(
         self,
         *,
