@@ -131,8 +131,13 @@ def _echo(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 @registry.handler("demo.sleep")
 def _sleep(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    seconds = float(payload.get("seconds", 1))
-    time.sleep(max(0.0, min(seconds, 900.0)))
+    """Sleep `seconds`, stopping early when the run is cancelled (the worker's heartbeat reads it)."""
+    seconds = max(0.0, min(float(payload.get("seconds", 1)), 900.0))
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if ctx.cancelled:
+            return {"slept": round(seconds - left, 3), "cancelled": True}
+        time.sleep(min(left, 0.5))
     return {"slept": seconds}
 
 

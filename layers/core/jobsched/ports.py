@@ -308,10 +308,13 @@ class RunStore(Protocol):
         """Push a LEASED|RUNNING run's lease to `until` if `owner` holds it; else False."""
         ...
 
-    def request_cancel(self, job_id: str, scheduled_for: str, *, now: datetime) -> Transition:
-        """Mark a LEASED|RUNNING run cancel-requested (cancel_requested_at = now, kept if set
-        already): its worker's heartbeat reads the mark and the handler is asked to stop. The
-        status does not change; refused (the row as it stood, or None) for any other status."""
+    def request_cancel(
+        self, job_id: str, scheduled_for: str, *, now: datetime, pending_too: bool = False
+    ) -> Transition:
+        """Mark a LEASED|RUNNING run (and a PENDING one with `pending_too`: a fast-path run whose
+        row is not written yet) cancel-requested (cancel_requested_at = now, kept if set already):
+        its worker's heartbeat reads the mark and the handler is asked to stop. The status does
+        not change; refused (the row as it stood, or None) for any other status."""
         ...
 
     def fail_stuck(

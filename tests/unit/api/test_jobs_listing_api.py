@@ -81,7 +81,7 @@ def test_filters_order_and_the_cursor(world: World) -> None:
     # Pages of one, followed by their cursors, list every job once
     seen, cursor = [], ""
     while True:
-        status, page = call(app, "GET", f"/api/jobs?limit=1{cursor}", headers=A)
+        _, page = call(app, "GET", f"/api/jobs?limit=1{cursor}", headers=A)
         seen += ids(page)
         if page["next_cursor"] is None:
             break

@@ -131,15 +131,19 @@ def test_a_cancel_that_loses_the_race_to_the_workers_claim_asks_the_run_to_stop(
     assert row is not None and row.status.value == "LEASED" and row.cancel_requested_at is not None
 
 
+@pytest.mark.parametrize("beat_first", [True, False], ids=["row-running", "row-still-pending"])
 def test_a_running_python_handler_sees_ctx_cancelled_after_a_cancel_and_a_finished_run_is_409(
-    world: World,
+    world: World, beat_first: bool
 ) -> None:
-    # Given a handler that, mid-run, has its own run cancelled and then checks ctx.cancelled
+    # Given a handler that, mid-run, has its own run cancelled and then checks ctx.cancelled: after
+    # its first heartbeat (its row RUNNING), or before it (the fast path's row still PENDING, the
+    # run known started by the slot it holds on its job)
     app = api(world)
     seen: dict[str, Any] = {}
 
     def cooperative(payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
-        ctx.heartbeat()  # the run is now RUNNING with a lease row (the fast path's first beat)
+        if beat_first:
+            ctx.heartbeat()  # the run is now RUNNING with a lease row (the fast path's first beat)
         seen["before"] = ctx.cancelled
         seen["answer"] = call(app, "POST", f"/api/runs/{ctx.run_id}/cancel", headers=A)
         ctx.heartbeat()  # the next beat reads the cancel mark

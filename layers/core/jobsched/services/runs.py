@@ -17,11 +17,14 @@ Cancelling one run races its worker. Every move out of PENDING is a compare-and-
     mark, the handler sees ctx.cancelled and stops; what it answers is the run's result
     -- or the run is finished -> 409
 
-A worker on the fast path (an idempotent job) writes no row before its handler: it reads the row
-and takes the fast path only while the row is absent or PENDING. A cancel that lands between that
-read and the handler's end is answered 200, the handler's effect may already have happened, and
-its result is refused (the row is CANCELLED). Closing that window needs a per-run start marker on
-the job item the cancel can compare against (as JobStore's slot is for whole jobs).
+A worker on the fast path (an idempotent job) writes no row before its handler (its row stays
+PENDING, or absent, until its first heartbeat), but a run that holds its job's slot (one-offs,
+recurring jobs with overlap skip or buffer_one) has written that start marker on the job item, which
+the cancel reads first: such a run is marked (202), not cancelled. What is left: a counted run (overlap
+"allow", manual runs of those jobs, backfills, dependants) on the fast path, and a slot taken between
+the cancel's read of the job and its write of the row. Such a cancel is answered 200, the handler
+runs, and its result is refused (the row is CANCELLED). Closing it needs the cancel to write on the
+job item too, where the start markers are compared (as JobService.cancel does for whole jobs).
 
 Stopping a running run that is not a python handler (StopTask for an ECS task, StopExecution for a
 waited Step Functions target) plugs in as a RunStopper: every stopper is called with the run once
@@ -163,6 +166,15 @@ class RunService:
         if row is None and not self._a_tick_of(job, scheduled_for):
             raise NotFound(f"run '{run_id}' not found", field="run_id")
         now = self.clock.now()
+        if job.active_run == sf and job.active_until is not None and job.active_until >= now:
+            # The run holds its job's slot: it has started, maybe on the fast path, whose row stays
+            # PENDING (or absent) until its first heartbeat. Mark it instead of cancelling it.
+            marked = self.runs.request_cancel(job.job_id, sf, now=now, pending_too=True)
+            if marked.applied and marked.row is not None:
+                return self._stopping(job, marked.row, run_id)
+            if marked.row is None:
+                raise Conflict(f"run {run_id} is starting and has no row to mark yet; retry in a moment")
+            row = marked.row
         if row is None or row.status == RunStatus.PENDING or row.status in HELD:
             # Absent (a tick handed over on the fast path has no row until it ends): created
             # CANCELLED, so its worker finds it so. Held under an expired lease: its worker died.
@@ -174,9 +186,7 @@ class RunService:
         if row is not None and row.status in HELD:
             marked = self.runs.request_cancel(job.job_id, sf, now=now)
             if marked.applied and marked.row is not None:
-                for stop in self.stoppers:
-                    stop(job, marked.row)
-                return RunCancel(run_id=run_id, status=marked.row.status, stopping=True)
+                return self._stopping(job, marked.row, run_id)
             row = marked.row  # it finished meanwhile
         if row is not None and row.status == RunStatus.CANCELLED:
             return RunCancel(run_id=run_id, status=RunStatus.CANCELLED)
@@ -221,6 +231,13 @@ class RunService:
         )
 
     # -- helpers ----------------------------------------------------------------------------------------
+    def _stopping(self, job: Job, row: Execution, run_id: str) -> RunCancel:
+        for stop in self.stoppers:  # the seam for targets that are not a python handler
+            stop(job, row)
+        # A fast-path run's row still reads PENDING while it runs: what it is doing is running.
+        status = RunStatus.RUNNING if row.status == RunStatus.PENDING else row.status
+        return RunCancel(run_id=run_id, status=status, stopping=True)
+
     def _resolve(self, run_id: str, tenant: str) -> tuple[Job, datetime]:
         try:
             job_id, scheduled_for = parse_run_id(run_id)
