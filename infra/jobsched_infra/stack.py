@@ -153,6 +153,8 @@ class JobschedStack(Stack):
             self.workers.entry_point.function,
             self.reconciler.entry_point.function,
         )
+        # GET /api/runs/{id} links a run to the worker's log lines (filtered by the run id).
+        api_fn.add_environment(c.WORKER_LOG_GROUP_ENV, self.workers.entry_point.log_group.log_group_name)
         for fn in (api_fn, dispatcher_fn, worker_fn):
             for table_spec in resources.TABLES:
                 storage.tables[table_spec.logical_id].grant_read_write_data(fn)

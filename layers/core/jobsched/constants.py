@@ -31,3 +31,5 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 # Where the API takes the caller's tenant from: "iam" (the SigV4 principal in the request
 # context, what CDK deploys) or "header" (X-Tenant, for the local stack only).
 TENANT_SOURCE_ENV = "JOBSCHED_TENANT_SOURCE"
+# The worker's log group, which GET /api/runs/{id} links to (filtered by the run id); unset: no link.
+WORKER_LOG_GROUP_ENV = "JOBSCHED_WORKER_LOG_GROUP"
