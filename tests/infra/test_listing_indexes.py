@@ -22,7 +22,7 @@ def _index(synth: Synth, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("spec", "sort_key"),
-    [(resources.TENANT_JOBS_INDEX, "list_sk"), (resources.TENANT_NEXT_RUN_INDEX, "next_run_at")],
+    [(resources.TENANT_JOBS_INDEX, "created_at"), (resources.TENANT_NEXT_RUN_INDEX, "next_run_at")],
     ids=lambda v: getattr(v, "name", v),
 )
 def test_it_builds_the_listing_indexes_per_tenant_with_a_projection_no_run_rewrites(
@@ -30,7 +30,7 @@ def test_it_builds_the_listing_indexes_per_tenant_with_a_projection_no_run_rewri
 ) -> None:
     index = _index(synth, spec.name)
     assert index["KeySchema"] == [
-        {"AttributeName": "list_pk", "KeyType": "HASH"},
+        {"AttributeName": "tenant", "KeyType": "HASH"},
         {"AttributeName": sort_key, "KeyType": "RANGE"},
     ]
     projected = set(index["Projection"]["NonKeyAttributes"])

@@ -77,16 +77,17 @@ DUE_INDEX = IndexSpec(
     ),
 )
 
-# The listing (GET /api/jobs): a tenant's jobs, newest first. Partition "TENANT#<tenant>", sort key
-# "<created_at>#<job_id>" (unique, time-ordered): one range read per page, against the caller's jobs
-# only, never a Scan. Only job items carry the two keys (idempotency records and leases do not), and
-# the projection holds what the listing filters on and nothing a run writes (no next_run_at, no
-# markers, no counters), so a tick or a run never rewrites this index; the page's job items are then
-# read in one BatchGetItem. A tenant is one index partition: at one listing page per second per
-# tenant, far below a partition's 3,000 RCU.
+# The listing (GET /api/jobs): a tenant's jobs, newest first. Partition: the job's `tenant`, sort
+# key: its `created_at` (stored form, time-ordered), two attributes every job item has already, so
+# the index costs the job item no byte (every byte is billed again on each hot write of it). Only
+# job items carry both (idempotency records have no tenant, leases neither): one range read per
+# page, against the caller's jobs only, never a Scan. The projection holds what the listing filters
+# on and nothing a tick or a run writes (no next_run_at, markers, counters), so a run never rewrites
+# this index; the page's job items are then read in one BatchGetItem. A tenant is one index
+# partition: plenty for listing pages, far below a partition's 3,000 RCU.
 LISTING_ATTRIBUTES = ("job_id", "status", "type", "name", "tags", "target_type")
 TENANT_JOBS_INDEX = IndexSpec(
-    name="tenant_jobs", partition_key="list_pk", sort_key="list_sk", non_key_attributes=LISTING_ATTRIBUTES
+    name="tenant_jobs", partition_key="tenant", sort_key="created_at", non_key_attributes=LISTING_ATTRIBUTES
 )
 # The listing by next run: the same partition, sorted by the pending tick. Sparse: a job without a
 # pending tick (finished, cancelled, paused, dependent) is not in it. The price: every tick moves a
@@ -94,7 +95,7 @@ TENANT_JOBS_INDEX = IndexSpec(
 # more per tick, at this small projection).
 TENANT_NEXT_RUN_INDEX = IndexSpec(
     name="tenant_next_run",
-    partition_key="list_pk",
+    partition_key="tenant",
     sort_key="next_run_at",
     non_key_attributes=LISTING_ATTRIBUTES,
 )

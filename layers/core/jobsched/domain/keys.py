@@ -35,16 +35,6 @@ def parse_run_id(run_id: str) -> tuple[str, datetime]:
     return job_id, datetime.fromtimestamp(int(millis) / 1000, tz=UTC)
 
 
-def tenant_key(tenant: str) -> str:
-    """Partition key of a tenant's jobs in the listing indexes (jobsched.resources.TENANT_JOBS_INDEX)."""
-    return f"TENANT#{tenant}"
-
-
-def created_key(created_at: str, job_id: str) -> str:
-    """Sort key of a job in the newest-first listing: stored-form created_at, then the id (unique)."""
-    return f"{created_at}#{job_id}"
-
-
 def due_key_for(job_id: str, next_run_at: datetime, *, written: datetime, shards: int) -> str:
     """The due-index key of a pending tick written at `written`.
 

@@ -22,7 +22,6 @@ from typing import Literal
 from pydantic import ValidationError as PydanticValidationError
 
 from jobsched.domain import cursors
-from jobsched.domain.keys import tenant_key
 from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter, ListOrder
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.results import Control
@@ -35,8 +34,8 @@ from jobsched.services.schedule import ScheduleService
 BulkAction = Literal["pause", "resume", "cancel", "run_now"]
 
 _CURSOR_KEYS: dict[str, set[str]] = {
-    "created": {"PK", "SK", "list_pk", "list_sk"},
-    "next_run": {"PK", "SK", "list_pk", "next_run_at"},
+    "created": {"PK", "SK", "tenant", "created_at"},
+    "next_run": {"PK", "SK", "tenant", "next_run_at"},
 }
 
 
@@ -89,7 +88,7 @@ class Catalog:
         start = None
         if cursor:
             start = cursors.decode(
-                cursor, keys=_CURSOR_KEYS[order], pinned={"list_pk": tenant_key(tenant), "SK": "META"}
+                cursor, keys=_CURSOR_KEYS[order], pinned={"tenant": tenant, "SK": "META"}
             )
         page = self.jobs.list_jobs(tenant, order=order, where=where, cursor=start, limit=limit)
         now = self.job_service.clock.now()

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.domain import times
-from jobsched.domain.keys import created_key, due_key_for, job_pk, tenant_key
+from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
 from jobsched.domain.records import DeadLetter, DueEntry
@@ -99,11 +99,11 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         "created_at": enc(times.stored(job.created_at)),
         "updated_at": enc(times.stored(job.updated_at)),
         "version": enc(job.version),
-        # The listing indexes' keys (jobsched.resources.TENANT_JOBS_INDEX) and filter attributes.
-        "list_pk": enc(tenant_key(job.tenant)),
-        "list_sk": enc(created_key(times.stored(job.created_at), job.job_id)),
-        "target_type": enc(target_type_of(job)),
     }
+    # The listing filters on the target's type; "python" (the default) is not stored (every byte of
+    # the job item is billed again on each hot write of it): its absence means python.
+    if target_type_of(job) != "python":
+        item["target_type"] = enc(target_type_of(job))
     if job.tags:
         item["tags"] = {"M": {k: enc(v) for k, v in job.tags.items()}}
     if job.name:

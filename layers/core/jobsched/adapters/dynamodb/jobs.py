@@ -28,7 +28,7 @@ from jobsched.adapters.dynamodb.codec import (
 from jobsched.adapters.dynamodb.conditions import DYNAMODB, all_of, any_of, conditional
 from jobsched.adapters.dynamodb.leases import ShardLeases
 from jobsched.domain import times
-from jobsched.domain.keys import due_key_for, job_pk, tenant_key
+from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
 from jobsched.domain.models import Job
 from jobsched.domain.records import Cursor, DuePage, IdempotencyRecord
@@ -593,8 +593,8 @@ class JobStore(ShardLeases):
         the page is full, the partition ends, or MAX_LIST_READ items were read (a short page with a
         cursor). Eventually consistent, as any index: a job created a moment ago may be missing.
         """
-        names: dict[str, str] = {}
-        values: dict[str, Any] = {":t": enc(tenant_key(tenant))}
+        names: dict[str, str] = {"#tenant": "tenant"}
+        values: dict[str, Any] = {":t": enc(tenant)}
         filters: list[str] = []
         for attr, value in (("status", where.status), ("type", where.type)):
             if value is not None:
@@ -605,20 +605,23 @@ class JobStore(ShardLeases):
             filters.append("begins_with(#name, :name)")
         if where.target is not None:
             names["#tt"], values[":tt"] = "target_type", enc(where.target)
-            filters.append("#tt = :tt")
+            # A python target's type is not stored (codec.job_items): absent means python.
+            filters.append(
+                "(attribute_not_exists(#tt) OR #tt = :tt)" if where.target == "python" else "#tt = :tt"
+            )
         if (pair := where.tag_pair()) is not None:
             names["#tags"], names["#tk"], values[":tv"] = "tags", pair[0], enc(pair[1])
             filters.append("#tags.#tk = :tv")
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": self.tenant_index if order == "created" else self.next_run_index,
-            "KeyConditionExpression": "list_pk = :t",
+            "KeyConditionExpression": "#tenant = :t",
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
             "ScanIndexForward": order != "created",
         }
         if filters:
             kwargs["FilterExpression"] = " AND ".join(filters)
-            kwargs["ExpressionAttributeNames"] = names
         if cursor:
             kwargs["ExclusiveStartKey"] = cursor
         ids: list[str] = []

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobsched.domain import times
-from jobsched.domain.keys import created_key, due_key_for, job_pk, tenant_key
+from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
 from jobsched.domain.models import Job
 from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
@@ -373,10 +373,10 @@ class MemoryJobStore:
     ) -> JobListing:
         """The tenant's jobs newest first, or by next_run_at (only jobs that have one), as the indexes."""
         with self._lock:
-            sort_attr = "list_sk" if order == "created" else "next_run_at"
+            sort_attr = "created_at" if order == "created" else "next_run_at"
             keyed = sorted(
                 (
-                    (created_key(times.stored(j.created_at), j.job_id), j.job_id, j)
+                    (times.stored(j.created_at), j.job_id, j)
                     if order == "created"
                     else (times.stored(j.next_run_at or j.created_at), j.job_id, j)
                     for j in self.jobs.values()
@@ -404,7 +404,7 @@ class MemoryJobStore:
                 next_cursor = {
                     "PK": {"S": job_pk(job_id)},
                     "SK": {"S": "META"},
-                    "list_pk": {"S": tenant_key(tenant)},
+                    "tenant": {"S": tenant},
                     sort_attr: {"S": sort_value},
                 }
             return JobListing(
