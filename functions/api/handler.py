@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched import constants as c
 from jobsched.adapters import idempotency
 from jobsched.api import build_app, guard_body
+from jobsched.services.runs import LogLinks
 from jobsched.settings import Settings
 from jobsched.wiring import build
 
@@ -20,6 +21,7 @@ metrics = Metrics(namespace="jobsched", service="api")
 tracer = Tracer(service="jobsched-api")
 
 services = build(Settings.from_env())
+_worker_logs = os.environ.get(c.WORKER_LOG_GROUP_ENV, "")
 app = build_app(
     services.job_service,
     services.failures,
@@ -27,6 +29,7 @@ app = build_app(
     idempotency=idempotency.persistence(services.jobs.client, services.settings.jobs_table),
     tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"),
     signing_secrets=services.signing_secrets,
+    logs=LogLinks(_worker_logs, os.environ.get("AWS_REGION", "us-east-1")) if _worker_logs else None,
 )
 
 

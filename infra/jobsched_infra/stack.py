@@ -199,8 +199,9 @@ class JobschedScheduler(Construct):
         # (jobsched.adapters.dynamodb), on the tables, and Query on the indexes it reads, by name.
         # TransactWriteItems is authorized per item: PutItem, UpdateItem, ConditionCheckItem. The api,
         # the dispatcher and the worker write jobs and runs; the api also deletes (the replay's
-        # powertools idempotency record, on the jobs table, when a replay fails) and queries the
-        # dead-letter index; the dispatcher alone queries the due index. The api (which hands a job
+        # powertools idempotency record, on the jobs table, when a replay fails), queries the
+        # dead-letter index and the two listing indexes, and batch-reads the jobs a listing page
+        # names; the dispatcher alone queries the due index. The api (which hands a job
         # due within the look-ahead straight to the queue) and the dispatcher send runs; only the
         # worker receives, deletes and extends (heartbeat) messages (its QueueFunction grants that,
         # as the reconciler's does on the DLQ).
@@ -241,9 +242,14 @@ class JobschedScheduler(Construct):
             "assume is decided by each role's trust policy (ExternalId = tenant), not by this one.",
             finding="Resource::arn:<AWS::Partition>:iam::*:role/*",
         )
+        # GET /api/runs/{id} links a run to the worker's log lines (filtered by the run id).
+        api_fn.add_environment(c.WORKER_LOG_GROUP_ENV, self.workers.entry_point.log_group.log_group_name)
 
         self.table_access = {
-            api_fn: {jobs: (*READ, *WRITE, "dynamodb:DeleteItem"), runs: (*READ, *WRITE)},
+            api_fn: {
+                jobs: (*READ, *WRITE, "dynamodb:DeleteItem", "dynamodb:BatchGetItem"),
+                runs: (*READ, *WRITE),
+            },
             dispatcher_fn: {jobs: (*READ, *WRITE), runs: (*READ, *WRITE)},
             worker_fn: {jobs: (*READ, *WRITE), runs: (*READ, *WRITE)},
             # The bad path: the reconciler turns the DLQ's poison messages into dead-lettered runs: it
@@ -251,7 +257,12 @@ class JobschedScheduler(Construct):
             reconciler_fn: {jobs: READ, runs: (*READ, *WRITE)},
         }
         self.index_access = {
-            api_fn: [(runs, resources.DEAD_LETTER_INDEX)],
+            # the dead letters, and GET /api/jobs (newest first, or by next run)
+            api_fn: [
+                (runs, resources.DEAD_LETTER_INDEX),
+                (jobs, resources.TENANT_JOBS_INDEX),
+                (jobs, resources.TENANT_NEXT_RUN_INDEX),
+            ],
             dispatcher_fn: [(jobs, resources.DUE_INDEX)],
         }
         for fn, tables in self.table_access.items():

@@ -216,3 +216,33 @@ def test_dead_letters_page_newest_first_per_tenant_partition(backend: Backend) -
             break
     assert seen == [(at(1000 + n), "Boom", 1) for n in reversed(range(5))]
     assert backend.runs.dead_letters(dl_key="DL#t2", start=None, limit=2, job_id=None) == ([], None)
+
+
+def test_request_cancel_marks_a_held_run_once_and_leaves_its_status(backend: Backend) -> None:
+    # A missing row, and a PENDING one (unless pending_too), are refused
+    assert not backend.runs.request_cancel(JOB, SF, now=T0).applied
+    pending(backend)
+    refused = backend.runs.request_cancel(JOB, SF, now=T0)
+    assert not refused.applied and refused.row is not None and refused.row.status == RunStatus.PENDING
+    # A held run is marked, its status unchanged; a second mark keeps the first instant
+    assert backend.runs.claim(JOB, SF, lease=lease(), now=T0).applied
+    marked = backend.runs.request_cancel(JOB, SF, now=at(5))
+    assert marked.applied and marked.row is not None and marked.row.status == RunStatus.LEASED
+    assert backend.runs.request_cancel(JOB, SF, now=at(9)).applied
+    row = backend.runs.get(JOB, SF)
+    assert row is not None and row.cancel_requested_at == at(5) and row.status == RunStatus.LEASED
+    # The mark survives the run's own moves; a finished run is refused
+    assert backend.runs.start(JOB, SF, owner="w1/a", now=at(6)).applied
+    assert backend.runs.record(JOB, SF, owner="w1/a", end=ok(6, 7)).applied
+    done = backend.runs.request_cancel(JOB, SF, now=at(10))
+    assert not done.applied and done.row is not None and done.row.status == RunStatus.SUCCEEDED
+    assert done.row.cancel_requested_at == at(5)
+
+
+def test_request_cancel_with_pending_too_marks_a_pending_row(backend: Backend) -> None:
+    pending(backend)
+    assert backend.runs.request_cancel(JOB, SF, now=T0, pending_too=True).applied
+    lease_row = backend.runs.persist_running(JOB, SF, lease=lease(), started_at=at(1), now=at(1), create=NEW)
+    assert lease_row.applied
+    row = backend.runs.get(JOB, SF)
+    assert row is not None and row.status == RunStatus.RUNNING and row.cancel_requested_at == T0

@@ -40,3 +40,5 @@ TENANT_SOURCE_ENV = "JOBSCHED_TENANT_SOURCE"
 # else, or nothing, is the strict policy) or "local" (also http and loopback/private addresses: the
 # local stack sets it). See jobsched.adapters.targets.ssrf.AddressPolicy.
 TARGET_POLICY_ENV = "JOBSCHED_TARGET_POLICY"
+# The worker's log group, which GET /api/runs/{id} links to (filtered by the run id); unset: no link.
+WORKER_LOG_GROUP_ENV = "JOBSCHED_WORKER_LOG_GROUP"

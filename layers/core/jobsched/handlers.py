@@ -33,11 +33,22 @@ class RunContext:
     """Idempotency key of the run's effect: (job_id, scheduled_for), stable across attempts."""
     beat: Callable[[], None] | None = None
     """The worker's heartbeat for this run (None outside a worker)."""
+    cancel_requested: Callable[[], bool] | None = None
+    """Whether the run's last heartbeat found it asked to stop (None outside a worker)."""
 
     def heartbeat(self) -> None:
         """Renew this run's leases now (the worker also renews them every lease/3 on its own)."""
         if self.beat is not None:
             self.beat()
+
+    @property
+    def cancelled(self) -> bool:
+        """POST /api/runs/{id}/cancel asked this run to stop: finish early (a cooperative stop).
+
+        Read by the heartbeat (every lease/3 s, and at each ctx.heartbeat()), so a handler that
+        polls it in a loop sees a cancel within one beat. What the run answers after it is its result.
+        """
+        return self.cancel_requested is not None and self.cancel_requested()
 
 
 Handler = Callable[[dict[str, Any], RunContext], Any]
@@ -131,8 +142,13 @@ def _echo(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
 
 @registry.handler("demo.sleep")
 def _sleep(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-    seconds = float(payload.get("seconds", 1))
-    time.sleep(max(0.0, min(seconds, 900.0)))
+    """Sleep `seconds`, stopping early when the run is cancelled (the worker's heartbeat reads it)."""
+    seconds = max(0.0, min(float(payload.get("seconds", 1)), 900.0))
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if ctx.cancelled:
+            return {"slept": round(seconds - left, 3), "cancelled": True}
+        time.sleep(min(left, 0.5))
     return {"slept": seconds}
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import (
     AttemptEnd,
@@ -194,6 +195,16 @@ class JobStore(ShardLeases, Protocol):
         and the count is zero or lapsed. (applied, the job after; refused: as it stood or None)."""
         ...
 
+    def list_jobs(
+        self, tenant: str, *, order: ListOrder, where: JobFilter, cursor: Cursor | None, limit: int
+    ) -> JobListing:
+        """Up to `limit` of the tenant's jobs that match `where`, from `cursor`: newest first
+        ("created"), or soonest pending tick first ("next_run": jobs without one are not listed).
+        Reads the tenant's index partition only, at most MAX_LIST_READ items per call (then a
+        short page with a cursor: `truncated`); the page's cursor is None after the last page.
+        Eventually consistent: a job just created or changed may be missing or stale."""
+        ...
+
     def due_page(self, due_key: str, *, until: datetime, cursor: Cursor | None, limit: int) -> DuePage:
         """Up to `limit` entries of due-index partition `due_key` with next_run_at <= until, oldest
         first, from `cursor`; the page's cursor is None after the last page. The index is
@@ -297,6 +308,15 @@ class RunStore(Protocol):
 
     def extend_lease(self, *, job_id: str, scheduled_for: str, owner: str, until: datetime) -> bool:
         """Push a LEASED|RUNNING run's lease to `until` if `owner` holds it; else False."""
+        ...
+
+    def request_cancel(
+        self, job_id: str, scheduled_for: str, *, now: datetime, pending_too: bool = False
+    ) -> Transition:
+        """Mark a LEASED|RUNNING run (and a PENDING one with `pending_too`: a fast-path run whose
+        row is not written yet) cancel-requested (cancel_requested_at = now, kept if set already):
+        its worker's heartbeat reads the mark and the handler is asked to stop. The status does
+        not change; refused (the row as it stood, or None) for any other status."""
         ...
 
     def fail_stuck(

@@ -78,12 +78,38 @@ DUE_INDEX = IndexSpec(
     ),
 )
 
+# The listing (GET /api/jobs): a tenant's jobs, newest first. Partition: the job's `tenant`, sort
+# key: its `created_at` (stored form, time-ordered), two attributes every job item has already, so
+# the index costs the job item no byte (every byte is billed again on each hot write of it). Only
+# job items carry both (idempotency records have no tenant, leases neither): one range read per
+# page, against the caller's jobs only, never a Scan. The projection holds what the listing filters
+# on and nothing a tick or a run writes (no next_run_at, markers, counters), so a run never rewrites
+# this index; the page's job items are then read in one BatchGetItem. A tenant is one index
+# partition: plenty for listing pages, far below a partition's 3,000 RCU.
+LISTING_ATTRIBUTES = ("job_id", "status", "type", "name", "tags", "target_type")
+TENANT_JOBS_INDEX = IndexSpec(
+    name="tenant_jobs", partition_key="tenant", sort_key="created_at", non_key_attributes=LISTING_ATTRIBUTES
+)
+# The listing by next run: the same partition, sorted by the pending tick. Sparse: a job without a
+# pending tick (finished, cancelled, paused, dependent) is not in it. The price: every tick moves a
+# job's next_run_at, a key of this index, which DynamoDB bills as a delete plus a put here (2 WRU
+# more per tick, at this small projection).
+TENANT_NEXT_RUN_INDEX = IndexSpec(
+    name="tenant_next_run",
+    partition_key="tenant",
+    sort_key="next_run_at",
+    non_key_attributes=LISTING_ATTRIBUTES,
+)
+
 # Jobs, idempotency records and shard leases. Runs live in their own table (below), an
 # improvement on the one-table sketch: run history grows without bound, and keeping it apart
 # means nothing the dispatcher or the API's job lookups touch grows with it (moto also scans a
 # whole table per Query, so locally this keeps dispatch fast), and history gets its own TTL.
 JOBS_TABLE = TableSpec(
-    logical_id="JobsTable", suffix="jobs", indexes=(DUE_INDEX,), ttl_attribute="expires_at"
+    logical_id="JobsTable",
+    suffix="jobs",
+    indexes=(DUE_INDEX, TENANT_JOBS_INDEX, TENANT_NEXT_RUN_INDEX),
+    ttl_attribute="expires_at",
 )
 
 # The dead-letter list: a sparse index of the runs that reached DEAD_LETTER, per tenant, newest

@@ -7,11 +7,12 @@ names are the OpenAPI document's component names: renaming one changes the docum
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter
 from jobsched.domain.models import Backoff, RunError
 from jobsched.domain.targets import TargetSpec
 
@@ -100,6 +101,7 @@ class JobView(BaseModel):
     paused_at: str | None = None
     depends_on: list[str] = Field(default_factory=list)
     dependants: list[str] = Field(default_factory=list)
+    tags: dict[str, str] = Field(default_factory=dict)
     next_run_at: str | None
     created_at: str
     updated_at: str
@@ -227,10 +229,145 @@ class GraphView(BaseModel):
     """The graph reached MAX_GRAPH_NODES jobs: some node shown has an edge to a job left out."""
 
 
+class LastRunView(BaseModel):
+    """A job's newest run, as the listing shows it."""
+
+    run_id: str
+    scheduled_for: str
+    status: str
+    finished_at: str | None
+
+
+class ScheduleView(BaseModel):
+    """When a job fires: its cron schedule, its one time, or its upstreams."""
+
+    cron_expr: str | None = None
+    timezone: str | None = None
+    run_at: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+
+
+class JobListItem(BaseModel):
+    """One job in GET /api/jobs."""
+
+    job_id: str
+    name: str | None
+    type: str
+    status: str
+    target: str
+    schedule: ScheduleView
+    next_run_at: str | None
+    tags: dict[str, str]
+    last_run: LastRunView | None
+    created_at: str
+
+
+class JobListPage(BaseModel):
+    """A page of the caller's jobs; next_cursor is null on the last page."""
+
+    items: list[JobListItem]
+    next_cursor: str | None
+    items_read: int = Field(description="index items read for this page (the caller's partition only)")
+
+
+class BulkActionRequest(BaseModel):
+    """Body of POST /api/jobs/actions: an action, and the jobs by id or by the listing's filter."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["pause", "resume", "cancel", "run_now"]
+    job_ids: list[str] | None = Field(default=None, min_length=1, max_length=MAX_LIST_PAGE)
+    filter: JobFilter | None = None
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> BulkActionRequest:
+        if (self.job_ids is None) == (self.filter is None):
+            raise ValueError("name the jobs with exactly one of job_ids and filter")
+        return self
+
+
+class BulkItemResult(BaseModel):
+    """What the action did to one job: its new status, or the error it met."""
+
+    job_id: str
+    ok: bool
+    status: str | None = None
+    run_id: str | None = None
+    error: ErrorDetail | None = None
+
+
+class BulkActionResult(BaseModel):
+    """The answer to POST /api/jobs/actions: one result per job, in the order asked."""
+
+    action: str
+    items: list[BulkItemResult]
+    succeeded: int
+    failed: int
+
+
+class RunDetailView(BaseModel):
+    """The answer to GET /api/runs/{run_id}."""
+
+    run_id: str
+    job_id: str
+    scheduled_for: str
+    kind: str
+    status: str
+    reason: str | None = None
+    attempt: int
+    started_at: str | None
+    finished_at: str | None
+    lateness_ms: int | None
+    duration_ms: int | None
+    result: Any = None
+    error: RunError | None = None
+    attempts: list[AttemptView]
+    cancel_requested_at: str | None = None
+    logs_url: str | None = Field(
+        description="the worker's CloudWatch log group filtered by the run id; null on the local stack"
+    )
+
+
+class RunCancelResult(BaseModel):
+    """POST /api/runs/{run_id}/cancel: CANCELLED (200), or still running and asked to stop (202)."""
+
+    run_id: str
+    status: str
+
+
+class PercentilesView(BaseModel):
+    """Nearest-rank percentiles in milliseconds (null: no run to measure)."""
+
+    p50: int | None
+    p95: int | None
+    p99: int | None
+    max: int | None
+
+
+class JobStatsView(BaseModel):
+    """The answer to GET /api/jobs/{id}/stats."""
+
+    job_id: str
+    since: str | None
+    runs: int
+    by_status: dict[str, int]
+    lateness_ms: PercentilesView
+    duration_ms: PercentilesView
+    success_rate: float | None
+    truncated: bool = Field(
+        description="more runs than max_runs since `since`: the newest max_runs are counted"
+    )
+    oldest_counted: str | None
+    max_runs: int
+
+
 __all__ = [
     "AttemptView",
     "BackfillRequest",
     "BackfillResult",
+    "BulkActionRequest",
+    "BulkActionResult",
+    "BulkItemResult",
     "CancelResult",
     "CreateJobRequest",
     "DeadLetterItem",
@@ -244,9 +381,17 @@ __all__ = [
     "GraphView",
     "JobControl",
     "JobCreated",
+    "JobListItem",
+    "JobListPage",
+    "JobStatsView",
     "JobView",
+    "LastRunView",
     "PatchJobRequest",
+    "PercentilesView",
     "ReplayAccepted",
+    "RunCancelResult",
+    "RunDetailView",
     "RunPage",
     "RunView",
+    "ScheduleView",
 ]

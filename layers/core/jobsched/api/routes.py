@@ -24,25 +24,34 @@ from jobsched.api import errors, views
 from jobsched.api.models import (
     BackfillRequest,
     BackfillResult,
+    BulkActionRequest,
+    BulkActionResult,
     CancelResult,
     CreateJobRequest,
     DeadLetterPage,
     GraphView,
     JobControl,
     JobCreated,
+    JobListPage,
+    JobStatsView,
     JobView,
     PatchJobRequest,
     ReplayAccepted,
+    RunCancelResult,
+    RunDetailView,
     RunPage,
     SigningSecretView,
 )
 from jobsched.api.openapi import answers, openapi_document
 from jobsched.api.tenancy import tenancy, tenant
+from jobsched.domain.listing import MAX_LIST_PAGE, ListOrder
 from jobsched.domain.models import in_time_window
 from jobsched.errors import StoreError, ValidationFailed
 from jobsched.ports import SigningSecrets
+from jobsched.services.catalog import Catalog, filter_of
 from jobsched.services.failures import MAX_PAGE, FailureService
 from jobsched.services.jobs import JobService
+from jobsched.services.runs import LogLinks, RunService
 from jobsched.services.schedule import MAX_HISTORY_PAGE, ScheduleService
 
 
@@ -54,8 +63,12 @@ def build_app(
     idempotency: DynamoDBPersistenceLayer | None = None,
     tenant_source: str = "iam",
     signing_secrets: SigningSecrets | None = None,
+    logs: LogLinks | None = None,
 ) -> APIGatewayRestResolver:
-    """The resolver with every route; `tenant_source` is "iam" or "header" (anything else: ValueError)."""
+    """The resolver with every route; `tenant_source` is "iam" or "header" (anything else: ValueError).
+
+    `logs`: where a run's log lines are (GET /api/runs/{id}'s logs_url); None: no link.
+    """
     # A return value that does not fit its response model is our bug: powertools raises it as a
     # ResponseValidationError (a 500) instead of as a request validation error (a 400).
     app = APIGatewayRestResolver(
@@ -77,6 +90,11 @@ def build_app(
         else None
     )
 
+    # The operator's views: built from the job services' own ports, so every caller of build_app
+    # (the Lambda, the local stack, tests) gets them without wiring anything new.
+    catalog = Catalog(job_service=service, schedule=schedule)
+    run_service = RunService(job_service=service, logs=logs)
+
     @app.get("/api/health", responses=answers(200, "Up"))
     def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
@@ -89,6 +107,57 @@ def build_app(
         created = service.submit(body, tenant=tenant(app), idempotency_key=idempotency_key)
         return Response(
             status_code=201, content_type=content_types.APPLICATION_JSON, body=views.job_created(created)
+        )
+
+    @app.get("/api/jobs", responses=answers(200, "The caller's jobs", 400, 503))
+    def list_jobs(
+        status: Annotated[str | None, Query(max_length=32)] = None,
+        type_: Annotated[str | None, Query(alias="type", max_length=32)] = None,
+        name_prefix: Annotated[str | None, Query(max_length=200)] = None,
+        target: Annotated[str | None, Query(max_length=32)] = None,
+        tag: Annotated[str | None, Query(max_length=330, description="key:value")] = None,
+        order: Annotated[
+            ListOrder, Query(description="created: newest first; next_run: soonest")
+        ] = "created",
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIST_PAGE)] = 20,
+    ) -> JobListPage:
+        where = filter_of(status=status, type_=type_, name_prefix=name_prefix, target=target, tag=tag)
+        page = catalog.list_jobs(
+            tenant=tenant(app), where=where, order=order, cursor=cursor or None, limit=limit
+        )
+        return views.job_list_page(page)
+
+    @app.post("/api/jobs/actions", responses=answers(200, "One result per job", 400, 503))
+    def bulk_action(body: Annotated[BulkActionRequest, Body()]) -> BulkActionResult:
+        done = catalog.act(body.action, tenant=tenant(app), job_ids=body.job_ids, where=body.filter)
+        return views.bulk_result(body.action, done)
+
+    @app.get("/api/jobs/<job_id>/stats", responses=answers(200, "The job's run statistics", 400, 404, 503))
+    def job_stats(
+        job_id: Annotated[str, Path(max_length=64)], since: Annotated[datetime | None, Query()] = None
+    ) -> JobStatsView:
+        if since is not None:
+            _check_instant("since", since)
+        return views.job_stats(run_service.stats(job_id, tenant=tenant(app), since=since))
+
+    @app.get("/api/runs/<run_id>", responses=answers(200, "The run and its attempts", 400, 404, 503))
+    def get_run(run_id: Annotated[str, Path(max_length=96)]) -> RunDetailView:
+        return views.run_detail(run_service.get(run_id, tenant=tenant(app)))
+
+    @app.post(
+        "/api/runs/<run_id>/cancel",
+        responses={
+            **answers(200, "Cancelled: it never starts", 400, 404, 409, 503),
+            202: {"description": "Running: asked to stop (ctx.cancelled)"},
+        },
+    )
+    def cancel_run(run_id: Annotated[str, Path(max_length=96)]) -> Response[RunCancelResult]:
+        cancelled = run_service.cancel(run_id, tenant=tenant(app))
+        return Response(
+            status_code=202 if cancelled.stopping else 200,
+            content_type=content_types.APPLICATION_JSON,
+            body=views.run_cancel_result(cancelled),
         )
 
     @app.get("/api/jobs/<job_id>", responses=answers(200, "The job and its recent runs", 400, 404, 503))
@@ -111,6 +180,8 @@ def build_app(
     def resume_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:
         return views.job_control(schedule.resume(job_id, tenant=tenant(app)))
 
+    # The seeds name it run-now; /run came first. One handler, two routes.
+    @app.post("/api/jobs/<job_id>/run-now", responses=answers(202, "Manual run queued", 400, 404, 409, 503))
     @app.post("/api/jobs/<job_id>/run", responses=answers(202, "Manual run queued", 400, 404, 409, 503))
     def run_job(job_id: Annotated[str, Path(max_length=64)]) -> Response[JobControl]:
         control = views.job_control(schedule.run_now(job_id, tenant=tenant(app)))
@@ -143,14 +214,8 @@ def build_app(
         to: Annotated[datetime | None, Query()] = None,
     ) -> RunPage:
         for name, value in (("from", from_), ("to", to)):
-            if value is None:
-                continue
-            if value.tzinfo is None:
-                raise ValidationFailed(f"{name}: must carry a UTC offset", field=name)
-            try:
-                in_time_window(value)
-            except ValueError as exc:
-                raise ValidationFailed(f"{name}: {exc}", field=name) from None
+            if value is not None:
+                _check_instant(name, value)
         page = schedule.history(
             job_id,
             tenant=tenant(app),
@@ -210,6 +275,16 @@ def build_app(
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=document)
 
     return app
+
+
+def _check_instant(name: str, value: datetime) -> None:
+    """A query instant carries its offset and lies in the time window; else a 400 naming it."""
+    if value.tzinfo is None:
+        raise ValidationFailed(f"{name}: must carry a UTC offset", field=name)
+    try:
+        in_time_window(value)
+    except ValueError as exc:
+        raise ValidationFailed(f"{name}: {exc}", field=name) from None
 
 
 __all__ = ["build_app"]

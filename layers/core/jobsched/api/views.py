@@ -8,9 +8,12 @@ from datetime import datetime
 from jobsched.api.models import (
     AttemptView,
     BackfillResult,
+    BulkActionResult,
+    BulkItemResult,
     CancelResult,
     DeadLetterItem,
     DeadLetterPage,
+    ErrorDetail,
     ExecutionView,
     GraphEdge,
     GraphNode,
@@ -18,15 +21,26 @@ from jobsched.api.models import (
     GraphView,
     JobControl,
     JobCreated,
+    JobListItem,
+    JobListPage,
+    JobStatsView,
     JobView,
+    LastRunView,
+    PercentilesView,
     ReplayAccepted,
+    RunCancelResult,
+    RunDetailView,
     RunPage,
     RunView,
+    ScheduleView,
     SigningSecretView,
 )
 from jobsched.domain import results, times
+from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import Execution
 from jobsched.domain.secrets import SecretRecord
+from jobsched.services.catalog import BulkItem, ListedPage
+from jobsched.services.runs import STATS_MAX_RUNS, JobStats, Percentiles, RunCancel, RunDetail
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -97,6 +111,7 @@ def job_view(detail: results.JobDetail) -> JobView:
         paused_at=_iso(job.paused_at),
         depends_on=list(job.depends_on),
         dependants=list(job.dependants),
+        tags=dict(job.tags),
         next_run_at=_iso(detail.next_run_at),
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),
@@ -201,3 +216,102 @@ def graph_view(graph: results.Graph) -> GraphView:
 
 def _or_unknown(error_type: str | None) -> str:
     return "Unknown" if error_type is None else error_type
+
+
+def job_list_page(page: ListedPage) -> JobListPage:
+    """The body of GET /api/jobs."""
+    items = []
+    for listed in page.items:
+        job, last = listed.job, listed.last_run
+        items.append(
+            JobListItem(
+                job_id=job.job_id,
+                name=job.name,
+                type=job.type,
+                status=job.status.value,
+                target=target_type_of(job),
+                schedule=ScheduleView(
+                    cron_expr=job.cron_expr,
+                    timezone=job.timezone if job.cron_expr else None,
+                    run_at=_iso(job.run_at),
+                    depends_on=list(job.depends_on),
+                ),
+                next_run_at=_iso(listed.next_run_at),
+                tags=dict(job.tags),
+                last_run=LastRunView(
+                    run_id=last.run_id,
+                    scheduled_for=times.iso(last.scheduled_for),
+                    status=last.status.value,
+                    finished_at=_iso(last.finished_at),
+                )
+                if last
+                else None,
+                created_at=times.iso(job.created_at),
+            )
+        )
+    return JobListPage(items=items, next_cursor=page.next_cursor, items_read=page.items_read)
+
+
+def bulk_result(action: str, done: list[BulkItem]) -> BulkActionResult:
+    """The body of POST /api/jobs/actions."""
+    items = [
+        BulkItemResult(
+            job_id=d.job_id,
+            ok=d.error is None,
+            status=d.control.status.value if d.control else None,
+            run_id=d.control.run_id if d.control else None,
+            error=ErrorDetail(code=d.error.code, message=d.error.message) if d.error else None,
+        )
+        for d in done
+    ]
+    ok = sum(i.ok for i in items)
+    return BulkActionResult(action=action, items=items, succeeded=ok, failed=len(items) - ok)
+
+
+def run_detail(detail: RunDetail) -> RunDetailView:
+    """The body of GET /api/runs/{run_id}."""
+    run = detail.run
+    shown = execution_view(run)
+    return RunDetailView(
+        run_id=run.run_id,
+        job_id=run.job_id,
+        scheduled_for=shown.scheduled_for,
+        kind=run.kind,
+        status=shown.status,
+        reason=run.reason,
+        attempt=run.attempt,
+        started_at=shown.started_at,
+        finished_at=shown.finished_at,
+        lateness_ms=shown.lateness_ms,
+        duration_ms=shown.duration_ms,
+        result=run.result,
+        error=run.error,
+        attempts=shown.attempts,
+        cancel_requested_at=_iso(run.cancel_requested_at),
+        logs_url=detail.logs_url,
+    )
+
+
+def run_cancel_result(cancel: RunCancel) -> RunCancelResult:
+    """The body of POST /api/runs/{run_id}/cancel."""
+    return RunCancelResult(run_id=cancel.run_id, status=cancel.status.value)
+
+
+def _percentiles(p: Percentiles) -> PercentilesView:
+    return PercentilesView(p50=p.p50, p95=p.p95, p99=p.p99, max=p.max)
+
+
+def job_stats(stats: JobStats) -> JobStatsView:
+    """The body of GET /api/jobs/{id}/stats."""
+    return JobStatsView(
+        job_id=stats.job_id,
+        since=_iso(stats.since),
+        runs=stats.runs,
+        by_status=stats.by_status,
+        lateness_ms=_percentiles(stats.lateness_ms),
+        duration_ms=_percentiles(stats.duration_ms),
+        success_rate=stats.success_rate,
+        truncated=stats.truncated,
+        oldest_counted=_iso(stats.oldest_counted),
+        max_runs=STATS_MAX_RUNS,
+    )

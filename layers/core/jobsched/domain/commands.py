@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from jobsched import cron
+from jobsched.domain.listing import checked_tags
 from jobsched.domain.models import (
     LATEST_TIME,
     MAX_ATTEMPTS_LIMIT,
@@ -142,6 +143,7 @@ class CreateJobRequest(BaseModel):
     idempotent: bool = True
     depends_on: list[JobId] = Field(default_factory=list)
     name: Name | None = None
+    tags: Annotated[dict[str, str], AfterValidator(checked_tags)] = Field(default_factory=dict)
     # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
     overlap_policy: OverlapPolicy = "skip"
     catchup: CatchupPolicy = "one"
@@ -182,6 +184,10 @@ class CreateJobRequest(BaseModel):
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> CreateJobRequest:
+        if self.type == "one_off" and self.depends_on and self.run_at is None:
+            # Seed 1's dependent job: a one-off that waits for its upstreams instead of a time. It is
+            # stored (and read back) as type "dependent": one name for one kind of job.
+            self.type = "dependent"
         if self.type == "dependent":
             if not self.depends_on:
                 raise ValueError("depends_on is required for a dependent job")
@@ -300,6 +306,10 @@ class PatchJobRequest(BaseModel):
     depends_on: list[JobId] | None = Field(
         default=None, min_length=1, max_length=MAX_FAN_IN, json_schema_extra=_never_null
     )
+    tags: Annotated[dict[str, str], AfterValidator(checked_tags)] | None = Field(
+        default=None, json_schema_extra=_never_null
+    )
+    """The job's whole tag set, replacing the one it had ({} clears it)."""
 
     @field_validator(
         "handler",
@@ -315,6 +325,7 @@ class PatchJobRequest(BaseModel):
         "max_catchup",
         "jitter_seconds",
         "depends_on",
+        "tags",
     )
     @classmethod
     def _not_null(cls, value: Any) -> Any:

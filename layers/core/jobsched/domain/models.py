@@ -163,6 +163,8 @@ class Job(BaseModel):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     policy: SchedulePolicy = Field(default_factory=SchedulePolicy)
     idempotent: bool = True
+    tags: dict[str, str] = Field(default_factory=dict)
+    """The caller's labels (jobsched.domain.listing: limits, and the listing's filter on them)."""
     next_run_at: datetime | None = None
     dispatched: int = 0
     paused_at: datetime | None = None
@@ -255,6 +257,8 @@ class Execution(BaseModel):
     kind: str = "scheduled"
     created_at: datetime | None = None
     """When the row was written first: for a backfill run, when the backfill asked for it."""
+    cancel_requested_at: datetime | None = None
+    """When POST /api/runs/{id}/cancel asked this running run to stop (its heartbeat reads it)."""
 
     def lateness_ms(self) -> int | None:
         """How late the run started (None: not started, or nothing to measure from).

@@ -113,6 +113,7 @@ class JobService:
             retry=request.retry_policy(),
             policy=request.schedule_policy(),
             idempotent=request.idempotent,
+            tags=dict(request.tags),
             depends_on=tuple(request.depends_on),
             root_schedule=root_schedule,
             next_run_at=next_run_at,

@@ -623,6 +623,7 @@ class Worker:
             attempt=attempt,
             effect_key=key,
             beat=heartbeat.beat,
+            cancel_requested=lambda: heartbeat.cancel_requested,
         )
         heartbeat.start()
         try:
@@ -828,6 +829,7 @@ class _Heartbeat:
         self._persist = persist
         self.persisted = False  # the first beat wrote the fast path's lease row
         self.retry_after: float | None = None  # the failed target's Retry-After hint (seconds)
+        self.cancel_requested = False  # a beat found the run row marked cancel-requested
         self._leased = persist is None  # this worker holds a lease row to extend
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jobsched-heartbeat", daemon=True)
@@ -874,11 +876,20 @@ class _Heartbeat:
                     job_id=self._job_id, scheduled_for=self._sf, owner=self._owner, until=until
                 ),
             )
+        if self._leased and not self.cancel_requested:
+            # A cancel of a running run marks its row (RunStore.request_cancel); a beat reads it for
+            # the handler's ctx.cancelled. Only a run with a lease row can have been marked.
+            self._renew("cancel mark", self._read_cancel_mark)
         hold_until = now + timedelta(seconds=self._worker.hold_seconds())
         if self._claim == "slot":
             self._renew("slot", lambda: worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until))
         else:
             self._renew("count", lambda: worker.jobs.extend_count(self._job_id, until=hold_until))
+
+    def _read_cancel_mark(self) -> bool:
+        row = self._worker.runs.get(self._job_id, self._sf, consistent=False)
+        self.cancel_requested = row is not None and row.cancel_requested_at is not None
+        return True
 
     def _renew(self, what: str, call: Callable[[], bool]) -> bool | None:
         """call(), tried twice; None if both tries raised (logged: the next beat tries again)."""

@@ -203,6 +203,7 @@ class ScheduleService:
                 if fields.get("cron_expr")
                 else job.cron_expr,
                 "timezone": fields.get("timezone") or job.timezone,
+                "tags": dict(fields["tags"]) if fields.get("tags") is not None else job.tags,
                 "retry": new_retry,
                 "policy": new_policy,
                 "updated_at": now,

@@ -14,6 +14,7 @@ from typing import Any
 
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
+from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
 from jobsched.domain.records import DeadLetter, DueEntry
 from jobsched.domain.status import JobStatus, RunStatus
@@ -107,6 +108,12 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         "updated_at": enc(times.stored(job.updated_at)),
         "version": enc(job.version),
     }
+    # The listing filters on the target's type; "python" (the default) is not stored (every byte of
+    # the job item is billed again on each hot write of it): its absence means python.
+    if target_type_of(job) != "python":
+        item["target_type"] = enc(target_type_of(job))
+    if job.tags:
+        item["tags"] = {"M": {k: enc(v) for k, v in job.tags.items()}}
     if job.name:
         item["name"] = enc(job.name)
     if job.run_at:
@@ -171,6 +178,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         running=max(0, int(item.get("running", 0))),
         running_until=opt_time(item.get("running_until")),
         idempotent=item.get("idempotent", True),
+        tags=item.get("tags", {}),
         next_run_at=opt_time(item.get("next_run_at")),
         created_at=times.parse_stored(item["created_at"]),
         updated_at=times.parse_stored(item["updated_at"]),
@@ -256,4 +264,5 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         reason=item.get("reason"),
         kind=item.get("kind", "scheduled"),
         created_at=opt_time(item.get("created_at")),
+        cancel_requested_at=opt_time(item.get("cancel_requested_at")),
     )

@@ -29,8 +29,9 @@ from jobsched.adapters.dynamodb.conditions import DYNAMODB, all_of, any_of, cond
 from jobsched.adapters.dynamodb.leases import ShardLeases
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
+from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
 from jobsched.domain.models import Job
-from jobsched.domain.records import DuePage, IdempotencyRecord
+from jobsched.domain.records import Cursor, DuePage, IdempotencyRecord
 from jobsched.domain.status import JobStatus
 from jobsched.errors import Conflict, TransientStoreError
 
@@ -48,6 +49,8 @@ class JobStore(ShardLeases):
     table: str
     shard_count: int
     due_index: str = "due"
+    tenant_index: str = "tenant_jobs"
+    next_run_index: str = "tenant_next_run"
     reads: dict[str, int] = field(default_factory=lambda: {"due_items": 0})
     # Payloads stored apart, as JSON text by reference. Content-addressed, so never stale: a run
     # that reads its job more than once (the hold, its dependants, its completion) reads the
@@ -340,7 +343,9 @@ class JobStore(ShardLeases):
             "payload",  # one of these two: inline, or stored apart
             "payload_ref",
             "handler",  # a python target's, or
-            "target",  # any other's
+            "target",  # any other's, and its type (the listing's filter)
+            "target_type",
+            "tags",
         )
         names: dict[str, str] = {}
         values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}
@@ -580,6 +585,88 @@ class JobStore(ShardLeases):
         )[0]
 
     # -- the due index --------------------------------------------------------------------------
+    # -- the listing indexes ------------------------------------------------------------------------
+    def list_jobs(
+        self, tenant: str, *, order: ListOrder, where: JobFilter, cursor: Cursor | None, limit: int
+    ) -> JobListing:
+        """A page of the tenant's jobs from its listing index, then the page's job items (one batch).
+
+        The index answers keys and the filter's attributes only (so a run's writes to its job never
+        rewrite it); the FilterExpression drops items after they are read, so the reads go on until
+        the page is full, the partition ends, or MAX_LIST_READ items were read (a short page with a
+        cursor). Eventually consistent, as any index: a job created a moment ago may be missing.
+        """
+        names: dict[str, str] = {"#tenant": "tenant"}
+        values: dict[str, Any] = {":t": enc(tenant)}
+        filters: list[str] = []
+        for attr, value in (("status", where.status), ("type", where.type)):
+            if value is not None:
+                names[f"#{attr}"], values[f":{attr}"] = attr, enc(value)
+                filters.append(f"#{attr} = :{attr}")
+        if where.name_prefix is not None:
+            names["#name"], values[":name"] = "name", enc(where.name_prefix)
+            filters.append("begins_with(#name, :name)")
+        if where.target is not None:
+            names["#tt"], values[":tt"] = "target_type", enc(where.target)
+            # A python target's type is not stored (codec.job_items): absent means python.
+            filters.append(
+                "(attribute_not_exists(#tt) OR #tt = :tt)" if where.target == "python" else "#tt = :tt"
+            )
+        if (pair := where.tag_pair()) is not None:
+            names["#tags"], names["#tk"], values[":tv"] = "tags", pair[0], enc(pair[1])
+            filters.append("#tags.#tk = :tv")
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": self.tenant_index if order == "created" else self.next_run_index,
+            "KeyConditionExpression": "#tenant = :t",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": order != "created",
+        }
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+        if cursor:
+            kwargs["ExclusiveStartKey"] = cursor
+        ids: list[str] = []
+        read = 0
+        last: dict[str, Any] | None = None
+        while len(ids) < limit and read < MAX_LIST_READ:
+            # Limit counts items read, before the filter: never more than the page still needs,
+            # so the cursor is exactly after the last item answered.
+            kwargs["Limit"] = min(limit - len(ids), MAX_LIST_READ - read)
+            with aws_call(DYNAMODB):
+                out = self.client.query(**kwargs)
+            read += int(out.get("ScannedCount", 0))
+            ids.extend(i["job_id"]["S"] for i in out.get("Items", []))
+            last = dict(out["LastEvaluatedKey"]) if out.get("LastEvaluatedKey") else None
+            if last is None:
+                break
+            kwargs["ExclusiveStartKey"] = last
+        jobs = self._batch_jobs(ids)
+        return JobListing(
+            jobs=[jobs[i] for i in ids if i in jobs],
+            cursor=last,
+            items_read=read,
+            truncated=last is not None and len(ids) < limit,
+        )
+
+    def _batch_jobs(self, job_ids: list[str]) -> dict[str, Job]:
+        """The job items of `job_ids` (at most 100: one BatchGetItem, repeated for unprocessed keys).
+
+        A payload stored apart is not read: a listing shows no payload.
+        """
+        found: dict[str, Job] = {}
+        keys = [{"PK": enc(job_pk(i)), "SK": enc("META")} for i in job_ids]
+        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}} if keys else {}
+        while request:
+            with aws_call(DYNAMODB):
+                out = self.client.batch_get_item(RequestItems=request)
+            for raw in out.get("Responses", {}).get(self.table, []):
+                job = job_from_item(raw, payload={})
+                found[job.job_id] = job
+            request = dict(out.get("UnprocessedKeys") or {})
+        return found
+
     def due_page(
         self, due_key: str, *, until: datetime, cursor: dict[str, Any] | None, limit: int
     ) -> DuePage:

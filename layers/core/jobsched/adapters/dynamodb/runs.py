@@ -460,6 +460,30 @@ class RunStore:
             },
         )[0]
 
+    def request_cancel(
+        self, job_id: str, scheduled_for: str, *, now: datetime, pending_too: bool = False
+    ) -> Transition:
+        """Mark a LEASED|RUNNING (or PENDING) run cancel-requested, in one conditional write on its status."""
+        held = sorted(s.value for s in HELD)
+        pending = RunStatus.PENDING.value if pending_too else held[0]
+        applied, item = conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc(run_sk(scheduled_for))},
+            UpdateExpression="SET cancel_requested_at = if_not_exists(cancel_requested_at, :now)",
+            ConditionExpression="#s IN (:h0, :h1, :p)",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":now": enc(times.stored(now)),
+                ":h0": enc(held[0]),
+                ":h1": enc(held[1]),
+                ":p": enc(pending),
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return Transition(applied=applied, row=execution_or_none(item or None))
+
     def recent(self, job_id: str, *, limit: int) -> list[Execution]:
         """The newest runs of a job, newest first."""
         with aws_call(DYNAMODB):

@@ -17,7 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
+from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
 from jobsched.domain.models import Job
 from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
 from jobsched.domain.status import JobStatus
@@ -390,6 +392,53 @@ class MemoryJobStore:
                     "next_run_at": {"S": at.isoformat()},
                 }
             return DuePage(entries=entries, cursor=next_cursor, items_read=len(page))
+
+    # -- the listing indexes ------------------------------------------------------------------------
+    def list_jobs(
+        self, tenant: str, *, order: ListOrder, where: JobFilter, cursor: Cursor | None, limit: int
+    ) -> JobListing:
+        """The tenant's jobs newest first, or by next_run_at (only jobs that have one), as the indexes."""
+        with self._lock:
+            sort_attr = "created_at" if order == "created" else "next_run_at"
+            keyed = sorted(
+                (
+                    (times.stored(j.created_at), j.job_id, j)
+                    if order == "created"
+                    else (times.stored(j.next_run_at or j.created_at), j.job_id, j)
+                    for j in self.jobs.values()
+                    if j.tenant == tenant and (order == "created" or j.next_run_at is not None)
+                ),
+                key=lambda entry: (entry[0], entry[1]),
+                reverse=order == "created",
+            )
+            if cursor:
+                after = (cursor[sort_attr]["S"], cursor["PK"]["S"].removeprefix("JOB#"))
+                keyed = [
+                    e for e in keyed if ((e[0], e[1]) < after if order == "created" else (e[0], e[1]) > after)
+                ]
+            page: list[Job] = []
+            read = 0
+            for _sort_value, _job_id, job in keyed:
+                if len(page) >= limit or read >= MAX_LIST_READ:
+                    break
+                read += 1
+                if where.matches(job):
+                    page.append(job.model_copy(deep=True))
+            next_cursor: Cursor | None = None
+            if 0 < read < len(keyed):
+                sort_value, job_id, _ = keyed[read - 1]
+                next_cursor = {
+                    "PK": {"S": job_pk(job_id)},
+                    "SK": {"S": "META"},
+                    "tenant": {"S": tenant},
+                    sort_attr: {"S": sort_value},
+                }
+            return JobListing(
+                jobs=page,
+                cursor=next_cursor,
+                items_read=read,
+                truncated=next_cursor is not None and len(page) < limit,
+            )
 
     # -- shard leases -------------------------------------------------------------------------------
     def acquire_shard(

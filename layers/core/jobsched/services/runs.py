@@ -1,0 +1,259 @@
+"""Runs by id: read one (with a link to its logs), cancel one, and a job's run statistics.
+
+A run id is derived from (job_id, scheduled_for) (jobsched.domain.keys.run_id_for), so it resolves to
+its job and its row with two GetItems: no index, no scan. Tenancy is the job's: another tenant's
+run is not found.
+
+Cancelling one run races its worker. Every move out of PENDING is a compare-and-set on the run row
+(RunStore.cancel, RunStore.claim), so of a cancel and a claim exactly one wins:
+
+    API: cancel                                 worker: claim (or the fast path's row read)
+    row PENDING (or absent: created) -> CANCELLED
+                                                claim: PENDING -> LEASED refused: CANCELLED,
+                                                the message is dropped; the run never starts
+    -- or the other way round --
+                                                claim: PENDING -> LEASED -> RUNNING
+    cancel refused: the row is held -> mark it cancel-requested (202); the heartbeat reads the
+    mark, the handler sees ctx.cancelled and stops; what it answers is the run's result
+    -- or the run is finished -> 409
+
+A worker on the fast path (an idempotent job) writes no row before its handler (its row stays
+PENDING, or absent, until its first heartbeat), but a run that holds its job's slot (one-offs,
+recurring jobs with overlap skip or buffer_one) has written that start marker on the job item, which
+the cancel reads first: such a run is marked (202), not cancelled. What is left: a counted run (overlap
+"allow", manual runs of those jobs, backfills, dependants) on the fast path, and a slot taken between
+the cancel's read of the job and its write of the row. Such a cancel is answered 200, the handler
+runs, and its result is refused (the row is CANCELLED). Closing it needs the cancel to write on the
+job item too, where the start markers are compared (as JobService.cancel does for whole jobs).
+
+Stopping a running run that is not a python handler (StopTask for an ECS task, StopExecution for a
+waited Step Functions target) plugs in as a RunStopper: every stopper is called with the run once
+its row is marked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from urllib.parse import quote
+
+from jobsched import cron
+from jobsched.domain import times
+from jobsched.domain.keys import parse_run_id
+from jobsched.domain.models import Execution, Job
+from jobsched.domain.records import NewRun
+from jobsched.domain.status import HELD, TERMINAL, RunStatus
+from jobsched.errors import Conflict, NotFound
+from jobsched.ports import Clock, RunStore
+from jobsched.services.jobs import JobService
+
+RunStopper = Callable[[Job, Execution], None]
+"""Asks a running run's target to stop (ECS StopTask, Step Functions StopExecution): issue 15's."""
+
+# GET /api/jobs/{id}/stats reads at most this many runs (newest first, 10 history pages); an
+# answer from a longer history says `truncated` and the oldest run it counted.
+STATS_MAX_RUNS = 1000
+_STATS_PAGE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class LogLinks:
+    """Where a run's log lines are: the worker's CloudWatch log group, filtered by the run id."""
+
+    log_group: str
+    region: str
+
+    def url(self, run_id: str) -> str:
+        """The CloudWatch console's view of the worker's log group, filtered to lines with the run id."""
+        # The console's fragment takes URI components encoded twice, with "$" for "%".
+        group = quote(quote(self.log_group, safe=""), safe="").replace("%", "$")
+        pattern = quote(quote(f'"{run_id}"', safe=""), safe="").replace("%", "$")
+        return (
+            f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}"
+            f"#logsV2:log-groups/log-group/{group}/log-events$3FfilterPattern$3D{pattern}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunDetail:
+    """A run and where to read its logs (None: this deployment keeps no log group to link to)."""
+
+    run: Execution
+    logs_url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunCancel:
+    """What a cancel did: CANCELLED (never starts), or asked a running run to stop (`stopping`)."""
+
+    run_id: str
+    status: RunStatus
+    stopping: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """Nearest-rank percentiles of a sample, in milliseconds (None: an empty sample)."""
+
+    p50: int | None
+    p95: int | None
+    p99: int | None
+    max: int | None
+
+    @classmethod
+    def of(cls, values: Sequence[int]) -> Percentiles:
+        """The percentiles of `values` (nearest rank: a value that occurred, never an interpolation)."""
+        ordered = sorted(values)
+
+        def rank(p: float) -> int | None:
+            return ordered[max(0, math.ceil(p * len(ordered)) - 1)] if ordered else None
+
+        return cls(p50=rank(0.50), p95=rank(0.95), p99=rank(0.99), max=ordered[-1] if ordered else None)
+
+
+@dataclass(frozen=True, slots=True)
+class JobStats:
+    """A job's runs since an instant: counts by status, lateness and duration, success rate."""
+
+    job_id: str
+    since: datetime | None
+    runs: int
+    by_status: dict[str, int]
+    lateness_ms: Percentiles
+    duration_ms: Percentiles
+    success_rate: float | None
+    """Succeeded over finished (succeeded, failed, dead-lettered, lost); None before any finished."""
+    truncated: bool
+    """More than STATS_MAX_RUNS runs: the figures are of the newest STATS_MAX_RUNS."""
+    oldest_counted: datetime | None
+
+
+_FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD_LETTER, RunStatus.LOST}
+
+
+@dataclass
+class RunService:
+    """Read and cancel one run of a tenant's job, and a job's statistics."""
+
+    job_service: JobService
+    logs: LogLinks | None = None
+    stoppers: tuple[RunStopper, ...] = field(default=())
+
+    @property
+    def runs(self) -> RunStore:
+        return self.job_service.runs
+
+    @property
+    def clock(self) -> Clock:
+        return self.job_service.clock
+
+    def get(self, run_id: str, *, tenant: str) -> RunDetail:
+        """The run with its attempts; another tenant's (or an unknown) run is not found."""
+        job, scheduled_for = self._resolve(run_id, tenant)
+        row = self.runs.get(job.job_id, times.stored(scheduled_for))
+        if row is None:
+            raise NotFound(f"run '{run_id}' not found", field="run_id")
+        return RunDetail(run=row, logs_url=self.logs.url(row.run_id) if self.logs else None)
+
+    def cancel(self, run_id: str, *, tenant: str) -> RunCancel:
+        """Not started: CANCELLED (a compare-and-set the worker's claim races). Running: asked to
+        stop. Finished: Conflict. A repeat cancel answers what the first did."""
+        job, scheduled_for = self._resolve(run_id, tenant)
+        sf = times.stored(scheduled_for)
+        row = self.runs.get(job.job_id, sf)
+        if row is None and not self._a_tick_of(job, scheduled_for):
+            raise NotFound(f"run '{run_id}' not found", field="run_id")
+        now = self.clock.now()
+        if job.active_run == sf and job.active_until is not None and job.active_until >= now:
+            # The run holds its job's slot: it has started, maybe on the fast path, whose row stays
+            # PENDING (or absent) until its first heartbeat. Mark it instead of cancelling it.
+            marked = self.runs.request_cancel(job.job_id, sf, now=now, pending_too=True)
+            if marked.applied and marked.row is not None:
+                return self._stopping(job, marked.row, run_id)
+            if marked.row is None:
+                raise Conflict(f"run {run_id} is starting and has no row to mark yet; retry in a moment")
+            row = marked.row
+        if row is None or row.status == RunStatus.PENDING or row.status in HELD:
+            # Absent (a tick handed over on the fast path has no row until it ends): created
+            # CANCELLED, so its worker finds it so. Held under an expired lease: its worker died.
+            create = NewRun(job.job_id, job.tenant, sf, "scheduled")
+            moved = self.runs.cancel(job.job_id, sf, now=now, create=create)
+            if moved.applied:
+                return RunCancel(run_id=run_id, status=RunStatus.CANCELLED)
+            row = moved.row
+        if row is not None and row.status in HELD:
+            marked = self.runs.request_cancel(job.job_id, sf, now=now)
+            if marked.applied and marked.row is not None:
+                return self._stopping(job, marked.row, run_id)
+            row = marked.row  # it finished meanwhile
+        if row is not None and row.status == RunStatus.CANCELLED:
+            return RunCancel(run_id=run_id, status=RunStatus.CANCELLED)
+        status = row.status.value if row is not None else "gone"
+        raise Conflict(f"run {run_id} has already finished ({status}); it cannot be cancelled")
+
+    def stats(self, job_id: str, *, tenant: str, since: datetime | None) -> JobStats:
+        """Counts and percentiles over the job's runs scheduled at or after `since`, newest first,
+        reading at most STATS_MAX_RUNS of them."""
+        job = self.job_service.owned(job_id, tenant)
+        counted: list[Execution] = []
+        cursor = None
+        truncated = False
+        while True:
+            page, cursor = self.runs.history(
+                job.job_id, start=since, end=None, status=None, limit=_STATS_PAGE, cursor=cursor
+            )
+            counted.extend(page)
+            if cursor is None:
+                break
+            if len(counted) >= STATS_MAX_RUNS:
+                truncated = True
+                break
+        counted = counted[:STATS_MAX_RUNS]
+        by_status: dict[str, int] = {}
+        for run in counted:
+            by_status[run.status.value] = by_status.get(run.status.value, 0) + 1
+        finished = [r for r in counted if r.status in _FINISHED]
+        succeeded = sum(r.status == RunStatus.SUCCEEDED for r in finished)
+        lateness = [ms for r in counted if (ms := r.lateness_ms()) is not None]
+        durations = [r.duration_ms for r in counted if r.duration_ms is not None and r.status in TERMINAL]
+        return JobStats(
+            job_id=job.job_id,
+            since=since,
+            runs=len(counted),
+            by_status=by_status,
+            lateness_ms=Percentiles.of(lateness),
+            duration_ms=Percentiles.of(durations),
+            success_rate=succeeded / len(finished) if finished else None,
+            truncated=truncated,
+            oldest_counted=min((r.scheduled_for for r in counted), default=None),
+        )
+
+    # -- helpers ----------------------------------------------------------------------------------------
+    def _stopping(self, job: Job, row: Execution, run_id: str) -> RunCancel:
+        for stop in self.stoppers:  # the seam for targets that are not a python handler
+            stop(job, row)
+        # A fast-path run's row still reads PENDING while it runs: what it is doing is running.
+        status = RunStatus.RUNNING if row.status == RunStatus.PENDING else row.status
+        return RunCancel(run_id=run_id, status=status, stopping=True)
+
+    def _resolve(self, run_id: str, tenant: str) -> tuple[Job, datetime]:
+        try:
+            job_id, scheduled_for = parse_run_id(run_id)
+        except ValueError:
+            raise NotFound(f"run '{run_id}' not found", field="run_id") from None
+        try:
+            return self.job_service.owned(job_id, tenant), scheduled_for
+        except NotFound:
+            raise NotFound(f"run '{run_id}' not found", field="run_id") from None
+
+    @staticmethod
+    def _a_tick_of(job: Job, scheduled_for: datetime) -> bool:
+        """Whether the job's own schedule fires at `scheduled_for` (a run that may have no row yet)."""
+        if job.type == "one_off":
+            return job.run_at is not None and times.to_utc(job.run_at) == scheduled_for
+        if job.type == "recurring" and job.cron_expr:
+            schedule = cron.parse(job.cron_expr, job.timezone)
+            return schedule.next_after(scheduled_for - timedelta(milliseconds=1)) == scheduled_for
+        return False
