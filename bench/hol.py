@@ -23,8 +23,7 @@ from typing import Any
 
 from bench import common
 from bench.common import say, table
-from bench.lateness import Driver, Scenario
-from jobsched.local.stack import LocalConfig, LocalStack, free_port
+from bench.lateness import Driver, Scenario, bench_stack, stack_settings
 
 NAME = "hol"
 SLOW_JOBS = 3
@@ -59,10 +58,7 @@ def expected_ticks(window: tuple[datetime, datetime], every: int) -> int:
 def run(quick: bool = False, *, window: int | None = None) -> dict[str, Any]:
     """The scenario on a fresh local stack; the results dict that render() prints and hol.json holds."""
     window_s = window or (60 if quick else 120)
-    config = LocalConfig(
-        api_port=free_port(), tick_seconds=60, lookahead_seconds=90, prefix="jobsched-bench-e"
-    )
-    stack = LocalStack(config).start()
+    stack = bench_stack("jobsched-bench-e").start()
     driver = Driver(stack)
     began = time.monotonic()
     echo = Scenario("echo", f"demo.echo every 10 s ({ECHO_CRON}) beside the slow jobs, {window_s} s")
@@ -112,14 +108,7 @@ def run(quick: bool = False, *, window: int | None = None) -> dict[str, Any]:
     return {
         "quick": quick,
         "seconds": round(time.monotonic() - began, 1),
-        "stack": {
-            "tick_seconds": config.tick_seconds,
-            "lookahead_seconds": config.lookahead_seconds,
-            "pollers": config.pollers,
-            "invocations": getattr(config, "invocations", config.pollers),
-            "batch_size": config.batch_size,
-            "worker_concurrency": stack.worker.services.settings.worker_concurrency if stack.worker else None,
-        },
+        "stack": stack_settings(stack),
         "window_s": window_s,
         "rows": [echo.row(), slow.row()],
     }

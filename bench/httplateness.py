@@ -25,10 +25,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.common import say, table
-from bench.lateness import Driver, Scenario, _sleep_until
+from bench.lateness import Driver, Scenario, _sleep_until, bench_stack, stack_settings
 from bench.peers import Arrival, Webhook
 from jobsched import cron
-from jobsched.local.stack import LocalConfig, LocalStack, free_port
 
 NAME = "httplateness"
 # The webhook's requests still arriving after the window's last tick is due (a run is late by seconds).
@@ -67,10 +66,7 @@ def row_of(
 def run(quick: bool = False) -> dict[str, Any]:
     """Both rows on a fresh local stack; the results dict that render() prints and httplateness.json holds."""
     jobs_per_minute, minutes, seconds_minutes = (4, 2, 1) if quick else (6, 5, 2)
-    config = LocalConfig(
-        api_port=free_port(), tick_seconds=60, lookahead_seconds=90, prefix="jobsched-bench-f"
-    )
-    stack = LocalStack(config)
+    stack = bench_stack("jobsched-bench-f")
     webhook = Webhook().start()
     began = time.monotonic()
     stack.start()
@@ -122,12 +118,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     return {
         "quick": quick,
         "seconds": round(time.monotonic() - began, 1),
-        "stack": {
-            "tick_seconds": config.tick_seconds,
-            "lookahead_seconds": config.lookahead_seconds,
-            "pollers": config.pollers,
-            "batch_size": config.batch_size,
-        },
+        "stack": stack_settings(stack),
         "window": {"start": start.isoformat(), "minutes": minutes, "seconds_minutes": seconds_minutes},
         "requests": len(webhook.arrivals),
         "rows": [minute.row(), seconds.row()],

@@ -41,6 +41,28 @@ NAME = "lateness"
 DISPATCHER_LEAD_SECONDS = 100
 
 
+def bench_stack(prefix: str) -> LocalStack:
+    """The lateness benches' local stack: minute ticks, a 90 s look-ahead, its own resource prefix."""
+    return LocalStack(
+        LocalConfig(api_port=free_port(), tick_seconds=60, lookahead_seconds=90, prefix=prefix)
+    )
+
+
+def stack_settings(stack: LocalStack) -> dict[str, Any]:
+    """What a lateness result was measured with: the stack's pacing, shards and worker concurrency."""
+    config = stack.config
+    return {
+        "tick_seconds": config.tick_seconds,
+        "lookahead_seconds": config.lookahead_seconds,
+        "pollers": config.pollers,
+        "invocations": config.invocations,
+        "batch_size": config.batch_size,
+        "poll_interval_s": config.poll_interval,
+        "shards": config.shard_count,
+        "worker_concurrency": stack.worker.services.settings.worker_concurrency if stack.worker else None,
+    }
+
+
 @dataclass
 class Scenario:
     """One row of the table: a name, what it measured, and the lateness of each run in seconds."""
@@ -156,10 +178,7 @@ def run(quick: bool = False, *, burst: int | None = None) -> dict[str, Any]:
     steady_jobs, steady_window = (10, 60) if quick else (40, 120)
     one_offs = 10 if quick else 20
     burst = burst or (50 if quick else 200)
-    config = LocalConfig(
-        api_port=free_port(), tick_seconds=60, lookahead_seconds=90, prefix="jobsched-bench-a"
-    )
-    stack = LocalStack(config)
+    stack = bench_stack("jobsched-bench-a")
     passes: list[dict[str, Any]] = []
     tick = stack.tick
 
@@ -240,14 +259,7 @@ def run(quick: bool = False, *, burst: int | None = None) -> dict[str, Any]:
     return {
         "quick": quick,
         "seconds": round(time.monotonic() - began, 1),
-        "stack": {
-            "tick_seconds": config.tick_seconds,
-            "lookahead_seconds": config.lookahead_seconds,
-            "pollers": config.pollers,
-            "batch_size": config.batch_size,
-            "poll_interval_s": config.poll_interval,
-            "shards": config.shard_count,
-        },
+        "stack": stack_settings(stack),
         "dispatcher_passes": {
             "count": len(passes),
             "mean_interval_s": round(statistics.fmean(intervals), 2) if intervals else None,

@@ -18,8 +18,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from jobsched.local import loopback
 
 
 @dataclass(frozen=True)
@@ -35,22 +37,16 @@ class Arrival:
 class _Peer:
     arrivals: list[Arrival] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    server: ThreadingHTTPServer | None = None
-    thread: threading.Thread | None = None
+    server: loopback.Server | None = None
 
     def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, name=type(self).__name__, daemon=True
-        )
-        self.thread.start()
+        self.server = loopback.serve(handler, name=type(self).__name__)
 
     @property
     def url(self) -> str:
         """http://127.0.0.1:<port>"""
         assert self.server is not None, "not started"
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return self.server.url
 
     def record(self, path: str, raw: bytes) -> None:
         at = time.time()
@@ -61,21 +57,7 @@ class _Peer:
     def stop(self) -> None:
         """Stop serving and close the socket."""
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-        if self.thread is not None:
-            self.thread.join(timeout=5)
-
-
-def _answer(handler: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str, str]) -> None:
-    data = b"" if body is None else json.dumps(body).encode()
-    handler.send_response(status)
-    handler.send_header("Content-Type", "application/json")
-    for key, value in headers.items():
-        handler.send_header(key, value)
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
+            self.server.stop()
 
 
 class Webhook(_Peer):
@@ -84,14 +66,11 @@ class Webhook(_Peer):
     def start(self) -> Webhook:
         peer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(loopback.QuietHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 peer.record(self.path, raw)
-                _answer(self, 200, {"ok": True}, {})
+                loopback.answer(self, 200, {"ok": True})
 
         self._serve(Handler)
         return self
@@ -103,18 +82,15 @@ class LambdaInvoke(_Peer):
     def start(self) -> LambdaInvoke:
         peer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(loopback.QuietHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if not self.path.startswith("/2015-03-31/functions/"):
-                    return _answer(self, 404, {}, {"x-amzn-ErrorType": "UnknownOperationException"})
+                    return loopback.answer(self, 404, {}, {"x-amzn-ErrorType": "UnknownOperationException"})
                 peer.record(self.path, raw)
                 if self.headers.get("X-Amz-Invocation-Type") == "Event":
-                    return _answer(self, 202, None, {})
-                return _answer(self, 200, {"ok": True}, {"X-Amz-Executed-Version": "$LATEST"})
+                    return loopback.answer(self, 202)
+                return loopback.answer(self, 200, {"ok": True}, {"X-Amz-Executed-Version": "$LATEST"})
 
         self._serve(Handler)
         return self

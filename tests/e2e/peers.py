@@ -24,14 +24,13 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pytest
 
-from jobsched.local import lambdas
+from jobsched.local import lambdas, loopback
 
 _INVOKE = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
 
@@ -48,25 +47,6 @@ class Received:
         return json.loads(self.body)
 
 
-class _Server:
-    """A ThreadingHTTPServer on a free loopback port, served on a daemon thread."""
-
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.http.daemon_threads = True
-        self.thread = threading.Thread(target=self.http.serve_forever, name=type(self).__name__, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http.server_address[1]}"
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
-        self.thread.join(timeout=5)
-
-
 Answer = tuple[int, dict[str, str], bytes]
 
 
@@ -77,15 +57,12 @@ class Webhooks:
     scripts: dict[str, list[Answer]] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    server: _Server | None = None
+    server: loopback.Server | None = None
 
     def start(self) -> Webhooks:
         peer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(loopback.QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with peer.lock:
@@ -99,7 +76,7 @@ class Webhooks:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = _Server(Handler)
+        self.server = loopback.serve(Handler, name=type(self).__name__)
         return self
 
     @property
@@ -124,28 +101,26 @@ class LambdaPeer:
     invocations: list[tuple[str, str, Any]] = field(default_factory=list)
     """(function name, invocation type, event) of every invoke, in order."""
     lock: threading.Lock = field(default_factory=threading.Lock)
-    server: _Server | None = None
+    server: loopback.Server | None = None
 
     def start(self, monkeypatch: pytest.MonkeyPatch) -> LambdaPeer:
         monkeypatch.setenv(lambdas.FUNCTIONS_DIR_ENV, str(self.functions_dir))
         peer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(loopback.QuietHandler):
             def do_POST(self) -> None:
                 match = _INVOKE.match(self.path.split("?")[0])
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if match is None:
-                    return self._answer(404, {"x-amzn-ErrorType": "UnknownOperationException"}, {})
+                    return loopback.answer(self, 404, {}, {"x-amzn-ErrorType": "UnknownOperationException"})
                 name = unquote(match["name"]).split("function:")[-1].split(":")[0]
                 kind = self.headers.get("X-Amz-Invocation-Type", "RequestResponse")
                 if not (peer.functions_dir / name / "handler.py").exists():
-                    return self._answer(
+                    return loopback.answer(
+                        self,
                         404,
-                        {"x-amzn-ErrorType": "ResourceNotFoundException"},
                         {"Type": "User", "message": f"Function not found: {name}"},
+                        {"x-amzn-ErrorType": "ResourceNotFoundException"},
                     )
                 event = json.loads(body) if body else {}
                 with peer.lock:
@@ -153,25 +128,15 @@ class LambdaPeer:
                 run = peer.runner(name, event)
                 if kind == "Event":
                     threading.Thread(target=run, daemon=True).start()
-                    return self._answer(202, {}, None)
+                    return loopback.answer(self, 202)
                 result, error = run()
                 headers = {"X-Amz-Executed-Version": "$LATEST"}
                 if error is not None:
                     headers["X-Amz-Function-Error"] = "Unhandled"
-                    return self._answer(200, headers, error)
-                return self._answer(200, headers, result)
+                    return loopback.answer(self, 200, error, headers)
+                return loopback.answer(self, 200, result, headers)
 
-            def _answer(self, status: int, headers: dict[str, str], body: Any) -> None:
-                data = b"" if body is None else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = _Server(Handler)
+        self.server = loopback.serve(Handler, name=type(self).__name__)
         return self
 
     def runner(self, name: str, event: Any) -> Callable[[], tuple[Any, dict[str, Any] | None]]:

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from jobsched import constants as c
-from jobsched.handlers import HandlerRegistry, registry
+from jobsched.handlers import registry
 from jobsched.local import events, lambdas
 from jobsched.local.aws import EmbeddedAws
 from jobsched.local.stack import free_port
@@ -63,9 +63,7 @@ def served(endpoint: str, request: pytest.FixtureRequest) -> Services:
     prefix = f"f{abs(hash(request.node.name)) % 10**8}"
     kw = {"endpoint_url": endpoint}
     settings = provision(prefix, endpoint_url=endpoint, shard_count=2, lease_seconds=30)
-    handlers = HandlerRegistry()
-    for name in registry.names():
-        handlers.register(name, registry.get(name))
+    handlers = registry.copy()
     services = build(
         settings,
         dynamodb=boto3.client("dynamodb", **kw),

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from jobsched.adapters.memory import MemorySigningSecrets
 from jobsched.adapters.targets import AddressPolicy, HttpCaller
 from jobsched.domain.targets import HttpTarget
 from jobsched.handlers import RunContext
+from jobsched.local import loopback
 from jobsched.ports import FakeClock
 
 DEPLOY_DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
@@ -49,15 +49,8 @@ def received() -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with loopback.serve(Handler) as server:
+        yield f"{server.url}/hook", seen
 
 
 def test_the_documented_check_accepts_a_real_signature_and_refuses_a_tampered_stale_or_foreign_one(

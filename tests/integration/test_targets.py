@@ -58,6 +58,7 @@ from jobsched.domain.targets import (
     TargetFailed,
 )
 from jobsched.handlers import RunContext
+from jobsched.local import loopback
 from jobsched.ports import FakeClock
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -132,17 +133,12 @@ class HookServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="hook-server", daemon=True
-        )
-        self.thread.start()
+        self.server = loopback.serve(Handler, name="hook-server")
         return self
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return self.server.url
 
     def verify(self, request: BaseHTTPRequestHandler, body: bytes) -> bool:
         """The receiver's check: t fresh within 5 min, v1 = HMAC-SHA256(secret, "<t>.<body>")."""
@@ -157,9 +153,7 @@ class HookServer:
 
     def stop(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
+        self.server.stop()
 
 
 def _status(code: int, body: bytes = b"", headers: dict[str, str] | None = None) -> Route:
@@ -412,7 +406,7 @@ def test_the_vetted_address_is_the_one_connected_to_and_the_name_goes_in_host(
     # redirects within its origin once
     hook.routes["/hook"] = _status(307, headers={"Location": "/final?x=1"})
     hook.routes["/final?x=1"] = _status(200)
-    port = hook.server.server_address[1]
+    port = hook.server.port
     lookups: list[str] = []
     target = HttpCaller(
         HttpTarget(url=f"http://hooks.internal.test:{port}/hook"),
@@ -467,9 +461,9 @@ def test_https_connects_to_the_vetted_address_with_the_name_as_sni_and_verifies_
     tls.load_cert_chain(cert, key)
     server_names: list[str | None] = []
     tls.sni_callback = lambda sock, server_name, ctx: server_names.append(server_name)  # type: ignore[assignment,misc,unused-ignore]
-    hook.server.socket = tls.wrap_socket(hook.server.socket, server_side=True)
+    hook.server.http.socket = tls.wrap_socket(hook.server.http.socket, server_side=True)
     hook.routes["/hook"] = _status(200, b'"over tls"')
-    port = hook.server.server_address[1]
+    port = hook.server.port
 
     def target(url_host: str, ca: Path) -> HttpCaller:
         return HttpCaller(
@@ -856,24 +850,14 @@ class LambdaInvokeServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="lambda-invoke",
-            daemon=True,
-        )
-        self.thread.start()
+        self.server = loopback.serve(Handler, name="lambda-invoke")
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return self.server.url
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
+        self.server.stop()
 
 
 class OrderRejected(Exception):

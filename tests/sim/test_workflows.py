@@ -163,9 +163,7 @@ def new_world() -> World:
         shard_count=2,
         lease_seconds=300,
     )
-    handlers = HandlerRegistry()
-    for name in registry.names():
-        handlers.register(name, registry.get(name))
+    handlers = registry.copy()
     jobs, runs = MemoryJobStore(shard_count=settings.shard_count), MemoryRunStore()
     queue = MemoryRunQueue(clock=clock, visibility_seconds=300)
     box: dict[str, World] = {}

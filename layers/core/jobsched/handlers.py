@@ -97,6 +97,10 @@ class HandlerRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._handlers
 
+    def copy(self) -> HandlerRegistry:
+        """A copy of this registry: a test registers its own handlers on it, this one unchanged."""
+        return self.without(())
+
     def without(self, names: Iterable[str]) -> HandlerRegistry:
         """A copy of this registry less `names` (this one is left as it is)."""
         copy = HandlerRegistry()

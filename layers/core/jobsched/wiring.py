@@ -74,12 +74,21 @@ def target_factory(
     sts: STSClient | None = None,
     clock: Clock | None = None,
     signing_secret: SigningSecret | None = None,
+    lazy_sts: bool = False,
 ) -> TargetFactory:
-    """Every target kind: AWS targets act through AssumedRoles over `sts` (None: python and http only)."""
+    """Every target kind: AWS targets act through AssumedRoles over `sts` (None: python and http only,
+    unless `lazy_sts`: the environment's STS client, made at the first AssumeRole)."""
     clock = clock or SystemClock()
     roles = None
     if sts is not None:
         roles = AssumedRoles(sts, region=sts.meta.region_name, clock=clock)
+    elif lazy_sts:
+        session = boto3.session.Session()
+        roles = AssumedRoles(
+            lambda: session.client("sts", config=_BOTO_CONFIG),
+            region=session.region_name or "us-east-1",  # Lambda always sets AWS_REGION
+            clock=clock,
+        )
     return TargetFactory(
         handlers=handlers,
         roles=roles,
@@ -149,9 +158,6 @@ def build(
             key_id=settings.signing_key_arn,
             clock=clock or SystemClock(),
         )
-    if sts is None:
-        # The worker's own STS client: it assumes each tenant's role for the AWS targets.
-        sts = boto3.session.Session().client("sts", config=_BOTO_CONFIG)
     handlers = handlers or registry
     return compose(
         settings,
@@ -166,7 +172,13 @@ def build(
         handlers=handlers,
         signing_secrets=signing_secrets,
         targets=target_factory(
-            settings, handlers, sts=sts, clock=clock, signing_secret=signing_secret_of(signing_secrets)
+            settings,
+            handlers,
+            sts=sts,
+            clock=clock,
+            signing_secret=signing_secret_of(signing_secrets),
+            # The worker's own STS client assumes each tenant's role for the AWS targets.
+            lazy_sts=True,
         ),
     )
 

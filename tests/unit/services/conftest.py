@@ -78,9 +78,7 @@ def world() -> Iterator[World]:
         shard_count=2,
         lease_seconds=300,
     )
-    handlers = HandlerRegistry()
-    for name in registry.names():
-        handlers.register(name, registry.get(name))
+    handlers = registry.copy()
     jobs, runs = MemoryJobStore(shard_count=settings.shard_count), MemoryRunStore()
     queue, machines = MemoryRunQueue(clock=clock, visibility_seconds=300), MemoryStateMachines("arn:failure")
     svc = compose(

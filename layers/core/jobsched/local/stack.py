@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import ModuleType
 from typing import Any
 
@@ -24,7 +24,7 @@ import boto3
 
 from jobsched import constants as c
 from jobsched import resources
-from jobsched.local import events, lambdas
+from jobsched.local import events, lambdas, loopback
 from jobsched.local.aws import MOTO_SENDER_ID, EmbeddedAws
 from jobsched.ports import Crash
 
@@ -87,7 +87,7 @@ class LocalStack:
     _threads: list[threading.Thread] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _moto: Any = None
-    _http: ThreadingHTTPServer | None = None
+    _http: loopback.Server | None = None
     api: ModuleType | None = None
     dispatcher: ModuleType | None = None
     worker: ModuleType | None = None
@@ -106,7 +106,7 @@ class LocalStack:
     @property
     def api_url(self) -> str:
         """Base URL of the API."""
-        port = self._http.server_address[1] if self._http else self.config.api_port
+        port = self._http.port if self._http else self.config.api_port
         return f"http://{self.config.host}:{port}"
 
     def start(self) -> LocalStack:
@@ -119,9 +119,8 @@ class LocalStack:
         self.reconciler = lambdas.load("reconciler")
         self._workers = lambdas.Environments("worker", first=self.worker)
         self._slots = threading.BoundedSemaphore(self.config.invocations)
-        self._http = ThreadingHTTPServer((self.config.host, self.config.api_port), _handler_for(self))
-        self._http.daemon_threads = True
-        self._spawn("jobsched-http", self._http.serve_forever)
+        handler = _handler_for(self)
+        self._http = loopback.serve(handler, self.config.host, self.config.api_port, "jobsched-http")
         self._spawn("jobsched-tick", self._tick_loop)
         for i in range(self.config.pollers):
             self._spawn(f"jobsched-poller-{i}", self._poll_loop)
@@ -132,8 +131,7 @@ class LocalStack:
         """Stop serving, ticking and polling, then the embedded AWS."""
         self._stop.set()
         if self._http:
-            self._http.shutdown()
-            self._http.server_close()
+            self._http.stop()
         deadline = time.monotonic() + 10
         with self._lock:
             invocations = list(self._in_flight)

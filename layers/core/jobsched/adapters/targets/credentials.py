@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -60,7 +60,7 @@ class AssumedRoles:
 
     def __init__(
         self,
-        sts: STSClient,
+        sts: STSClient | Callable[[], STSClient],
         *,
         region: str,
         clock: Clock | None = None,
@@ -68,8 +68,12 @@ class AssumedRoles:
         config: Mapping[str, Config] | None = None,
         duration_seconds: int = SESSION_SECONDS,
     ) -> None:
-        """`endpoints`: service -> endpoint URL (the local stack, tests); `config`: per-service Config."""
-        self._sts = sts
+        """`sts`: a client, or a factory called at the first AssumeRole (a function that never calls an
+        AWS target never builds one: a boto3 client costs its cold start tens of ms). `endpoints`:
+        service -> endpoint URL (the local stack, tests); `config`: per-service Config."""
+        # A boto3 client is not callable, so a callable is the factory.
+        self._sts_factory = sts if callable(sts) else None
+        self._sts = None if callable(sts) else sts
         self._region = region
         self._clock = clock or SystemClock()
         self._endpoints = dict(endpoints or {})
@@ -81,6 +85,13 @@ class AssumedRoles:
         self.assumed = 0
         """How many AssumeRole calls were made (the cache's effect, for tests and the bench)."""
 
+    def _sts_client(self) -> STSClient:
+        with self._lock:
+            if self._sts is None:
+                assert self._sts_factory is not None
+                self._sts = self._sts_factory()
+            return self._sts
+
     def credentials(self, role_arn: str, tenant: str) -> Credentials:
         """Fresh credentials of `role_arn` for `tenant` (cached until REFRESH_MARGIN before expiry)."""
         key = (role_arn, tenant)
@@ -89,7 +100,7 @@ class AssumedRoles:
             if cached is not None and self._clock.now() < cached.expiration - REFRESH_MARGIN:
                 return cached
         try:
-            answer = self._sts.assume_role(
+            answer = self._sts_client().assume_role(
                 RoleArn=role_arn,
                 RoleSessionName=session_name(tenant),
                 ExternalId=tenant,
