@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
 from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter
 from jobsched.domain.models import Backoff, RunError
@@ -102,6 +103,7 @@ class JobView(BaseModel):
     depends_on: list[str] = Field(default_factory=list)
     dependants: list[str] = Field(default_factory=list)
     tags: dict[str, str] = Field(default_factory=dict)
+    alerts: AlertPolicy | None = None
     next_run_at: str | None
     created_at: str
     updated_at: str

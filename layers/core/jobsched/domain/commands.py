@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from jobsched import cron
+from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.listing import checked_tags
 from jobsched.domain.models import (
     LATEST_TIME,
@@ -144,6 +145,8 @@ class CreateJobRequest(BaseModel):
     depends_on: list[JobId] = Field(default_factory=list)
     name: Name | None = None
     tags: Annotated[dict[str, str], AfterValidator(checked_tags)] = Field(default_factory=dict)
+    alerts: AlertPolicy | None = None
+    """What the scheduler alerts on (jobsched.domain.alerts); absent: no alerts."""
     # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
     overlap_policy: OverlapPolicy = "skip"
     catchup: CatchupPolicy = "one"
@@ -310,6 +313,8 @@ class PatchJobRequest(BaseModel):
         default=None, json_schema_extra=_never_null
     )
     """The job's whole tag set, replacing the one it had ({} clears it)."""
+    alerts: AlertPolicy | None = None
+    """The job's whole alert policy, replacing the one it had (null clears it)."""
 
     @field_validator(
         "handler",

@@ -346,6 +346,7 @@ class JobStore(ShardLeases):
             "target",  # any other's, and its type (the listing's filter)
             "target_type",
             "tags",
+            "alerts",
         )
         names: dict[str, str] = {}
         values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}
