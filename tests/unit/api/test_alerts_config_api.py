@@ -29,7 +29,9 @@ def test_patch_replaces_the_alert_policy_and_null_clears_it(world: World) -> Non
     app = api(world)
     job_id = submit(app, alerts={"on": ["failed"]})
     # When its policy is replaced
-    status, _ = call(app, "PATCH", f"/api/jobs/{job_id}", headers=A, body={"alerts": {"on": ["missed", "skipped"]}})
+    status, _ = call(
+        app, "PATCH", f"/api/jobs/{job_id}", headers=A, body={"alerts": {"on": ["missed", "skipped"]}}
+    )
     # Then the job answers the new one
     assert status == 200
     assert call(app, "GET", f"/api/jobs/{job_id}", headers=A)[1]["alerts"] == {
@@ -54,7 +56,9 @@ def test_patch_replaces_the_alert_policy_and_null_clears_it(world: World) -> Non
         ({"on": ["failed"], "loud": True}, "alerts.loud"),
     ],
 )
-def test_a_bad_alert_policy_is_a_400_naming_its_field(world: World, alerts: dict[str, Any], field: str) -> None:
+def test_a_bad_alert_policy_is_a_400_naming_its_field(
+    world: World, alerts: dict[str, Any], field: str
+) -> None:
     # Given the API
     app = api(world)
     body = {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo", "alerts": alerts}

@@ -26,7 +26,9 @@ class AlertPolicy(BaseModel):
 
     on: tuple[AlertKind, ...] = Field(min_length=1, max_length=len(ALERT_KINDS))
     """The kinds to raise, each once."""
-    late_after_seconds: int | None = Field(default=None, ge=1, le=MAX_LATE_AFTER_SECONDS, validate_default=True)
+    late_after_seconds: int | None = Field(
+        default=None, ge=1, le=MAX_LATE_AFTER_SECONDS, validate_default=True
+    )
     """A run not started this long after its tick is late (required with "late", refused without it)."""
 
     @field_validator("on")
