@@ -74,6 +74,11 @@ def wants(policy: AlertPolicy | None, kind: str) -> bool:
     return policy is not None and policy.wants(kind)
 
 
+def alert_partition(tenant: str) -> str:
+    """The partition key of a tenant's alerts (its listing is one range read of it, never another's)."""
+    return f"TENANT#{tenant}"
+
+
 def alert_id(run_id: str, kind: str, *, series: int = 0) -> str:
     """The alert's id: one per (run, kind), and per replay series for the kinds a replay can repeat."""
     return f"{run_id}.{kind}" if series == 0 else f"{run_id}.{kind}.r{series}"

@@ -61,6 +61,7 @@ def _one_of_handler_and_target(target: TargetSpec | None, info: ValidationInfo) 
         return PythonTarget(handler=handler)
     return target
 
+
 # A payload is JSON every consumer reads the same way (I-JSON, RFC 7493): NaN and Infinity are no
 # JSON (Python writes them, JavaScript, DynamoDB and most targets refuse them), an integer past
 # 2**53 - 1 loses digits in JavaScript and in every float-parsing JSON library, and deep nesting

@@ -301,8 +301,10 @@ class JobStore(ShardLeases):
         values_of_src = [f":s{i}" for i in range(len(src))]
         update = "SET #s = :t, updated_at = :now ADD version :one"
         values[":one"] = enc(1)
-        removes = [*(("next_run_at", "due_key") if leave_index else ()),
-                   *(("active_run", "active_until", "active_message") if release_slot else ())]
+        removes = [
+            *(("next_run_at", "due_key") if leave_index else ()),
+            *(("active_run", "active_until", "active_message") if release_slot else ()),
+        ]
         if removes:
             update += " REMOVE " + ", ".join(removes)
         applied, result = conditional(
