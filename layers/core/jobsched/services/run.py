@@ -422,12 +422,12 @@ class Worker:
             first_attempt_only=first_attempt_only,
         )
         row = done.row
-        if self.alerts is not None and reason in ALERTED_SKIPS:
-            # This skip, or the same one a delivery before this one wrote (and died before alerting).
-            if done.applied or (row is not None and row.status == RunStatus.SKIPPED and row.reason == reason):
-                self.alerts.raise_alert(
-                    job, "skipped", scheduled_for=times.parse_stored(sf), detail=ALERTED_SKIPS[reason]
-                )
+        # This skip, or the same one a delivery before this one wrote (and died before alerting).
+        ours = done.applied or (row is not None and row.status == RunStatus.SKIPPED and row.reason == reason)
+        if self.alerts is not None and reason in ALERTED_SKIPS and ours:
+            self.alerts.raise_alert(
+                job, "skipped", scheduled_for=times.parse_stored(sf), detail=ALERTED_SKIPS[reason]
+            )
         if done.applied:
             return Outcome.SKIPPED
         if row is None or row.status in TERMINAL:

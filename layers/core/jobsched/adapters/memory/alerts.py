@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.adapters.alerts import alert_item, at_key
-from jobsched.domain.alerts import alert_partition as tenant_pk
 from jobsched.domain import times
 from jobsched.domain.alerts import Alert
+from jobsched.domain.alerts import alert_partition as tenant_pk
 from jobsched.domain.records import Cursor
 from jobsched.errors import JobschedError
 
