@@ -168,7 +168,11 @@ def build(
     )
     alert_publisher: ports.AlertPublisher = MemoryAlertPublisher()
     if settings.alert_topic_arn:
-        sns = sns or boto3.session.Session().client("sns", config=_BOTO_CONFIG)
+        # Beside an emulated DynamoDB (an explicit endpoint), the same endpoint: never AWS's own.
+        endpoint = dynamodb.meta.endpoint_url
+        sns = sns or boto3.session.Session().client(
+            "sns", config=_BOTO_CONFIG, endpoint_url=None if endpoint.endswith(".amazonaws.com") else endpoint
+        )
         alert_publisher = SnsAlertPublisher(client=sns, topic_arn=settings.alert_topic_arn)
     return compose(
         settings,

@@ -135,6 +135,25 @@ class DeadLetterPage(BaseModel):
     next_cursor: str | None
 
 
+class AlertItem(BaseModel):
+    """One alert in GET /api/alerts."""
+
+    alert_id: str
+    kind: str
+    job_id: str
+    run_id: str
+    scheduled_for: str
+    at: str
+    detail: str
+
+
+class AlertPage(BaseModel):
+    """A page of the caller's alerts, newest first; next_cursor is null on the last page."""
+
+    items: list[AlertItem]
+    next_cursor: str | None
+
+
 class ReplayAccepted(BaseModel):
     """The answer to POST /api/dead-letter/{run_id}/replay."""
 
@@ -364,6 +383,8 @@ class JobStatsView(BaseModel):
 
 
 __all__ = [
+    "AlertItem",
+    "AlertPage",
     "AttemptView",
     "BackfillRequest",
     "BackfillResult",

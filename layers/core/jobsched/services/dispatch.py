@@ -384,13 +384,14 @@ class Dispatcher:
         if job is None:
             return
         if plan.skip:
-            # One alert per kind for the pass's dropped ticks, about the newest of them.
+            # One alert per kind for the pass's dropped ticks, about the oldest of them: the due
+            # entry's own tick, so a pass redone after a crash (later, dropping more) has its id.
             (first, _), (last, reason) = plan.skip[0], plan.skip[-1]
             detail = (
                 f"{len(plan.skip)} tick(s) from {times.iso(first)} to {times.iso(last)} dropped ({reason})"
             )
-            self.alerts.raise_alert(job, "missed", scheduled_for=last, detail=detail)
-            self.alerts.raise_alert(job, "skipped", scheduled_for=last, detail=detail)
+            self.alerts.raise_alert(job, "missed", scheduled_for=first, detail=detail)
+            self.alerts.raise_alert(job, "skipped", scheduled_for=first, detail=detail)
         after = policy_of(job).late_after_seconds
         if after is None:
             return
