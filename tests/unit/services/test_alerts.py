@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from jobsched.adapters.memory import MemoryAlertPublisher, MemoryAlertStore
 from jobsched.domain import times
 from jobsched.domain.alerts import Alert
@@ -190,10 +192,8 @@ def test_a_pass_that_dies_after_alerting_and_runs_again_alerts_once(world: World
             raise Crash(point)
 
     world.svc.dispatcher.crash = die
-    try:
+    with pytest.raises(Crash):
         world.svc.dispatcher.dispatch_all()
-    except Crash:
-        pass
     # When the next pass does the same work again
     world.svc.dispatcher.crash = lambda point: None
     world.clock.advance(60)  # the dead pass's shard lease lapses
