@@ -14,9 +14,8 @@ from botocore.config import Config
 
 from jobsched import constants as c
 from jobsched import ports
-from jobsched.adapters.alerts import DynamoDBAlertStore, SnsAlertPublisher
+from jobsched.adapters.alerts import DynamoDBAlertStore, NoAlertStore, NoAlertTopic, SnsAlertPublisher
 from jobsched.adapters.dynamodb import JobStore, RunStore
-from jobsched.adapters.memory.alerts import MemoryAlertPublisher, MemoryAlertStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
@@ -159,14 +158,14 @@ def build(
         # The worker's own STS client: it assumes each tenant's role for the AWS targets.
         sts = boto3.session.Session().client("sts", config=_BOTO_CONFIG)
     handlers = handlers or registry
-    # Alerts are kept in the alerts table and published to the topic where the settings name them;
-    # without one, in this process's memory only (a deployment always names both).
+    # Alerts are kept in the alerts table and published to the topic the settings name (a deployment
+    # names both); without a table none is raised (services/alerts.py raises what the store kept).
     alert_store: ports.AlertStore = (
         DynamoDBAlertStore(client=dynamodb, table=settings.alerts_table)
         if settings.alerts_table
-        else MemoryAlertStore()
+        else NoAlertStore()
     )
-    alert_publisher: ports.AlertPublisher = MemoryAlertPublisher()
+    alert_publisher: ports.AlertPublisher = NoAlertTopic()
     if settings.alert_topic_arn:
         # Beside an emulated DynamoDB (an explicit endpoint), the same endpoint: never AWS's own.
         endpoint = dynamodb.meta.endpoint_url
@@ -212,7 +211,7 @@ def compose(
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
 
     `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
-    `alert_store`, `alert_publisher` None: in memory.
+    `alert_store`, `alert_publisher` None: no alerts (jobsched.adapters.memory has fakes for tests).
     """
     clock = clock or SystemClock()
     handlers = handlers or registry
@@ -223,8 +222,8 @@ def compose(
     if not settings.demo_handlers:  # fail-closed: a deployed stack knows no demo.* unless asked
         handlers = handlers.without(DEMO_HANDLERS)
     alerts = AlertService(
-        store=alert_store or MemoryAlertStore(),
-        publisher=alert_publisher or MemoryAlertPublisher(),
+        store=alert_store or NoAlertStore(),
+        publisher=alert_publisher or NoAlertTopic(),
         jobs=jobs,
         clock=clock,
     )

@@ -155,3 +155,32 @@ class SnsAlertPublisher:
                 Message=message_of(alert),
                 MessageAttributes=attributes_of(alert),
             )
+
+
+@dataclass
+class NoAlertStore:
+    """AlertStore where no alerts table is configured: it keeps nothing, so nothing is raised (a raise
+    publishes only what the store kept) and the listing is empty. The failure workflow still
+    publishes dead letters, unrecorded, as the alert topic always did."""
+
+    def record(self, alert: Alert) -> bool:
+        """Nothing is kept: False."""
+        return False
+
+    def recent(
+        self, tenant: str, *, since: datetime | None, start: Cursor | None, limit: int
+    ) -> tuple[list[Alert], Cursor | None]:
+        """Nothing kept: an empty page."""
+        return [], None
+
+    def workflow_item(self, alert: Alert) -> dict[str, Any]:
+        """The item a table would hold (unused: the workflow records nothing without a table)."""
+        return alert_item(alert)
+
+
+@dataclass
+class NoAlertTopic:
+    """AlertPublisher where no topic is configured: publishing does nothing."""
+
+    def publish(self, alert: Alert) -> None:
+        """Nothing to publish to."""
