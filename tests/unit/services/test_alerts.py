@@ -237,3 +237,26 @@ def test_a_failed_publish_leaves_the_runs_outcome_as_it_is_and_the_alert_listed(
     assert run is not None and run.status == RunStatus.FAILED and len(failure_inputs(world)) == 1
     # and the alert is listed though it was not published
     assert kinds(kept(world)) == [("failed", job_id)] and publisher.published == []
+
+
+def test_a_tick_skipped_for_overlap_raises_skipped_naming_the_policy(world: World) -> None:
+    # Given a minute job (overlap "skip") alerting on skips, whose first run lasts past the next tick
+    seen: list[list[Any]] = []
+
+    def long_run(payload: dict[str, Any], ctx: Any) -> None:
+        if ctx.scheduled_for == T0 + timedelta(minutes=1):
+            world.clock.set(T0 + timedelta(minutes=2, seconds=1))
+            world.svc.dispatcher.dispatch_all()
+            seen.append(world.deliver())  # the next tick arrives while this run holds the job
+
+    world.handler("unit.long", long_run)
+    job_id = every_minute(world, handler="unit.long", alerts={"on": ["skipped"]})
+    world.svc.dispatcher.dispatch_all()
+    # When the first tick runs and the second is received meanwhile
+    world.clock.set(T0 + timedelta(minutes=1))
+    world.deliver()
+    # Then the second was skipped for overlap, and alerted once as such
+    assert seen == [[Outcome.SKIPPED]]
+    [alert] = published(world)
+    assert (alert.kind, alert.job_id, alert.scheduled_for) == ("skipped", job_id, T0 + timedelta(minutes=2))
+    assert "overlap" in alert.detail
