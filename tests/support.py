@@ -453,6 +453,7 @@ def provision(prefix: str, *, endpoint_url: str | None = None, **settings: Any) 
         failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
         dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
         alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],
+        alerts_table=made[resources.ALERTS_TABLE.logical_id],
         signing_secrets_table=made[resources.SIGNING_SECRETS_TABLE.logical_id],
         signing_key_arn=made[resources.SIGNING_KEY.logical_id],
         **{"trusted_senders": (MOTO_SENDER_ID,), **settings},

@@ -105,10 +105,11 @@ class JobschedScheduler(Construct):
         # One customer-managed key for the tables, queues, topic, logs and workflows (`-c kms=aws-owned`:
         # AWS-owned/managed keys instead, no key to pay for or to lose).
         self.key = self._key() if kms_keys == "customer" else None
-        storage = Storage(self, "Storage", key=self.key)
+        storage = Storage(self, "Storage", specs=(*resources.TABLES, resources.ALERTS_TABLE), key=self.key)
         queues = Queues(self, "Queues", key=self.key)
         jobs = storage.tables[resources.JOBS_TABLE.logical_id]
         runs = storage.tables[resources.RUNS_TABLE.logical_id]
+        alerts = storage.tables[resources.ALERTS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
         workflows = Workflows(self, "Workflows", key=self.key)
@@ -125,6 +126,7 @@ class JobschedScheduler(Construct):
             c.FAILURE_WORKFLOW_ARN_ENV: failure_workflow.state_machine_arn,
             c.DAG_WORKFLOW_ARN_ENV: dag_workflow.state_machine_arn,
             c.ALERT_TOPIC_ARN_ENV: topic.topic_arn,
+            c.ALERTS_TABLE_ENV: alerts.table_name,
             c.SHARD_COUNT_ENV: str(shard_count),
             c.LEASE_SECONDS_ENV: str(lease_seconds),
             c.TICK_SECONDS_ENV: str(int(TICK.to_seconds())),
@@ -256,9 +258,19 @@ class JobschedScheduler(Construct):
             # reads the job, moves its run to FAILED and starts the workflow; it never writes a job.
             reconciler_fn: {jobs: READ, runs: (*READ, *WRITE)},
         }
+        # Alerts (services/alerts.py): whoever detects one keeps it (one conditional PutItem on the
+        # alerts table) and publishes it: the worker (failed, late, skipped), the dispatcher (late,
+        # missed, skipped), the reconciler (a poison run's failure) and the api (a resume's missed
+        # ticks, a due-soon hand-over). Only the api reads them, through the recent index (below).
+        for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn):
+            self.table_access[fn][alerts] = ("dynamodb:PutItem",)
+            # (not topic.grant_publish: it adds kms:GenerateDataKey* on the key; _grant_key grants
+            # exactly the key calls SNS makes.)
+            fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[topic.topic_arn]))
         self.index_access = {
             # the dead letters, and GET /api/jobs (newest first, or by next run)
             api_fn: [
+                (alerts, resources.ALERTS_RECENT_INDEX),
                 (runs, resources.DEAD_LETTER_INDEX),
                 (jobs, resources.TENANT_JOBS_INDEX),
                 (jobs, resources.TENANT_NEXT_RUN_INDEX),
@@ -302,6 +314,10 @@ class JobschedScheduler(Construct):
         failure_workflow.add_to_role_policy(
             iam.PolicyStatement(actions=["sns:Publish"], resources=[topic.topic_arn])
         )
+        # RecordAlert: the dead letter's alert item, one conditional PutItem, before it is published.
+        failure_workflow.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[alerts.table_arn])
+        )
 
         # The DAG workflow's role, likewise exactly its ASL's calls: a conditional UpdateItem (count,
         # release) and a consistent GetItem (recheck, existing run) on the runs table itself, never
@@ -323,7 +339,7 @@ class JobschedScheduler(Construct):
             for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
             + [failure_workflow.role, dag_workflow.role]
         ]
-        for table in (jobs, runs):
+        for table in (jobs, runs, alerts):
             self._only_the_stack_reads_and_writes(table, stack_roles)
         if self.key is not None:
             self._grant_key(self.key, stack_roles)

@@ -495,8 +495,10 @@ def run(
                 print(f"        trace {job} {sf[11:19]} {event}")
         for r in sorted(api.runs.recent(job_id, limit=200), key=lambda r: r.scheduled_for):
             span = f"{r.started_at:%M:%S}-{r.finished_at:%M:%S}" if r.started_at and r.finished_at else ""
-            print(f"        run   {job_id} {r.scheduled_for:%H:%M:%S} {r.status.value} {r.reason or ''} "
-                  f"{span} attempt {r.attempt} {r.worker or ''}")
+            print(
+                f"        run   {job_id} {r.scheduled_for:%H:%M:%S} {r.status.value} {r.reason or ''} "
+                f"{span} attempt {r.attempt} {r.worker or ''}"
+            )
     statuses = Counter(r.status.value for j in accepted for r in api.runs.recent(j, limit=200))
     recurring = Counter(
         f"{r.overlap_policy}/{'long' if r.payload.get('hold') else 'short'}"

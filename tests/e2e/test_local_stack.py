@@ -36,9 +36,11 @@ def test_a_one_off_5_seconds_ahead_runs_on_its_second(stack: Stack) -> None:
     # COMPLETED (a write after the run's: a read in between sees the run done, the job not yet)
     job = stack.wait_for(
         job_id,
-        lambda j: j["recent_executions"]
-        and j["recent_executions"][0]["status"] == "SUCCEEDED"
-        and j["status"] == "COMPLETED",
+        lambda j: (
+            j["recent_executions"]
+            and j["recent_executions"][0]["status"] == "SUCCEEDED"
+            and j["status"] == "COMPLETED"
+        ),
     )
     [run] = job["recent_executions"]
     assert parse(run["scheduled_for"]) == run_at
@@ -171,9 +173,11 @@ def test_a_dag_runs_in_order_over_http_and_the_cli_prints_its_graph(stack: Stack
     assert a.status_code == 201 and b.status_code == 201, (a.text, b.text)
     job = stack.wait_for(
         b.json()["job_id"],
-        lambda j: j["recent_executions"]
-        and j["recent_executions"][0]["status"] == "SUCCEEDED"
-        and j["status"] == "COMPLETED",  # written just after the run's success
+        lambda j: (
+            j["recent_executions"]
+            and j["recent_executions"][0]["status"] == "SUCCEEDED"
+            and j["status"] == "COMPLETED"
+        ),  # written just after the run's success
         timeout=30,
         **headers,
     )

@@ -165,7 +165,7 @@ def _stack_role_arns(synth: Synth) -> list[dict[str, Any]]:
     return [{"Fn::GetAtt": [synth.logical_id(r), "Arn"]} for r in roles]
 
 
-@pytest.mark.parametrize("spec", resources.TABLES, ids=lambda s: s.logical_id)
+@pytest.mark.parametrize("spec", (*resources.TABLES, resources.ALERTS_TABLE), ids=lambda s: s.logical_id)
 def test_each_table_denies_its_data_to_every_principal_but_the_stacks_roles(
     synth: Synth, spec: resources.TableSpec
 ) -> None:
@@ -230,7 +230,7 @@ def test_one_rotated_retained_customer_managed_key(synth: Synth) -> None:
 
 
 def test_the_key_encrypts_tables_queues_topic_logs_and_workflows(synth: Synth) -> None:
-    for spec in resources.TABLES:
+    for spec in (*resources.TABLES, resources.ALERTS_TABLE):
         assert synth.resource(spec.logical_id)["Properties"]["SSESpecification"]["KMSMasterKeyId"] == KEY_ARN
     for queue in resources.QUEUES:
         assert synth.resource(queue.logical_id)["Properties"]["KmsMasterKeyId"] == KEY_ARN

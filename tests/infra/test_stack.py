@@ -76,7 +76,7 @@ KEY_ARN = {"Fn::GetAtt": [KEY_LOGICAL_ID, "Arn"]}
 # --- storage ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", resources.TABLES, ids=lambda s: s.logical_id)
+@pytest.mark.parametrize("spec", (*resources.TABLES, resources.ALERTS_TABLE), ids=lambda s: s.logical_id)
 def test_it_makes_each_table_on_demand_with_pitr_ttl_retained_and_deletion_protected(
     synth: Synth, spec: resources.TableSpec
 ) -> None:
@@ -418,7 +418,7 @@ RUNS_ARN = json.dumps({"Fn::GetAtt": [resources.RUNS_TABLE.logical_id, "Arn"]})
 QUEUE_ARN = json.dumps({"Fn::GetAtt": [resources.EXECUTION_QUEUE.logical_id, "Arn"]})
 
 
-def test_it_lets_the_failure_workflow_make_exactly_the_three_calls_of_its_definition(synth: Synth) -> None:
+def test_it_lets_the_failure_workflow_make_exactly_the_calls_of_its_definition(synth: Synth) -> None:
     assert _workflow_grants(synth, resources.FAILURE_WORKFLOW) == {
         json.dumps(
             [
@@ -428,6 +428,8 @@ def test_it_lets_the_failure_workflow_make_exactly_the_three_calls_of_its_defini
         ): {"dynamodb:UpdateItem"},  # a run, and the job its dead letter ends (or its replay restores)
         QUEUE_ARN: {"sqs:SendMessage"},
         json.dumps({"Ref": resources.ALERT_TOPIC.logical_id}): {"sns:Publish"},
+        # RecordAlert: the dead letter's alert, kept before it is published
+        json.dumps({"Fn::GetAtt": [resources.ALERTS_TABLE.logical_id, "Arn"]}): {"dynamodb:PutItem"},
     }
 
 
@@ -447,6 +449,7 @@ def test_it_lets_the_dag_workflow_read_and_update_runs_and_send_released_runs_on
                 "arn:aws:states:::dynamodb:updateItem",  # in the Propagate Map's iterator too
                 "arn:aws:states:::sqs:sendMessage",
                 "arn:aws:states:::sns:publish",
+                "arn:aws:states:::dynamodb:putItem",  # RecordAlert
             },
             id=resources.FAILURE_WORKFLOW.logical_id,
         ),
@@ -620,6 +623,7 @@ def _indexes_queried(synth: Synth, name: str) -> list[object]:
         (
             "api",
             [
+                (resources.ALERTS_TABLE, resources.ALERTS_RECENT_INDEX.name),
                 (resources.RUNS_TABLE, resources.DEAD_LETTER_INDEX.name),
                 (resources.JOBS_TABLE, resources.TENANT_JOBS_INDEX.name),
                 (resources.JOBS_TABLE, resources.TENANT_NEXT_RUN_INDEX.name),

@@ -70,6 +70,7 @@ def served(endpoint: str, request: pytest.FixtureRequest) -> Services:
         sqs=boto3.client("sqs", **kw),
         stepfunctions=boto3.client("stepfunctions", **kw),
         handlers=handlers,
+        sns=boto3.client("sns", **kw),
     )
     services.sns = boto3.client("sns", **kw)  # type: ignore[attr-defined]
     return services

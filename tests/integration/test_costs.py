@@ -64,9 +64,7 @@ def test_finding_due_work_reads_only_due_entries(
     assert report.items_read == 10
 
 
-def an_hour_of(
-    svc: Services, pump: Pump, clock: FakeClock, counter: CallCounter
-) -> tuple[Counter[str], ...]:
+def an_hour_of(svc: Services, pump: Pump, clock: FakeClock, counter: CallCounter) -> tuple[Counter[str], ...]:
     """Dispatcher passes once a minute for an hour, workers running what is due: (dispatch, worker) calls."""
     dispatch: Counter[str] = Counter()
     work: Counter[str] = Counter()

@@ -78,6 +78,9 @@ def _table_shape(table: dict[str, Any], *, billing_mode: str, ttl_attribute: str
         "GlobalSecondaryIndexes": {
             i["IndexName"]: _index_shape(i) for i in table.get("GlobalSecondaryIndexes", [])
         },
+        "LocalSecondaryIndexes": {
+            i["IndexName"]: _index_shape(i) for i in table.get("LocalSecondaryIndexes", [])
+        },
         "BillingMode": billing_mode,
         "TimeToLiveAttribute": ttl_attribute,
     }
@@ -119,7 +122,7 @@ def test_it_makes_a_table_locally_for_every_table_the_template_deploys(template:
     assert deployed == {spec.logical_id for spec in ALL_TABLES}
 
 
-ALL_TABLES = (*resources.TABLES, resources.SIGNING_SECRETS_TABLE)
+ALL_TABLES = (*resources.TABLES, resources.SIGNING_SECRETS_TABLE, resources.ALERTS_TABLE)
 
 
 @pytest.mark.parametrize("spec", ALL_TABLES, ids=lambda s: s.logical_id)
@@ -131,6 +134,7 @@ def test_it_makes_each_local_table_with_the_deployed_keys_indexes_billing_and_tt
 
     assert emulated == deployed
     assert set(deployed["GlobalSecondaryIndexes"]) == {i.name for i in spec.indexes}  # not vacuous
+    assert set(deployed["LocalSecondaryIndexes"]) == {i.name for i in spec.local_indexes}
 
 
 # --- queues -----------------------------------------------------------------------------------

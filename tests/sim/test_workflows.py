@@ -187,7 +187,10 @@ def new_world() -> World:
 
 
 RETRY_PATH = ["Route", "CanRetry", "Backoff", "Rearm", "Enqueue", "Done"]
-DEAD_LETTER_PATH = ["Route", "CanRetry", "DeadLetter", "DeadJobRun", "FailJob", "Alert", "Propagate", "Done"]
+DEAD_LETTER_PATH = [
+    *("Route", "CanRetry", "DeadLetter", "DeadJobRun", "FailJob"),
+    *("AlertWanted", "Alert", "Propagate", "Done"),
+]
 
 
 # -- the model knows every state of the ASL ------------------------------------------------------------

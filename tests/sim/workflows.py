@@ -61,6 +61,8 @@ KNOWN_STATES: dict[str, dict[str, str]] = {
         "DeadLetter": "Task",
         "DeadJobRun": "Choice",
         "FailJob": "Task",
+        "AlertWanted": "Choice",
+        "RecordAlert": "Task",
         "Alert": "Task",
         "Propagate": "Map",
         "MarkUpstreamFailed": "Task",
@@ -237,6 +239,7 @@ class Fakes:
     runs: MemoryRunStore
     queue: MemoryRunQueue
     alerts: list[dict[str, Any]]
+    recorded: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 def _rearm(f: Fakes, p: Mapping[str, Any], v: Mapping[str, Any]) -> Json:
@@ -338,6 +341,15 @@ def _send(f: Fakes, p: Mapping[str, Any]) -> Json:
     return {}
 
 
+def _put_alert(f: Fakes, p: Mapping[str, Any]) -> Json:
+    """RecordAlert: the alert item, kept once per key (its ConditionExpression)."""
+    key = (p["Item"]["PK"]["S"], p["Item"]["SK"]["S"])
+    if key in f.recorded:
+        raise StatesError(CONDITION_FAILED, "The conditional request failed")
+    f.recorded[key] = dict(p["Item"])
+    return {}
+
+
 def _publish(f: Fakes, p: Mapping[str, Any]) -> Json:
     f.alerts.append({"topic": p["TopicArn"], "subject": p["Subject"], "message": json.loads(p["Message"])})
     return {}
@@ -405,6 +417,7 @@ CALLS: dict[str, _CallOp] = {
     "arn:aws:states:::dynamodb:getItem": _get_item,
     "arn:aws:states:::sqs:sendMessage": _send,
     "arn:aws:states:::sns:publish": _publish,
+    "arn:aws:states:::dynamodb:putItem": _put_alert,
 }
 
 

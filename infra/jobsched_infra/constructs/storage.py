@@ -1,4 +1,4 @@
-"""DynamoDB tables, generated from `jobsched.resources.TABLES`."""
+"""DynamoDB tables, generated from `jobsched.resources` (TABLES, and the alerts table)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,12 @@ class Storage(Construct):
                 sort_key=_string(index.sort_key),
                 projection_type=dynamodb.ProjectionType.INCLUDE,
                 non_key_attributes=list(index.non_key_attributes),
+            )
+        for local in spec.local_indexes:
+            table.add_local_secondary_index(
+                index_name=local.name,
+                sort_key=_string(local.sort_key),
+                projection_type=dynamodb.ProjectionType.ALL,
             )
         # The spec's logical id is the CloudFormation logical id: moving the table in the construct
         # tree can never replace it (a replaced table is an empty table), and the template can be

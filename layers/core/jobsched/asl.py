@@ -9,7 +9,13 @@ the bad path: a healthy run never starts it (Standard workflows are billed per s
     Route ──replay──> ReplayRearm (DEAD_LETTER -> PENDING, attempt 0) ──> [RestoreJob] ──> Enqueue ──> Done
       └──> CanRetry ──retryable and attempt < max──> Backoff (Wait) ──> Rearm (FAILED -> PENDING) ──> Enqueue
                └──otherwise──> DeadLetter (FAILED -> DEAD_LETTER, dead-letter keys) ──> [FailJob]
-                                   ──> Alert (SNS) ──> Propagate ──> Done
+                                   ──> AlertWanted ──> [RecordAlert] ──> Alert (SNS) ──> Propagate ──> Done
+
+AlertWanted: the job's alert policy wants its dead letters (else straight to Propagate). RecordAlert
+keeps the alert (services/alerts.py: one conditional put on an id derived from the run and its replay
+series) before Alert publishes it; refused, it was kept and published already (a retried execution
+step, a second hand-over), so nothing is published twice. A publish that still fails after its
+retries goes on to Propagate: an alert never costs the dependants their UPSTREAM_FAILED marks.
 
 [FailJob] and [RestoreJob] run for a job that lives for this one run (a one-off, or a dependant of a
 one-off chain; the caller says so in `job_run`): its dead letter is the job's end, so the job moves
@@ -183,8 +189,39 @@ def _failure_asl() -> dict[str, Any]:
                 ),
                 "Next": "DeadJobRun",
             },
-            "DeadJobRun": _if_job_run("FailJob", otherwise="Alert"),
-            "FailJob": _job_status("FAILED", source="SCHEDULED", at="$.dead_at", next_state="Alert"),
+            "DeadJobRun": _if_job_run("FailJob", otherwise="AlertWanted"),
+            "FailJob": _job_status("FAILED", source="SCHEDULED", at="$.dead_at", next_state="AlertWanted"),
+            "AlertWanted": {
+                "Type": "Choice",
+                "Choices": [
+                    {
+                        "And": [
+                            {"Variable": "$.alert_wanted", "BooleanEquals": True},
+                            {"Variable": "$.record_alert", "BooleanEquals": True},
+                        ],
+                        "Next": "RecordAlert",
+                    },
+                    {"Variable": "$.alert_wanted", "BooleanEquals": True, "Next": "Alert"},
+                ],
+                "Default": "Propagate",
+            },
+            "RecordAlert": {
+                "Type": "Task",
+                "Resource": "arn:${Partition}:states:::dynamodb:putItem",
+                "Parameters": {
+                    "TableName.$": "$.alerts_table",
+                    "Item.$": "$.alert_item",
+                    "ConditionExpression": "attribute_not_exists(PK)",
+                },
+                "ResultPath": None,
+                "Retry": _RETRY,
+                # Kept before: published before too (or listed only, if that one's publish failed).
+                "Catch": [
+                    {"ErrorEquals": [_CONDITION_FAILED], "ResultPath": None, "Next": "Propagate"},
+                    {"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "Alert"},
+                ],
+                "Next": "Alert",
+            },
             "Alert": {
                 "Type": "Task",
                 "Resource": "arn:${Partition}:states:::sns:publish",
@@ -192,9 +229,16 @@ def _failure_asl() -> dict[str, Any]:
                     "TopicArn.$": "$.topic_arn",
                     "Subject": "jobsched: a run was dead-lettered",
                     "Message.$": "States.JsonToString($.alert)",
+                    # What subscribers filter on, as every alert carries them (adapters/alerts.py).
+                    "MessageAttributes": {
+                        "tenant": {"DataType": "String", "StringValue.$": "$.alert.tenant"},
+                        "job_id": {"DataType": "String", "StringValue.$": "$.alert.job_id"},
+                        "kind": {"DataType": "String", "StringValue": "dead_letter"},
+                    },
                 },
                 "ResultPath": None,
                 "Retry": _RETRY,
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "Propagate"}],
                 "Next": "Propagate",
             },
             "Propagate": {

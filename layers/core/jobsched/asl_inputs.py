@@ -8,7 +8,7 @@ by the caller (times, keys, the next message), so the definitions need no clock 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,8 +27,14 @@ class JobKeys(_Input):
 
 
 class Alert(_Input):
-    """The SNS message of a dead letter (published as JSON)."""
+    """The SNS message of a dead letter (published as JSON): the fields of every alert's message
+    (jobsched.domain.alerts.Alert) and the dead letter's own."""
 
+    alert_id: str
+    kind: Literal["dead_letter"] = "dead_letter"
+    at: str
+    """ISO-8601 with offset: when the failure was handed over."""
+    detail: str
     job_id: str
     run_id: str
     tenant: str
@@ -77,6 +83,13 @@ class FailureInput(_RunKeys):
     """Stored form; also the time the job-status and UPSTREAM_FAILED writes carry."""
     propagate: list[UpstreamFailed]
     alert: Alert
+    alert_wanted: bool
+    """The job's alert policy includes dead_letter (a job without one: yes, as always)."""
+    record_alert: bool
+    """Keep the alert in `alerts_table` first (an alerts table is configured), then publish."""
+    alerts_table: str
+    alert_item: dict[str, Any]
+    """The alert's item, DynamoDB attribute values (empty unless record_alert)."""
 
 
 class ReplayInput(_RunKeys):

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from jobsched.domain.alerts import Alert
 from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import (
@@ -452,6 +453,35 @@ class TargetSource(Protocol):
     def check(self, spec: TargetSpec) -> None:
         """Raise ValidationFailed naming `target.<field>` if this deployment may never call `spec`
         (an http URL whose host is refused by the deployment's AddressPolicy); nothing written."""
+        ...
+
+
+class AlertStore(Protocol):
+    """Raised alerts, kept for listing (GET /api/alerts): at most one per alert id, per tenant."""
+
+    def record(self, alert: Alert) -> bool:
+        """Keep `alert` unless one with its (tenant, alert_id) is kept already; True when this call
+        kept it (the caller then publishes it), False when it was kept before (nothing changes)."""
+        ...
+
+    def recent(
+        self, tenant: str, *, since: datetime | None, start: Cursor | None, limit: int
+    ) -> tuple[list[Alert], Cursor | None]:
+        """The tenant's alerts raised at or after `since`, newest first, at most `limit`, from after
+        `start`; and the cursor of the next page (None: no more). Never another tenant's."""
+        ...
+
+    def workflow_item(self, alert: Alert) -> dict[str, Any]:
+        """The item record() keeps for `alert`, in DynamoDB attribute-value form, for a workflow that
+        writes it itself (the failure workflow's RecordAlert) with the same conditional put."""
+        ...
+
+
+class AlertPublisher(Protocol):
+    """The alert topic: subscribers filter on the message attributes tenant, job_id and kind."""
+
+    def publish(self, alert: Alert) -> None:
+        """Publish `alert` (JSON) with its attributes; raises TransientStoreError or StoreError."""
         ...
 
 

@@ -30,6 +30,14 @@ class IndexSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class LocalIndexSpec:
+    """A local secondary index: the table's partition key, another string sort key, ALL projected."""
+
+    name: str
+    sort_key: str
+
+
+@dataclass(frozen=True, slots=True)
 class TableSpec:
     """A DynamoDB table on demand with string PK/SK keys."""
 
@@ -39,6 +47,7 @@ class TableSpec:
     sort_key: str = "SK"
     indexes: tuple[IndexSpec, ...] = ()
     ttl_attribute: str | None = None
+    local_indexes: tuple[LocalIndexSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +251,24 @@ TABLES: tuple[TableSpec, ...] = (JOBS_TABLE, RUNS_TABLE)
 SIGNING_SECRETS_TABLE = TableSpec(logical_id="SigningSecretsTable", suffix="signing-secrets")
 
 
+# Raised alerts (jobsched.domain.alerts), kept for GET /api/alerts. PK "TENANT#<tenant>": a tenant's
+# alerts are one partition, so a listing is one range read of the caller's own and never sees another
+# tenant's. SK: the alert id, derived from (run, kind): the conditional put on it is the "at most once
+# per (run, kind)" guarantee, whoever raises it again (a redelivery, a retried workflow step, a second
+# pass). The listing is newest first by when it was raised, which the id does not sort by, so a local
+# index sorts the partition by "<at>#<alert id>" (an LSI reads strongly, costs no second table, and
+# the 10 GB item-collection limit of a partition is far off at a month's TTL of ~300-byte items).
+# Its own table, not an item kind in the runs table, so no run listing, history read or store scan
+# meets an alert, and the grants on it are exactly the publishers' PutItem and the api's Query.
+ALERTS_RECENT_INDEX = LocalIndexSpec(name="recent", sort_key="at_key")
+ALERTS_TABLE = TableSpec(
+    logical_id="AlertsTable",
+    suffix="alerts",
+    local_indexes=(ALERTS_RECENT_INDEX,),
+    ttl_attribute="expires_at",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class KeySpec:
     """A symmetric customer-managed KMS key, with yearly rotation, and its alias "alias/<prefix>-<suffix>"."""
@@ -311,6 +338,20 @@ def _table_kwargs(name: str, spec: TableSpec) -> dict[str, Any]:
     }
     if gsis:
         kwargs["GlobalSecondaryIndexes"] = gsis
+    if spec.local_indexes:
+        kwargs["LocalSecondaryIndexes"] = [
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": spec.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index in spec.local_indexes
+        ]
+        attrs |= {index.sort_key for index in spec.local_indexes}
+        kwargs["AttributeDefinitions"] = [{"AttributeName": a, "AttributeType": "S"} for a in sorted(attrs)]
     return kwargs
 
 
@@ -326,7 +367,7 @@ def create_local_resources(
     """Create (or find) every resource for `prefix`; return {logical_id: name, queue URL or ARN}."""
     out: dict[str, str] = {}
     existing = set(dynamodb.list_tables().get("TableNames", []))
-    for table in (*TABLES, SIGNING_SECRETS_TABLE):
+    for table in (*TABLES, SIGNING_SECRETS_TABLE, ALERTS_TABLE):
         name = physical_name(prefix, table)
         if name not in existing:
             dynamodb.create_table(**_table_kwargs(name, table))

@@ -24,6 +24,8 @@ class Settings(BaseModel):
     failure_workflow_arn: str = ""
     dag_workflow_arn: str = ""
     alert_topic_arn: str = ""
+    # Raised alerts, kept for GET /api/alerts (empty: alerts are published only, not kept).
+    alerts_table: str = ""
     execution_dlq_url: str = ""
     shard_count: int = Field(default=8, ge=1, le=1024)
     # How far ahead of now the dispatcher hands ticks to SQS. It must cover one tick interval
@@ -76,6 +78,7 @@ class Settings(BaseModel):
             "failure_workflow_arn": c.FAILURE_WORKFLOW_ARN_ENV,
             "dag_workflow_arn": c.DAG_WORKFLOW_ARN_ENV,
             "alert_topic_arn": c.ALERT_TOPIC_ARN_ENV,
+            "alerts_table": c.ALERTS_TABLE_ENV,
             "execution_dlq_url": c.EXECUTION_DLQ_URL_ENV,
             "shard_count": c.SHARD_COUNT_ENV,
             "lookahead_seconds": c.LOOKAHEAD_SECONDS_ENV,
@@ -118,6 +121,8 @@ class Settings(BaseModel):
             c.DEMO_HANDLERS_ENV: "true" if self.demo_handlers else "false",
             c.TARGET_POLICY_ENV: self.target_policy,
         }
+        if self.alerts_table:
+            env[c.ALERTS_TABLE_ENV] = self.alerts_table
         if self.signing_secrets_table:
             env[c.SIGNING_SECRETS_TABLE_ENV] = self.signing_secrets_table
             env[c.SIGNING_KEY_ARN_ENV] = self.signing_key_arn

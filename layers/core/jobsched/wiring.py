@@ -14,6 +14,7 @@ from botocore.config import Config
 
 from jobsched import constants as c
 from jobsched import ports
+from jobsched.adapters.alerts import DynamoDBAlertStore, NoAlertStore, NoAlertTopic, SnsAlertPublisher
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
@@ -23,6 +24,7 @@ from jobsched.adapters.targets.http import SigningSecret
 from jobsched.domain.targets import TargetFailed
 from jobsched.handlers import DEMO_HANDLERS, HandlerRegistry, registry
 from jobsched.ports import Clock, CrashPoints, SystemClock, no_crash
+from jobsched.services.alerts import AlertService
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.failures import FailureService
@@ -34,6 +36,7 @@ from jobsched.settings import Settings
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_kms import KMSClient
+    from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
     from mypy_boto3_sts import STSClient
@@ -125,6 +128,7 @@ class Services:
     schedule: ScheduleService
     dag: DagService
     signing_secrets: ports.SigningSecrets | None = None
+    alerts: AlertService | None = None
 
     @property
     def signing_secret(self) -> Callable[[str], str]:
@@ -143,6 +147,7 @@ def build(
     handlers: HandlerRegistry | None = None,
     kms: KMSClient | None = None,
     sts: STSClient | None = None,
+    sns: SNSClient | None = None,
 ) -> Services:
     """Wire the services to AWS; explicit clients and clock win over the defaults."""
     if dynamodb is None or sqs is None or stepfunctions is None:
@@ -159,6 +164,21 @@ def build(
             clock=clock or SystemClock(),
         )
     handlers = handlers or registry
+    # Alerts are kept in the alerts table and published to the topic the settings name (a deployment
+    # names both); without a table none is raised (services/alerts.py raises what the store kept).
+    alert_store: ports.AlertStore = (
+        DynamoDBAlertStore(client=dynamodb, table=settings.alerts_table)
+        if settings.alerts_table
+        else NoAlertStore()
+    )
+    alert_publisher: ports.AlertPublisher = NoAlertTopic()
+    if settings.alert_topic_arn:
+        # Beside an emulated DynamoDB (an explicit endpoint), the same endpoint: never AWS's own.
+        endpoint = dynamodb.meta.endpoint_url
+        sns = sns or boto3.session.Session().client(
+            "sns", config=_BOTO_CONFIG, endpoint_url=None if endpoint.endswith(".amazonaws.com") else endpoint
+        )
+        alert_publisher = SnsAlertPublisher(client=sns, topic_arn=settings.alert_topic_arn)
     return compose(
         settings,
         jobs=JobStore(client=dynamodb, table=settings.jobs_table, shard_count=settings.shard_count),
@@ -180,6 +200,8 @@ def build(
             # The worker's own STS client assumes each tenant's role for the AWS targets.
             lazy_sts=True,
         ),
+        alert_store=alert_store,
+        alert_publisher=alert_publisher,
     )
 
 
@@ -195,10 +217,13 @@ def compose(
     handlers: HandlerRegistry | None = None,
     signing_secrets: ports.SigningSecrets | None = None,
     targets: TargetFactory | None = None,
+    alert_store: ports.AlertStore | None = None,
+    alert_publisher: ports.AlertPublisher | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
 
     `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
+    `alert_store`, `alert_publisher` None: no alerts (jobsched.adapters.memory has fakes for tests).
     """
     clock = clock or SystemClock()
     handlers = handlers or registry
@@ -208,10 +233,24 @@ def compose(
     handlers.load_modules(settings.handler_modules)
     if not settings.demo_handlers:  # fail-closed: a deployed stack knows no demo.* unless asked
         handlers = handlers.without(DEMO_HANDLERS)
-    dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
+    alerts = AlertService(
+        store=alert_store or NoAlertStore(),
+        publisher=alert_publisher or NoAlertTopic(),
+        jobs=jobs,
+        clock=clock,
+    )
+    dispatcher = Dispatcher(
+        jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash, alerts=alerts
+    )
     dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
     failures = FailureService(
-        jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock, dag=dag
+        jobs=jobs,
+        runs=runs,
+        state_machines=state_machines,
+        settings=settings,
+        clock=clock,
+        dag=dag,
+        alerts=alerts,
     )
     worker = Worker(
         jobs=jobs,
@@ -224,6 +263,7 @@ def compose(
         dag=dag,
         crash=crash,
         targets=targets,
+        alerts=alerts,
     )
     service = JobService(
         jobs=jobs,
@@ -250,4 +290,5 @@ def compose(
         schedule,
         dag,
         signing_secrets,
+        alerts,
     )

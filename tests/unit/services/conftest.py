@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.memory import MemoryJobStore, MemoryRunQueue, MemoryRunStore, MemoryStateMachines
+from jobsched.adapters.memory import (
+    MemoryAlertPublisher,
+    MemoryAlertStore,
+    MemoryJobStore,
+    MemoryRunQueue,
+    MemoryRunStore,
+    MemoryStateMachines,
+)
 from jobsched.handlers import HandlerRegistry, RunContext, registry
 from jobsched.ports import FakeClock
 from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
@@ -82,7 +89,15 @@ def world() -> Iterator[World]:
     jobs, runs = MemoryJobStore(shard_count=settings.shard_count), MemoryRunStore()
     queue, machines = MemoryRunQueue(clock=clock, visibility_seconds=300), MemoryStateMachines("arn:failure")
     svc = compose(
-        settings, jobs=jobs, runs=runs, queue=queue, state_machines=machines, clock=clock, handlers=handlers
+        settings,
+        jobs=jobs,
+        runs=runs,
+        queue=queue,
+        state_machines=machines,
+        clock=clock,
+        handlers=handlers,
+        alert_store=MemoryAlertStore(),
+        alert_publisher=MemoryAlertPublisher(),
     )
     svc.worker.sleep = lambda seconds: clock.advance(seconds)  # type: ignore[assignment]
     svc.dispatcher.sleep = lambda seconds: None

@@ -14,6 +14,7 @@ from jobsched.errors import StoreError, StoreUnreachable, TransientStoreError
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
+
 @dataclass
 class StateMachines:
     """Step Functions state machines: the failure workflow's and the DAG workflow's executions."""

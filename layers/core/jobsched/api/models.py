@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
 from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter
 from jobsched.domain.models import Backoff, RunError
@@ -102,6 +103,7 @@ class JobView(BaseModel):
     depends_on: list[str] = Field(default_factory=list)
     dependants: list[str] = Field(default_factory=list)
     tags: dict[str, str] = Field(default_factory=dict)
+    alerts: AlertPolicy | None = None
     next_run_at: str | None
     created_at: str
     updated_at: str
@@ -130,6 +132,25 @@ class DeadLetterPage(BaseModel):
     """A page of the dead-letter list, newest first; next_cursor is null on the last page."""
 
     items: list[DeadLetterItem]
+    next_cursor: str | None
+
+
+class AlertItem(BaseModel):
+    """One alert in GET /api/alerts."""
+
+    alert_id: str
+    kind: str
+    job_id: str
+    run_id: str
+    scheduled_for: str
+    at: str
+    detail: str
+
+
+class AlertPage(BaseModel):
+    """A page of the caller's alerts, newest first; next_cursor is null on the last page."""
+
+    items: list[AlertItem]
     next_cursor: str | None
 
 
@@ -362,6 +383,8 @@ class JobStatsView(BaseModel):
 
 
 __all__ = [
+    "AlertItem",
+    "AlertPage",
     "AttemptView",
     "BackfillRequest",
     "BackfillResult",

@@ -22,6 +22,7 @@ from jobsched import constants as c
 from jobsched.adapters.idempotency import once_per_key
 from jobsched.api import errors, views
 from jobsched.api.models import (
+    AlertPage,
     BackfillRequest,
     BackfillResult,
     BulkActionRequest,
@@ -48,6 +49,8 @@ from jobsched.domain.listing import MAX_LIST_PAGE, ListOrder
 from jobsched.domain.models import in_time_window
 from jobsched.errors import StoreError, ValidationFailed
 from jobsched.ports import SigningSecrets
+from jobsched.services.alerts import MAX_PAGE as MAX_ALERT_PAGE
+from jobsched.services.alerts import AlertService
 from jobsched.services.catalog import Catalog, filter_of
 from jobsched.services.failures import MAX_PAGE, FailureService
 from jobsched.services.jobs import JobService
@@ -64,10 +67,12 @@ def build_app(
     tenant_source: str = "iam",
     signing_secrets: SigningSecrets | None = None,
     logs: LogLinks | None = None,
+    alerts: AlertService | None = None,
 ) -> APIGatewayRestResolver:
     """The resolver with every route; `tenant_source` is "iam" or "header" (anything else: ValueError).
 
     `logs`: where a run's log lines are (GET /api/runs/{id}'s logs_url); None: no link.
+    `alerts`: the alerts GET /api/alerts lists (None: the failure service's own).
     """
     # A return value that does not fit its response model is our bug: powertools raises it as a
     # ResponseValidationError (a 500) instead of as a request validation error (a 400).
@@ -238,6 +243,21 @@ def build_app(
             tenant=tenant(app), cursor=cursor or None, limit=limit, job_id=job_id or None
         )
         return views.dead_letter_page(page)
+
+    @app.get("/api/alerts", responses=answers(200, "The caller's alerts, newest first", 400, 503))
+    def list_alerts(
+        since: Annotated[datetime | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_ALERT_PAGE)] = 50,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    ) -> AlertPage:
+        if since is not None:
+            _check_instant("since", since)
+        source = alerts or failures.alerts
+        if source is None:
+            raise StoreError("no alert store is configured")
+        return views.alert_page(
+            source.recent(tenant=tenant(app), since=since, cursor=cursor or None, limit=limit)
+        )
 
     @app.post(
         "/api/dead-letter/<run_id>/replay", responses=answers(202, "Replay started", 400, 404, 409, 503)

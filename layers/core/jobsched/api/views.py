@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from jobsched.api.models import (
+    AlertItem,
+    AlertPage,
     AttemptView,
     BackfillResult,
     BulkActionResult,
@@ -39,6 +41,7 @@ from jobsched.domain import results, times
 from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import Execution
 from jobsched.domain.secrets import SecretRecord
+from jobsched.services.alerts import AlertPage as AlertResults
 from jobsched.services.catalog import BulkItem, ListedPage
 from jobsched.services.runs import STATS_MAX_RUNS, JobStats, Percentiles, RunCancel, RunDetail
 
@@ -112,6 +115,7 @@ def job_view(detail: results.JobDetail) -> JobView:
         depends_on=list(job.depends_on),
         dependants=list(job.dependants),
         tags=dict(job.tags),
+        alerts=job.alerts,
         next_run_at=_iso(detail.next_run_at),
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),
@@ -165,6 +169,25 @@ def run_page(page: results.RunPage) -> RunPage:
                 error=r.error,
             )
             for r in page.items
+        ],
+        next_cursor=page.next_cursor,
+    )
+
+
+def alert_page(page: AlertResults) -> AlertPage:
+    """The body of GET /api/alerts."""
+    return AlertPage(
+        items=[
+            AlertItem(
+                alert_id=a.alert_id,
+                kind=a.kind,
+                job_id=a.job_id,
+                run_id=a.run_id,
+                scheduled_for=times.iso(a.scheduled_for),
+                at=times.iso(a.at),
+                detail=a.detail,
+            )
+            for a in page.items
         ],
         next_cursor=page.next_cursor,
     )

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from jobsched import cron
+from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.listing import checked_tags
 from jobsched.domain.models import (
     LATEST_TIME,
@@ -59,6 +60,7 @@ def _one_of_handler_and_target(target: TargetSpec | None, info: ValidationInfo) 
     if handler is not None:
         return PythonTarget(handler=handler)
     return target
+
 
 # A payload is JSON every consumer reads the same way (I-JSON, RFC 7493): NaN and Infinity are no
 # JSON (Python writes them, JavaScript, DynamoDB and most targets refuse them), an integer past
@@ -144,6 +146,8 @@ class CreateJobRequest(BaseModel):
     depends_on: list[JobId] = Field(default_factory=list)
     name: Name | None = None
     tags: Annotated[dict[str, str], AfterValidator(checked_tags)] = Field(default_factory=dict)
+    alerts: AlertPolicy | None = None
+    """What the scheduler alerts on (jobsched.domain.alerts); absent: no alerts."""
     # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
     overlap_policy: OverlapPolicy = "skip"
     catchup: CatchupPolicy = "one"
@@ -310,6 +314,8 @@ class PatchJobRequest(BaseModel):
         default=None, json_schema_extra=_never_null
     )
     """The job's whole tag set, replacing the one it had ({} clears it)."""
+    alerts: AlertPolicy | None = None
+    """The job's whole alert policy, replacing the one it had (null clears it)."""
 
     @field_validator(
         "handler",

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetSpec
 
@@ -165,6 +166,8 @@ class Job(BaseModel):
     idempotent: bool = True
     tags: dict[str, str] = Field(default_factory=dict)
     """The caller's labels (jobsched.domain.listing: limits, and the listing's filter on them)."""
+    alerts: AlertPolicy | None = None
+    """What the scheduler alerts on for this job's runs (None: nothing; jobsched.domain.alerts)."""
     next_run_at: datetime | None = None
     dispatched: int = 0
     paused_at: datetime | None = None

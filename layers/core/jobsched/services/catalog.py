@@ -87,9 +87,7 @@ class Catalog:
         """A page of the tenant's jobs matching `where`, and the cursor of the next page."""
         start = None
         if cursor:
-            start = cursors.decode(
-                cursor, keys=_CURSOR_KEYS[order], pinned={"tenant": tenant, "SK": "META"}
-            )
+            start = cursors.decode(cursor, keys=_CURSOR_KEYS[order], pinned={"tenant": tenant, "SK": "META"})
         page = self.jobs.list_jobs(tenant, order=order, where=where, cursor=start, limit=limit)
         now = self.job_service.clock.now()
         items = [

@@ -51,6 +51,7 @@ from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
 from jobsched.ports import Clock, CrashPoints, JobStore, RunQueue, RunStore, no_crash
+from jobsched.services.alerts import AlertService, policy_of
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -66,6 +67,9 @@ FIRST_PASS_LOOKBACK_MINUTES = 60
 # A paced pass stops at this share of its lease, with the rest to spare for the page in flight and
 # the release, so no other dispatcher takes the shard while it still sends.
 PASS_SHARE_OF_LEASE = 0.9
+# "late" alerts one pass raises per job at most (a catch-up of max_catchup ticks): the worker raises
+# each further run's own when it starts.
+MAX_LATE_ALERTS_PER_PASS = 10
 
 
 @dataclass
@@ -214,6 +218,7 @@ class Dispatcher:
     # Real time, for the pace only (the schedule's time is `clock`): tests substitute both.
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    alerts: AlertService | None = None
 
     # -- the EventBridge tick ---------------------------------------------------------------------
     def dispatch_all(self, shards: Iterable[int] | None = None) -> DispatchReport:
@@ -330,6 +335,7 @@ class Dispatcher:
                 self.runs.put_pending(
                     job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now, skipped=reason
                 )
+            self._alert(plan, now=now)
             offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
             for tick in plan.run:
                 if entry.type != "recurring":
@@ -362,6 +368,40 @@ class Dispatcher:
         )
         self.crash("dispatch.after_stamp")
         return len(outgoing)
+
+    def _alert(self, plan: Plan, *, now: datetime) -> None:
+        """Raise the plan's missed, skipped and late alerts (a job the pass drops ticks of, or hands
+        over ticks already overdue: both rare, so only then is the job itself read for its policy).
+
+        Raised before the send: the skipped rows are written, and a pass that dies after this redoes
+        the same plan from the same due entry, so the same alert ids are refused the second time.
+        """
+        overdue = now - timedelta(seconds=self.settings.tick_seconds)
+        late = [t for t in plan.run if t < overdue]
+        if self.alerts is None or not (plan.skip or late):
+            return
+        job = self.alerts.for_job_id(plan.entry.job_id)
+        if job is None:
+            return
+        if plan.skip:
+            # One alert per kind for the pass's dropped ticks, about the oldest of them: the due
+            # entry's own tick, so a pass redone after a crash (later, dropping more) has its id.
+            (first, _), (last, reason) = plan.skip[0], plan.skip[-1]
+            detail = (
+                f"{len(plan.skip)} tick(s) from {times.iso(first)} to {times.iso(last)} dropped ({reason})"
+            )
+            self.alerts.raise_alert(job, "missed", scheduled_for=first, detail=detail)
+            self.alerts.raise_alert(job, "skipped", scheduled_for=first, detail=detail)
+        after = policy_of(job).late_after_seconds
+        if after is None:
+            return
+        for tick in [t for t in late if (now - t).total_seconds() > after][:MAX_LATE_ALERTS_PER_PASS]:
+            self.alerts.raise_alert(
+                job,
+                "late",
+                scheduled_for=tick,
+                detail=f"not started {(now - tick).total_seconds():.0f} s after its tick: handed over late",
+            )
 
     def _send(self, batch: Sequence[tuple[RunMessage, datetime]]) -> None:
         # Each delay is taken from the clock as the batch goes out, not from the start of the pass:

@@ -16,6 +16,7 @@ from jobsched.domain.status import RunStatus
 from jobsched.domain.targets import describe, final_error_type
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, StateMachines
+from jobsched.services.alerts import AlertService, policy_of
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.settings import Settings
 
@@ -35,6 +36,7 @@ class FailureService:
     clock: Clock
     dag: DagService
     rng: random.Random = random.Random()  # noqa: RUF009 - one generator per process is the point
+    alerts: AlertService | None = None
 
     # -- a failed attempt -> the workflow ----------------------------------------------------------
     def hand_over(
@@ -61,6 +63,17 @@ class FailureService:
             retryable = policy.retries_after(run.attempt, error_type) and not final_error_type(error_type)
         now = self.clock.now()
         sf = times.stored(run.scheduled_for)
+        message = run.error.message if run.error else ""
+        if self.alerts is not None:
+            # "failed": once per run and replay series (the first failed attempt raises it).
+            self.alerts.raise_alert(
+                job,
+                "failed",
+                scheduled_for=run.scheduled_for,
+                series=run.replays,
+                detail=f"attempt {run.attempt} failed: {error_type}: {message}"
+                + (" (retried)" if retryable and run.attempt < policy.max_attempts else ""),
+            )
         payload = FailureInput(
             retryable=retryable,
             attempt=run.attempt,
@@ -83,21 +96,50 @@ class FailureService:
             **_job_keys(self.settings, job, run),
             # Every transitive dependant's run of this period, marked UPSTREAM_FAILED if it dead-letters.
             propagate=self.dag.failed_dependants(job, run),
-            alert=Alert(
-                job_id=job.job_id,
-                run_id=run.run_id,
-                tenant=job.tenant,
-                handler=describe(job.target),
-                scheduled_for=times.iso(run.scheduled_for),
-                attempts=run.attempt,
-                error_type=error_type,
-                error_message=run.error.message if run.error else "",
-            ),
+            **self._dead_letter_alert(job, run, error_type=error_type, error_message=message),
         )
         # One execution per (run, replay series, attempt): a duplicate start of the same failure is a
         # no-op, and a replayed run's attempt 1 is a new failure, not the first series' attempt 1.
         name = execution_name(origin, run.run_id, f"r{run.replays}", f"a{run.attempt}")
         return self.state_machines.start_failure(name, payload.model_dump(mode="json"))
+
+    def _dead_letter_alert(
+        self, job: Job, run: Execution, *, error_type: str, error_message: str
+    ) -> dict[str, Any]:
+        """The failure workflow's alert fields: the message it publishes if it dead-letters the run,
+        whether the job wants that, and the alert item it records first (conditionally: one per run
+        and replay series, so a retried workflow step publishes nothing twice)."""
+        wanted = policy_of(job).wants("dead_letter")
+        detail = f"dead-lettered after {run.attempt} attempt(s): {error_type}: {error_message}"
+        kept = (
+            self.alerts.make(
+                job, "dead_letter", scheduled_for=run.scheduled_for, detail=detail, series=run.replays
+            )
+            if self.alerts is not None
+            else None
+        )
+        alert = Alert(
+            alert_id=kept.alert_id if kept else "",
+            kind="dead_letter",
+            at=times.iso(kept.at) if kept else times.iso(self.clock.now()),
+            detail=detail[:500],
+            job_id=job.job_id,
+            run_id=run.run_id,
+            tenant=job.tenant,
+            handler=describe(job.target),
+            scheduled_for=times.iso(run.scheduled_for),
+            attempts=run.attempt,
+            error_type=error_type,
+            error_message=error_message,
+        )
+        record = wanted and kept is not None and bool(self.settings.alerts_table)
+        return {
+            "alert": alert,
+            "alert_wanted": wanted,
+            "record_alert": record,
+            "alerts_table": self.settings.alerts_table,
+            "alert_item": self.alerts.store.workflow_item(kept) if record and self.alerts and kept else {},
+        }
 
     def reconcile(self, message: RunMessage) -> str:
         """A message the execution queue gave up on (maxReceiveCount): dead-letter its run, visibly.

@@ -114,6 +114,7 @@ class JobService:
             policy=request.schedule_policy(),
             idempotent=request.idempotent,
             tags=dict(request.tags),
+            alerts=request.alerts,
             depends_on=tuple(request.depends_on),
             root_schedule=root_schedule,
             next_run_at=next_run_at,

@@ -60,6 +60,7 @@ from jobsched.ports import (
     TargetSource,
     no_crash,
 )
+from jobsched.services.alerts import AlertService
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
@@ -73,6 +74,11 @@ logger = Logger(child=True)
 MAX_EARLY_WAIT_SECONDS = 2.0
 MAX_RESULT_BYTES = 16 * 1024
 MAX_ERROR_CHARS = 2000
+# The skips the "skipped" alert reports (a "rescheduled" tick is an edit's doing, not a missed run).
+ALERTED_SKIPS = {
+    "overlap": "the previous run still held the job (overlap_policy skip)",
+    "deadline": "it could not start within starting_deadline_seconds",
+}
 # A buffered tick's message sleeps at most this long before it looks again (its holder wakes it).
 MAX_BUFFER_WAIT_SECONDS = 840
 # A tick that finds the slot free but a sleeping buffered tick ahead of it wakes that one and looks
@@ -149,6 +155,7 @@ class Worker:
     # Every other kind of target (http, lambda, sqs, sns, eventbridge, stepfunctions): the composition
     # root's TargetFactory. None: python targets only (an attempt of another kind fails, visibly).
     targets: TargetSource | None = None
+    alerts: AlertService | None = None
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -414,9 +421,15 @@ class Worker:
             create=NewRun(job.job_id, job.tenant, sf, kind),
             first_attempt_only=first_attempt_only,
         )
+        row = done.row
+        # This skip, or the same one a delivery before this one wrote (and died before alerting).
+        ours = done.applied or (row is not None and row.status == RunStatus.SKIPPED and row.reason == reason)
+        if self.alerts is not None and reason in ALERTED_SKIPS and ours:
+            self.alerts.raise_alert(
+                job, "skipped", scheduled_for=times.parse_stored(sf), detail=ALERTED_SKIPS[reason]
+            )
         if done.applied:
             return Outcome.SKIPPED
-        row = done.row
         if row is None or row.status in TERMINAL:
             return Outcome.DUPLICATE  # finished, cancelled or skipped already: nothing to do
         if row.status == RunStatus.PENDING:
@@ -625,6 +638,9 @@ class Worker:
             beat=heartbeat.beat,
             cancel_requested=lambda: heartbeat.cancel_requested,
         )
+        if self.alerts is not None and attempt == 1 and kind == "scheduled":
+            # The run's start is its first attempt's (a retry's start is late by its backoff).
+            self.alerts.late_start(job, scheduled_for=scheduled_for, started_at=self.clock.now())
         heartbeat.start()
         try:
             result, error, heartbeat.retry_after = self._invoke(
@@ -757,9 +773,7 @@ class Worker:
         timeout = job.retry.timeout_seconds
         return self.targets.for_spec(spec, timeout_seconds=None if timeout is None else timeout * 0.95)
 
-    def _call(
-        self, job: Job, ctx: RunContext
-    ) -> tuple[object, tuple[str, str] | None, float | None]:
+    def _call(self, job: Job, ctx: RunContext) -> tuple[object, tuple[str, str] | None, float | None]:
         envelope = {
             "job_id": ctx.job_id,
             "run_id": ctx.run_id,

@@ -204,6 +204,7 @@ class ScheduleService:
                 else job.cron_expr,
                 "timezone": fields.get("timezone") or job.timezone,
                 "tags": dict(fields["tags"]) if fields.get("tags") is not None else job.tags,
+                "alerts": fields["alerts"] if "alerts" in changed else job.alerts,
                 "retry": new_retry,
                 "policy": new_policy,
                 "updated_at": now,

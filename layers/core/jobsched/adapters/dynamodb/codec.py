@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.domain import times
+from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
@@ -114,6 +115,8 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         item["target_type"] = enc(target_type_of(job))
     if job.tags:
         item["tags"] = {"M": {k: enc(v) for k, v in job.tags.items()}}
+    if job.alerts:  # absent when unset; "failed,late@300" when set (AlertPolicy.stored)
+        item["alerts"] = enc(job.alerts.stored())
     if job.name:
         item["name"] = enc(job.name)
     if job.run_at:
@@ -179,6 +182,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         running_until=opt_time(item.get("running_until")),
         idempotent=item.get("idempotent", True),
         tags=item.get("tags", {}),
+        alerts=AlertPolicy.parse(item["alerts"]) if "alerts" in item else None,
         next_run_at=opt_time(item.get("next_run_at")),
         created_at=times.parse_stored(item["created_at"]),
         updated_at=times.parse_stored(item["updated_at"]),

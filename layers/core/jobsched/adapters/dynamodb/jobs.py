@@ -301,8 +301,10 @@ class JobStore(ShardLeases):
         values_of_src = [f":s{i}" for i in range(len(src))]
         update = "SET #s = :t, updated_at = :now ADD version :one"
         values[":one"] = enc(1)
-        removes = [*(("next_run_at", "due_key") if leave_index else ()),
-                   *(("active_run", "active_until", "active_message") if release_slot else ())]
+        removes = [
+            *(("next_run_at", "due_key") if leave_index else ()),
+            *(("active_run", "active_until", "active_message") if release_slot else ()),
+        ]
         if removes:
             update += " REMOVE " + ", ".join(removes)
         applied, result = conditional(
@@ -346,6 +348,7 @@ class JobStore(ShardLeases):
             "target",  # any other's, and its type (the listing's filter)
             "target_type",
             "tags",
+            "alerts",
         )
         names: dict[str, str] = {}
         values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}

@@ -8,6 +8,7 @@ these and the AWS adapters (on moto) to prove they keep the same contracts.
 
 from __future__ import annotations
 
+from jobsched.adapters.memory.alerts import MemoryAlertPublisher, MemoryAlertStore
 from jobsched.adapters.memory.jobs import MemoryJobStore
 from jobsched.adapters.memory.queue import MemoryRunQueue, Received
 from jobsched.adapters.memory.runs import MemoryRunStore
@@ -15,6 +16,8 @@ from jobsched.adapters.memory.secrets import MemorySigningSecrets
 from jobsched.adapters.memory.state_machines import MemoryStateMachines
 
 __all__ = [
+    "MemoryAlertPublisher",
+    "MemoryAlertStore",
     "MemoryJobStore",
     "MemoryRunQueue",
     "MemoryRunStore",
