@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched import constants as c
 from jobsched.adapters import idempotency
+from jobsched.adapters.metrics import EmfMetrics
 from jobsched.api import build_app, guard_body
 from jobsched.services.runs import LogLinks
 from jobsched.settings import Settings
@@ -20,7 +21,7 @@ logger = Logger(service="jobsched-api")
 metrics = Metrics(namespace="jobsched", service="api")
 tracer = Tracer(service="jobsched-api")
 
-services = build(Settings.from_env())
+services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
 _worker_logs = os.environ.get(c.WORKER_LOG_GROUP_ENV, "")
 app = build_app(
     services.job_service,

@@ -455,6 +455,33 @@ class TargetSource(Protocol):
         ...
 
 
+class Metrics(Protocol):
+    """Operational figures (CloudWatch EMF on AWS): names and units from jobsched.telemetry.
+
+    Emitting never fails a run or a pass, and never blocks on I/O (EMF is a log line written when
+    the invocation ends). No dimension beyond the emitting function's: a per-tenant or per-job
+    figure belongs in the run history (GET /api/jobs/{id}/stats), not in a metric.
+    """
+
+    def emit(self, name: str, value: float, unit: str) -> None:
+        """Record one value of the metric `name`."""
+        ...
+
+    def alert(self, kind: str) -> None:
+        """Count one alert of `kind` (failed, dead_letter, late, missed, skipped): the alerts' hook."""
+        ...
+
+
+class NoMetrics:
+    """Metrics nobody reads: the default where a caller wires none."""
+
+    def emit(self, name: str, value: float, unit: str) -> None:
+        """Drop the value."""
+
+    def alert(self, kind: str) -> None:
+        """Drop the alert's count."""
+
+
 class Clock(Protocol):
     """The authoritative time source of a process."""
 

@@ -134,6 +134,7 @@ def build(
     handlers: HandlerRegistry | None = None,
     kms: KMSClient | None = None,
     sts: STSClient | None = None,
+    metrics: ports.Metrics | None = None,
 ) -> Services:
     """Wire the services to AWS; explicit clients and clock win over the defaults."""
     if dynamodb is None or sqs is None or stepfunctions is None:
@@ -165,6 +166,7 @@ def build(
         crash=crash,
         handlers=handlers,
         signing_secrets=signing_secrets,
+        metrics=metrics,
         targets=target_factory(
             settings, handlers, sts=sts, clock=clock, signing_secret=signing_secret_of(signing_secrets)
         ),
@@ -183,6 +185,7 @@ def compose(
     handlers: HandlerRegistry | None = None,
     signing_secrets: ports.SigningSecrets | None = None,
     targets: TargetFactory | None = None,
+    metrics: ports.Metrics | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
 
@@ -196,10 +199,19 @@ def compose(
     handlers.load_modules(settings.handler_modules)
     if not settings.demo_handlers:  # fail-closed: a deployed stack knows no demo.* unless asked
         handlers = handlers.without(DEMO_HANDLERS)
-    dispatcher = Dispatcher(jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash)
+    metrics = metrics or ports.NoMetrics()
+    dispatcher = Dispatcher(
+        jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash, metrics=metrics
+    )
     dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
     failures = FailureService(
-        jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock, dag=dag
+        jobs=jobs,
+        runs=runs,
+        state_machines=state_machines,
+        settings=settings,
+        clock=clock,
+        dag=dag,
+        metrics=metrics,
     )
     worker = Worker(
         jobs=jobs,
@@ -212,6 +224,7 @@ def compose(
         dag=dag,
         crash=crash,
         targets=targets,
+        metrics=metrics,
     )
     service = JobService(
         jobs=jobs,

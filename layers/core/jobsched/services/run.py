@@ -40,7 +40,7 @@ from enum import StrEnum
 
 from aws_lambda_powertools import Logger
 
-from jobsched import cron
+from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
@@ -53,6 +53,8 @@ from jobsched.ports import (
     Clock,
     CrashPoints,
     JobStore,
+    Metrics,
+    NoMetrics,
     RunQueue,
     RunStore,
     Target,
@@ -149,6 +151,8 @@ class Worker:
     # Every other kind of target (http, lambda, sqs, sns, eventbridge, stepfunctions): the composition
     # root's TargetFactory. None: python targets only (an attempt of another kind fails, visibly).
     targets: TargetSource | None = None
+    # Lateness, duration and outcome of each run (jobsched.telemetry): EMF on AWS.
+    metrics: Metrics = field(default_factory=NoMetrics)
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -190,6 +194,7 @@ class Worker:
             self._release(job, sf)  # held for a tick that did not start
         if counted:
             self.jobs.uncount(message.job_id)
+        self.metrics.emit(telemetry.runs(outcome.value), 1, telemetry.COUNT)
         return outcome
 
     def _process(
@@ -464,6 +469,7 @@ class Worker:
         self.crash("run.after_lease")
         self._wait_for_second(sf)
         started = self.clock.now()
+        self._started(sf, started, attempt=attempt, kind=kind)
 
         def persist_lease(until: datetime) -> bool:
             lease = Lease(owner=owner, message=delivery.message_id, worker=self.worker_id, until=until)
@@ -476,6 +482,7 @@ class Worker:
         )
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
+        self.metrics.emit(telemetry.DURATION, _ms(finished - started), telemetry.MILLISECONDS)
         if heartbeat.persisted:
             done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         else:
@@ -536,6 +543,7 @@ class Worker:
         start = self.runs.start(job.job_id, sf, owner=owner, now=started)
         if not start.applied:
             raise LeaseLost(delivery.message_id)
+        self._started(sf, started, attempt=attempt, kind=kind)
         if took_over and attempt > job.retry.max_attempts:
             # Every attempt died with its worker: running it again would only kill another.
             result: object = None
@@ -552,6 +560,7 @@ class Worker:
             retry_after = beat.retry_after
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
+        self.metrics.emit(telemetry.DURATION, _ms(finished - started), telemetry.MILLISECONDS)
         done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         if not done.applied:
             raise LeaseLost(delivery.message_id)
@@ -586,6 +595,12 @@ class Worker:
                 return Transition(applied=True, row=done.row)
             return done
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _started(self, sf: str, started: datetime, *, attempt: int, kind: str) -> None:
+        """A run's lateness, at its first attempt's start; a backfill's tick is in the past by design."""
+        if attempt == 1 and kind != "backfill":
+            lateness = _ms(started - times.parse_stored(sf))
+            self.metrics.emit(telemetry.LATENESS, max(0, lateness), telemetry.MILLISECONDS)
 
     def _wait_for_second(self, sf: str) -> None:
         early = (times.parse_stored(sf) - self.clock.now()).total_seconds()
@@ -757,9 +772,7 @@ class Worker:
         timeout = job.retry.timeout_seconds
         return self.targets.for_spec(spec, timeout_seconds=None if timeout is None else timeout * 0.95)
 
-    def _call(
-        self, job: Job, ctx: RunContext
-    ) -> tuple[object, tuple[str, str] | None, float | None]:
+    def _call(self, job: Job, ctx: RunContext) -> tuple[object, tuple[str, str] | None, float | None]:
         envelope = {
             "job_id": ctx.job_id,
             "run_id": ctx.run_id,
@@ -791,6 +804,10 @@ def _records(row: Execution | None, end: AttemptEnd) -> bool:
         and times.stored(last.started_at) == times.stored(end.started_at)
         and times.stored(last.finished_at) == times.stored(end.finished_at)
     )
+
+
+def _ms(span: timedelta) -> int:
+    return round(span.total_seconds() * 1000)
 
 
 def _live(until: datetime | None, now: datetime) -> bool:
