@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched import constants as c
 from jobsched.adapters.metrics import EmfMetrics
 from jobsched.domain.senders import trusted
+from jobsched.logcontext import route_stdlib_logs
 from jobsched.services.run import Delivery, Outcome
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -29,6 +30,8 @@ from jobsched.wiring import build
 logger = Logger(service="jobsched-worker")
 metrics = Metrics(namespace="jobsched", service="worker")
 tracer = Tracer(service="jobsched-worker")
+# A handler's own `logging` lines: JSON, with the run's job_id, run_id and tenant (services/run.py's scope).
+route_stdlib_logs(logger)
 
 services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
 if not services.settings.trusted_senders:

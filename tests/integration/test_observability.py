@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools import Logger
 
+from jobsched import constants as c
 from jobsched import telemetry
 from jobsched.adapters.dynamodb import job_to_item
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Job, RunMessage
 from jobsched.domain.status import JobStatus
+from jobsched.handlers import RunContext, registry
 from jobsched.local import lambdas
 from jobsched.settings import Settings
 
@@ -79,3 +83,41 @@ def test_the_worker_entry_point_prints_the_runs_metrics_as_emf(
     assert names[telemetry.runs("succeeded")] == "Count"
     assert docs[0]["service"] == "worker" and docs[0][telemetry.runs("succeeded")] == [1.0]
     assert docs[0][telemetry.LATENESS][0] >= 3000
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_every_line_a_handler_logs_during_its_run_carries_the_runs_keys(
+    env: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], concurrency: str
+) -> None:
+    # Given a handler that logs through stdlib `logging` and through powertools, on the worker's
+    # in-line path (1) or its thread-per-run path (4)
+    monkeypatch.setenv(c.WORKER_CONCURRENCY_ENV, concurrency)
+
+    def chatty(payload: dict[str, Any], ctx: RunContext) -> str:
+        logging.getLogger("tests.chatty").warning("stdlib line of %s", ctx.job_id)
+        Logger(child=True).warning(f"powertools line of {ctx.job_id}")
+        return "ok"
+
+    registry.register("test.chatty", chatty)
+    run_a, body_a = due_job(env, "job_log_a", "test.chatty")
+    run_b, body_b = due_job(env, "job_log_b", "test.chatty")
+    event = sqs_event(body_a)
+    second = dict(event["Records"][0], messageId="b-1", body=body_b)
+    event["Records"].append(second)
+    worker = lambdas.load("worker")
+    capsys.readouterr()
+    # When the worker Lambda runs both runs in one batch
+    out = worker.lambda_handler(event, lambdas.LambdaContext("worker"))
+    logging.getLogger("tests.chatty").warning("after the runs")
+    # Then each of the handler's lines is a JSON line with its own run's keys, and a line after
+    # the runs has none
+    assert out == {"batchItemFailures": []}
+    lines = {d["message"]: d for d in printed_json(capsys.readouterr().out) if "message" in d}
+    for job_id, run_id in (("job_log_a", run_a), ("job_log_b", run_b)):
+        for message in (f"stdlib line of {job_id}", f"powertools line of {job_id}"):
+            assert {k: lines[message].get(k) for k in ("job_id", "run_id", "tenant")} == {
+                "job_id": job_id,
+                "run_id": run_id,
+                "tenant": "tenant-a",
+            }
+    assert "run_id" not in lines["after the runs"]

@@ -1,4 +1,5 @@
-"""What the services emit (jobsched.telemetry), read back from the in-memory metrics, not from stdout."""
+"""What the services emit (jobsched.telemetry), read back from the in-memory metrics, not from stdout;
+and the log scope a run runs in (jobsched.logcontext)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 from jobsched import telemetry
 from jobsched.adapters.memory import MemoryMetrics
 from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Job
 from jobsched.domain.status import JobStatus
 from jobsched.handlers import RunContext
+from jobsched.logcontext import current_run
 from jobsched.services.run import Outcome
 from tests.unit.services.conftest import T0, World
 
@@ -132,3 +135,32 @@ def test_the_alert_hook_counts_one_alert_of_its_kind(metrics: MemoryMetrics) -> 
     metrics.alert("late")
     # Then one Alerts_late is counted
     assert metrics.values(telemetry.alerts("late")) == [1]
+
+
+def test_a_handler_runs_inside_its_runs_log_scope_and_the_scope_ends_with_the_run(world: World) -> None:
+    # Given a handler that notes the log keys it runs under, with and without a timeout (a timeout
+    # runs the handler on a thread of its own)
+    seen: list[dict[str, str]] = []
+
+    def note(payload: dict[str, Any], ctx: RunContext) -> None:
+        seen.append(current_run())
+
+    world.handler("test.note", note)
+    plain = one_off(world, seconds=5, handler="test.note")
+    request = CreateJobRequest(
+        type="one_off", handler="test.note", payload={}, run_at=T0 + timedelta(seconds=5), timeout_seconds=30
+    )
+    timed = world.svc.job_service.submit(request, tenant="t2", idempotency_key=None).job_id
+    # When both run
+    world.clock.advance(5)
+    assert world.deliver() == [Outcome.SUCCEEDED, Outcome.SUCCEEDED]
+    # Then each handler saw its own run's job_id, run_id and tenant, and nothing is left after
+    sf = T0 + timedelta(seconds=5)
+    assert sorted(seen, key=lambda k: k["job_id"]) == sorted(
+        [
+            {"job_id": plain, "run_id": run_id_for(plain, sf), "tenant": "t"},
+            {"job_id": timed, "run_id": run_id_for(timed, sf), "tenant": "t2"},
+        ],
+        key=lambda k: k["job_id"],
+    )
+    assert current_run() == {}

@@ -28,6 +28,7 @@ split, each half would need the other's docstring. The target call goes behind p
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import threading
@@ -49,6 +50,7 @@ from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed
 from jobsched.errors import StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
+from jobsched.logcontext import run_scope
 from jobsched.ports import (
     Clock,
     CrashPoints,
@@ -173,8 +175,14 @@ class Worker:
             )
         else:
             counted, job = self.jobs.count_and_read(message.job_id, until=until, now=now)
+        scope = run_scope(
+            job_id=message.job_id,
+            run_id=run_id_for(message.job_id, times.parse_stored(sf)),
+            tenant=job.tenant if job else None,
+        )
         try:
-            outcome, settled = self._process(message, job, delivery, held=held)
+            with scope:  # every line logged during the run carries its keys
+                outcome, settled = self._process(message, job, delivery, held=held)
         except InFlightElsewhere:
             # Another receive of this very message (SQS redelivers one whose visibility ran out),
             # or the worker that took the run over, holds the run and its slot: give nothing back.
@@ -749,8 +757,9 @@ class Worker:
         # stop should poll their own deadline; a waiting stepfunctions target stops its execution
         # before it (see _target).
         box: dict[str, tuple[object, tuple[str, str] | None, float | None]] = {}
+        context = contextvars.copy_context()  # the run's log keys follow the handler onto its thread
         thread = threading.Thread(
-            target=lambda: box.update(out=self._call(job, ctx)),
+            target=lambda: box.update(out=context.run(self._call, job, ctx)),
             name="jobsched-handler",
             daemon=True,
         )
