@@ -245,6 +245,13 @@ class JobschedScheduler(Construct):
         )
         # GET /api/runs/{id} links a run to the worker's log lines (filtered by the run id).
         api_fn.add_environment(c.WORKER_LOG_GROUP_ENV, self.workers.entry_point.log_group.log_group_name)
+        # GET /api/runs/{id}/logs reads them back (FilterLogEvents on that group only).
+        api_fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["logs:FilterLogEvents"],
+                resources=[self.workers.entry_point.log_group.log_group_arn],
+            )
+        )
 
         self.table_access = {
             api_fn: {

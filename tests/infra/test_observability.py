@@ -164,3 +164,16 @@ def test_cloudwatch_may_publish_the_alarms_to_the_encrypted_alert_topic(synth: S
     )
     key_policy = json.dumps(synth.template.to_json()["Resources"]["JobschedKey"]["Properties"]["KeyPolicy"])
     assert "cloudwatch.amazonaws.com" in key_policy
+
+
+def test_the_api_may_filter_the_worker_log_group_and_no_other(synth: Synth) -> None:
+    # GET /api/runs/{id}/logs: FilterLogEvents on the worker's group, by its ARN; nothing wider
+    group = synth.logical_id(synth.stack.workers.entry_point.log_group)
+    statements = [
+        s
+        for s in synth.policy_statements("api")
+        if s["Effect"] == "Allow" and "logs:FilterLogEvents" in json.dumps(s["Action"])
+    ]
+    assert [s["Resource"] for s in statements] == [{"Fn::GetAtt": [group, "Arn"]}]
+    for other in ("dispatcher", "worker", "reconciler"):
+        assert "logs:FilterLogEvents" not in json.dumps(synth.policy_statements(other))

@@ -58,6 +58,7 @@ def route_stdlib_logs(logger: Logger) -> logging.Handler:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logger.registered_formatter)
     handler.addFilter(SuppressFilter(logger.service))
+    handler.setLevel(logger.log_level)
     setattr(handler, _ROUTED, True)
     root.addHandler(handler)
     if root.level == logging.NOTSET or root.level > logger.log_level:

@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from jobsched.domain.listing import JobFilter, JobListing, ListOrder
+from jobsched.domain.logs import LogPage
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import (
     AttemptEnd,
@@ -452,6 +453,19 @@ class TargetSource(Protocol):
     def check(self, spec: TargetSpec) -> None:
         """Raise ValidationFailed naming `target.<field>` if this deployment may never call `spec`
         (an http URL whose host is refused by the deployment's AddressPolicy); nothing written."""
+        ...
+
+
+class RunLogs(Protocol):
+    """What runs logged, per run: every line logged inside a run's scope carries its run_id and tenant
+    (jobsched.logcontext), and this reads them back by those two fields."""
+
+    def page(
+        self, run_id: str, *, tenant: str, since: datetime, cursor: str | None, limit: int
+    ) -> LogPage:
+        """Up to `limit` lines of run `run_id` of `tenant`, logged at or after `since`, oldest first,
+        from `cursor` (None: the first). A line of another tenant's run is never answered. A page may
+        hold fewer lines than `limit` and still have a next_cursor (a reader follows it)."""
         ...
 
 

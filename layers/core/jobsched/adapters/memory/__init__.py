@@ -9,6 +9,7 @@ these and the AWS adapters (on moto) to prove they keep the same contracts.
 from __future__ import annotations
 
 from jobsched.adapters.memory.jobs import MemoryJobStore
+from jobsched.adapters.memory.logs import MemoryRunLogs
 from jobsched.adapters.memory.metrics import MemoryMetrics
 from jobsched.adapters.memory.queue import MemoryRunQueue, Received
 from jobsched.adapters.memory.runs import MemoryRunStore
@@ -18,6 +19,7 @@ from jobsched.adapters.memory.state_machines import MemoryStateMachines
 __all__ = [
     "MemoryJobStore",
     "MemoryMetrics",
+    "MemoryRunLogs",
     "MemoryRunQueue",
     "MemoryRunStore",
     "MemorySigningSecrets",
