@@ -177,3 +177,10 @@ def test_the_api_may_filter_the_worker_log_group_and_no_other(synth: Synth) -> N
     assert [s["Resource"] for s in statements] == [{"Fn::GetAtt": [group, "Arn"]}]
     for other in ("dispatcher", "worker", "reconciler"):
         assert "logs:FilterLogEvents" not in json.dumps(synth.policy_statements(other))
+
+
+def test_the_local_worker_log_group_keeps_lines_as_long_as_the_deployed_one(synth: Synth) -> None:
+    # resources.WORKER_LOG_GROUP is the local stack's group; the template's is the worker function's
+    group = synth.logical_id(synth.stack.workers.entry_point.log_group)
+    retention = synth.resource(group)["Properties"]["RetentionInDays"]
+    assert retention == resources.WORKER_LOG_GROUP.retention_days
