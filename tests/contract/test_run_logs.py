@@ -124,7 +124,7 @@ def test_lines_before_since_are_left_out(backend: Backend) -> None:
 def test_the_local_shipper_puts_a_runs_lines_where_the_adapter_reads_them_and_nothing_else() -> None:
     # Given the worker's log group (moto's) and the local stack's shipper on a powertools logger
     backend = Moto()
-    logger = Logger(service="contract-shipper")
+    logger = Logger(service="contract-shipper", level="INFO")  # whatever POWERTOOLS_LOG_LEVEL says
     shipper = ShipRunLines(backend.client, backend.group, stream="local")
     shipper.setFormatter(logger.registered_formatter)
     logger.addHandler(shipper)
