@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched import constants as c
 from jobsched.adapters import idempotency
+from jobsched.adapters.logs import CloudWatchRunLogs
+from jobsched.adapters.metrics import EmfMetrics
 from jobsched.api import build_app, guard_body
 from jobsched.services.runs import LogLinks
 from jobsched.settings import Settings
@@ -20,8 +23,10 @@ logger = Logger(service="jobsched-api")
 metrics = Metrics(namespace="jobsched", service="api")
 tracer = Tracer(service="jobsched-api")
 
-services = build(Settings.from_env())
+services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
 _worker_logs = os.environ.get(c.WORKER_LOG_GROUP_ENV, "")
+# The console link is AWS's; the local stack (an endpoint URL: its embedded AWS) has no console.
+_console = bool(_worker_logs) and not os.environ.get(c.AWS_ENDPOINT_URL_ENV)
 app = build_app(
     services.job_service,
     services.failures,
@@ -29,7 +34,8 @@ app = build_app(
     idempotency=idempotency.persistence(services.jobs.client, services.settings.jobs_table),
     tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"),
     signing_secrets=services.signing_secrets,
-    logs=LogLinks(_worker_logs, os.environ.get("AWS_REGION", "us-east-1")) if _worker_logs else None,
+    logs=LogLinks(_worker_logs, os.environ.get("AWS_REGION", "us-east-1")) if _console else None,
+    run_logs=CloudWatchRunLogs(boto3.client("logs"), _worker_logs) if _worker_logs else None,
 )
 
 

@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from jobsched.adapters.metrics import EmfMetrics
 from jobsched.domain.models import RunMessage
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -18,7 +19,7 @@ logger = Logger(service="jobsched-reconciler")
 metrics = Metrics(namespace="jobsched", service="reconciler")
 tracer = Tracer(service="jobsched-reconciler")
 
-services = build(Settings.from_env())
+services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
 processor = BatchProcessor(event_type=EventType.SQS)
 
 

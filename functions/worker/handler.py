@@ -20,7 +20,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched import constants as c
+from jobsched.adapters.metrics import EmfMetrics
 from jobsched.domain.senders import trusted
+from jobsched.logcontext import route_stdlib_logs
 from jobsched.services.run import Delivery, Outcome
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -28,8 +30,10 @@ from jobsched.wiring import build
 logger = Logger(service="jobsched-worker")
 metrics = Metrics(namespace="jobsched", service="worker")
 tracer = Tracer(service="jobsched-worker")
+# A handler's own `logging` lines: JSON, with the run's job_id, run_id and tenant (services/run.py's scope).
+route_stdlib_logs(logger)
 
-services = build(Settings.from_env())
+services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
 if not services.settings.trusted_senders:
     # Fail closed: without them the worker would run whatever anyone who may send to the queue sends.
     raise RuntimeError(f"{c.TRUSTED_SENDERS_ENV} is not set: the worker trusts no sender")
@@ -84,7 +88,8 @@ async def _on_own_thread(record: SQSRecord) -> Outcome:
 
 
 def _counted(outcome: Outcome) -> str:
-    metrics.add_metric(name=f"Runs_{outcome.value}", unit=MetricUnit.Count, value=1)
+    if outcome == Outcome.REFUSED:  # refused before the worker service saw it: counted here
+        metrics.add_metric(name=f"Runs_{outcome.value}", unit=MetricUnit.Count, value=1)
     return outcome.value
 
 

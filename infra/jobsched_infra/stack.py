@@ -25,6 +25,7 @@ from jobsched_infra import shard_guard
 from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
 from jobsched_infra.constructs.functions import ARCHITECTURE, RUNTIME, CoreLayer
+from jobsched_infra.constructs.observability import Observability
 from jobsched_infra.constructs.queue_function import QueueFunction
 from jobsched_infra.constructs.queues import Queues
 from jobsched_infra.constructs.secrets import SigningSecrets
@@ -246,6 +247,13 @@ class JobschedScheduler(Construct):
         )
         # GET /api/runs/{id} links a run to the worker's log lines (filtered by the run id).
         api_fn.add_environment(c.WORKER_LOG_GROUP_ENV, self.workers.entry_point.log_group.log_group_name)
+        # GET /api/runs/{id}/logs reads them back (FilterLogEvents on that group only).
+        api_fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["logs:FilterLogEvents"],
+                resources=[self.workers.entry_point.log_group.log_group_arn],
+            )
+        )
 
         self.table_access = {
             api_fn: {
@@ -345,6 +353,35 @@ class JobschedScheduler(Construct):
             self._grant_key(self.key, stack_roles)
         self.shard_guard = self._shard_guard(shard_count)
         dispatcher_fn.node.add_dependency(self.shard_guard)
+        # The dashboard and the alarms (constructs/observability.py), notifying the alert topic.
+        fns = {"api": api_fn, "dispatcher": dispatcher_fn, "worker": worker_fn, "reconciler": reconciler_fn}
+        self.observability = Observability(
+            self,
+            "Observability",
+            topic=topic,
+            functions=fns,
+            dead_letter_queue=dead_letter_queue,
+            workflows=[failure_workflow, dag_workflow],
+            tick=TICK,
+        )
+        # CloudWatch alarms publish to the topic, under its key (an AWS-managed SNS key cannot grant that).
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["sns:Publish"],
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                resources=[topic.topic_arn],
+                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            )
+        )
+        if self.key is not None:
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+                )
+            )
         self._encrypt_log_groups()  # last: every log group made above
 
     def _key(self) -> kms.Key:

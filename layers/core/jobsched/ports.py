@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from jobsched.domain.alerts import Alert
 from jobsched.domain.listing import JobFilter, JobListing, ListOrder
+from jobsched.domain.logs import LogPage
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import (
     AttemptEnd,
@@ -483,6 +484,46 @@ class AlertPublisher(Protocol):
     def publish(self, alert: Alert) -> None:
         """Publish `alert` (JSON) with its attributes; raises TransientStoreError or StoreError."""
         ...
+
+
+class RunLogs(Protocol):
+    """What runs logged, per run: every line logged inside a run's scope carries its run_id and tenant
+    (jobsched.logcontext), and this reads them back by those two fields."""
+
+    def page(
+        self, run_id: str, *, tenant: str, since: datetime, cursor: str | None, limit: int
+    ) -> LogPage:
+        """Up to `limit` lines of run `run_id` of `tenant`, logged at or after `since`, oldest first,
+        from `cursor` (None: the first). A line of another tenant's run is never answered. A page may
+        hold fewer lines than `limit` and still have a next_cursor (a reader follows it)."""
+        ...
+
+
+class Metrics(Protocol):
+    """Operational figures (CloudWatch EMF on AWS): names and units from jobsched.telemetry.
+
+    Emitting never fails a run or a pass, and never blocks on I/O (EMF is a log line written when
+    the invocation ends). No dimension beyond the emitting function's: a per-tenant or per-job
+    figure belongs in the run history (GET /api/jobs/{id}/stats), not in a metric.
+    """
+
+    def emit(self, name: str, value: float, unit: str) -> None:
+        """Record one value of the metric `name`."""
+        ...
+
+    def alert(self, kind: str) -> None:
+        """Count one alert of `kind` (failed, dead_letter, late, missed, skipped): the alerts' hook."""
+        ...
+
+
+class NoMetrics:
+    """Metrics nobody reads: the default where a caller wires none."""
+
+    def emit(self, name: str, value: float, unit: str) -> None:
+        """Drop the value."""
+
+    def alert(self, kind: str) -> None:
+        """Drop the alert's count."""
 
 
 class Clock(Protocol):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_kms import KMSClient
+    from mypy_boto3_logs import CloudWatchLogsClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
@@ -304,7 +305,22 @@ FAILURE_WORKFLOW = StateMachineSpec(logical_id="FailureWorkflow", suffix="failur
 DAG_WORKFLOW = StateMachineSpec(logical_id="DagWorkflow", suffix="dag")
 
 
-def physical_name(prefix: str, spec: TableSpec | QueueSpec | TopicSpec | StateMachineSpec | KeySpec) -> str:
+@dataclass(frozen=True, slots=True)
+class LogGroupSpec:
+    """A CloudWatch Logs group: on AWS the function's own (CDK names it), locally `<prefix>-<suffix>`."""
+
+    logical_id: str
+    suffix: str
+    retention_days: int
+
+
+# The worker's log lines: every line of a run carries its run_id (GET /api/runs/{id}/logs reads them).
+WORKER_LOG_GROUP = LogGroupSpec(logical_id="WorkerLogGroup", suffix="worker-logs", retention_days=30)
+
+
+def physical_name(
+    prefix: str, spec: TableSpec | QueueSpec | TopicSpec | StateMachineSpec | KeySpec | LogGroupSpec
+) -> str:
     """The resource name the local stack uses for a spec."""
     return f"{prefix}-{spec.suffix}"
 
@@ -363,6 +379,7 @@ def create_local_resources(
     sns: SNSClient | None = None,
     stepfunctions: SFNClient | None = None,
     kms: KMSClient | None = None,
+    logs: CloudWatchLogsClient | None = None,
 ) -> dict[str, str]:
     """Create (or find) every resource for `prefix`; return {logical_id: name, queue URL or ARN}."""
     out: dict[str, str] = {}
@@ -417,6 +434,12 @@ def create_local_resources(
             else:  # adopted: it runs this release's definition, as `cdk deploy` would update it
                 stepfunctions.update_state_machine(stateMachineArn=machine, definition=json.dumps(definition))
             out[spec.logical_id] = machine
+    if logs is not None:
+        group = physical_name(prefix, WORKER_LOG_GROUP)
+        if not logs.describe_log_groups(logGroupNamePrefix=group).get("logGroups"):
+            logs.create_log_group(logGroupName=group)
+            logs.put_retention_policy(logGroupName=group, retentionInDays=WORKER_LOG_GROUP.retention_days)
+        out[WORKER_LOG_GROUP.logical_id] = group
     return out
 
 

@@ -148,6 +148,7 @@ def build(
     kms: KMSClient | None = None,
     sts: STSClient | None = None,
     sns: SNSClient | None = None,
+    metrics: ports.Metrics | None = None,
 ) -> Services:
     """Wire the services to AWS; explicit clients and clock win over the defaults."""
     if dynamodb is None or sqs is None or stepfunctions is None:
@@ -191,6 +192,7 @@ def build(
         crash=crash,
         handlers=handlers,
         signing_secrets=signing_secrets,
+        metrics=metrics,
         targets=target_factory(
             settings,
             handlers,
@@ -219,6 +221,7 @@ def compose(
     targets: TargetFactory | None = None,
     alert_store: ports.AlertStore | None = None,
     alert_publisher: ports.AlertPublisher | None = None,
+    metrics: ports.Metrics | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
 
@@ -233,14 +236,23 @@ def compose(
     handlers.load_modules(settings.handler_modules)
     if not settings.demo_handlers:  # fail-closed: a deployed stack knows no demo.* unless asked
         handlers = handlers.without(DEMO_HANDLERS)
+    metrics = metrics or ports.NoMetrics()
     alerts = AlertService(
         store=alert_store or NoAlertStore(),
         publisher=alert_publisher or NoAlertTopic(),
         jobs=jobs,
         clock=clock,
+        metrics=metrics,
     )
     dispatcher = Dispatcher(
-        jobs=jobs, runs=runs, queue=queue, settings=settings, clock=clock, crash=crash, alerts=alerts
+        jobs=jobs,
+        runs=runs,
+        queue=queue,
+        settings=settings,
+        clock=clock,
+        crash=crash,
+        alerts=alerts,
+        metrics=metrics,
     )
     dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
     failures = FailureService(
@@ -251,6 +263,7 @@ def compose(
         clock=clock,
         dag=dag,
         alerts=alerts,
+        metrics=metrics,
     )
     worker = Worker(
         jobs=jobs,
@@ -264,6 +277,7 @@ def compose(
         crash=crash,
         targets=targets,
         alerts=alerts,
+        metrics=metrics,
     )
     service = JobService(
         jobs=jobs,

@@ -356,6 +356,24 @@ class RunCancelResult(BaseModel):
     status: str
 
 
+class RunLogLine(BaseModel):
+    """One line a run logged."""
+
+    at: str
+    message: str
+
+
+class RunLogsView(BaseModel):
+    """GET /api/runs/{run_id}/logs: the run's lines, oldest first."""
+
+    lines: list[RunLogLine]
+    next_cursor: str | None = Field(description="null: no more lines now (a running run may log more)")
+    console_url: str | None = Field(
+        description="the CloudWatch console's view of the worker log group filtered by the run id; "
+        "null on the local stack"
+    )
+
+
 class PercentilesView(BaseModel):
     """Nearest-rank percentiles in milliseconds (null: no run to measure)."""
 

@@ -40,6 +40,7 @@ from jobsched.api.models import (
     ReplayAccepted,
     RunCancelResult,
     RunDetailView,
+    RunLogsView,
     RunPage,
     SigningSecretView,
 )
@@ -48,13 +49,13 @@ from jobsched.api.tenancy import tenancy, tenant
 from jobsched.domain.listing import MAX_LIST_PAGE, ListOrder
 from jobsched.domain.models import in_time_window
 from jobsched.errors import StoreError, ValidationFailed
-from jobsched.ports import SigningSecrets
+from jobsched.ports import RunLogs, SigningSecrets
 from jobsched.services.alerts import MAX_PAGE as MAX_ALERT_PAGE
 from jobsched.services.alerts import AlertService
 from jobsched.services.catalog import Catalog, filter_of
 from jobsched.services.failures import MAX_PAGE, FailureService
 from jobsched.services.jobs import JobService
-from jobsched.services.runs import LogLinks, RunService
+from jobsched.services.runs import MAX_LOG_PAGE, LogLinks, RunService
 from jobsched.services.schedule import MAX_HISTORY_PAGE, ScheduleService
 
 
@@ -68,11 +69,13 @@ def build_app(
     signing_secrets: SigningSecrets | None = None,
     logs: LogLinks | None = None,
     alerts: AlertService | None = None,
+    run_logs: RunLogs | None = None,
 ) -> APIGatewayRestResolver:
     """The resolver with every route; `tenant_source` is "iam" or "header" (anything else: ValueError).
 
     `logs`: where a run's log lines are (GET /api/runs/{id}'s logs_url); None: no link.
     `alerts`: the alerts GET /api/alerts lists (None: the failure service's own).
+    `run_logs`: where GET /api/runs/{id}/logs reads them; None: no lines to read.
     """
     # A return value that does not fit its response model is our bug: powertools raises it as a
     # ResponseValidationError (a 500) instead of as a request validation error (a 400).
@@ -98,7 +101,7 @@ def build_app(
     # The operator's views: built from the job services' own ports, so every caller of build_app
     # (the Lambda, the local stack, tests) gets them without wiring anything new.
     catalog = Catalog(job_service=service, schedule=schedule)
-    run_service = RunService(job_service=service, logs=logs)
+    run_service = RunService(job_service=service, logs=logs, run_logs=run_logs)
 
     @app.get("/api/health", responses=answers(200, "Up"))
     def health() -> dict[str, str]:
@@ -149,6 +152,15 @@ def build_app(
     @app.get("/api/runs/<run_id>", responses=answers(200, "The run and its attempts", 400, 404, 503))
     def get_run(run_id: Annotated[str, Path(max_length=96)]) -> RunDetailView:
         return views.run_detail(run_service.get(run_id, tenant=tenant(app)))
+
+    @app.get("/api/runs/<run_id>/logs", responses=answers(200, "The run's log lines", 400, 404, 503))
+    def run_log_lines(
+        run_id: Annotated[str, Path(max_length=96)],
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LOG_PAGE)] = 100,
+    ) -> RunLogsView:
+        page = run_service.log_lines(run_id, tenant=tenant(app), cursor=cursor or None, limit=limit)
+        return views.run_logs(page)
 
     @app.post(
         "/api/runs/<run_id>/cancel",

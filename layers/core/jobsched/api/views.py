@@ -32,6 +32,8 @@ from jobsched.api.models import (
     ReplayAccepted,
     RunCancelResult,
     RunDetailView,
+    RunLogLine,
+    RunLogsView,
     RunPage,
     RunView,
     ScheduleView,
@@ -43,7 +45,14 @@ from jobsched.domain.models import Execution
 from jobsched.domain.secrets import SecretRecord
 from jobsched.services.alerts import AlertPage as AlertResults
 from jobsched.services.catalog import BulkItem, ListedPage
-from jobsched.services.runs import STATS_MAX_RUNS, JobStats, Percentiles, RunCancel, RunDetail
+from jobsched.services.runs import (
+    STATS_MAX_RUNS,
+    JobStats,
+    Percentiles,
+    RunCancel,
+    RunDetail,
+    RunLogsPage,
+)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -312,6 +321,15 @@ def run_detail(detail: RunDetail) -> RunDetailView:
         attempts=shown.attempts,
         cancel_requested_at=_iso(run.cancel_requested_at),
         logs_url=detail.logs_url,
+    )
+
+
+def run_logs(page: RunLogsPage) -> RunLogsView:
+    """The body of GET /api/runs/{run_id}/logs."""
+    return RunLogsView(
+        lines=[RunLogLine(at=times.iso(line.at), message=line.message) for line in page.lines],
+        next_cursor=page.next_cursor,
+        console_url=page.console_url,
     )
 
 

@@ -11,6 +11,7 @@ embedded moto server (or $AWS_ENDPOINT_URL) over loopback, as it reaches AWS in 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -24,6 +25,7 @@ import boto3
 
 from jobsched import constants as c
 from jobsched import resources
+from jobsched.adapters.logs import ShipRunLines
 from jobsched.local import events, lambdas, loopback
 from jobsched.local.aws import MOTO_SENDER_ID, EmbeddedAws
 from jobsched.ports import Crash
@@ -116,6 +118,7 @@ class LocalStack:
         self.api = lambdas.load("api")
         self.dispatcher = lambdas.load("dispatcher")
         self.worker = lambdas.load("worker")
+        self._ship_run_logs()
         self.reconciler = lambdas.load("reconciler")
         self._workers = lambdas.Environments("worker", first=self.worker)
         self._slots = threading.BoundedSemaphore(self.config.invocations)
@@ -168,6 +171,7 @@ class LocalStack:
             sns=boto3.client("sns", endpoint_url=self.endpoint_url),
             stepfunctions=boto3.client("stepfunctions", endpoint_url=self.endpoint_url),
             kms=boto3.client("kms", endpoint_url=self.endpoint_url),
+            logs=boto3.client("logs", endpoint_url=self.endpoint_url),
         )
         self.dlq_url = made[resources.EXECUTION_DLQ.logical_id]
         self.dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])[
@@ -201,9 +205,36 @@ class LocalStack:
                 # http targets may reach loopback and plain http here (a developer's webhooks).
                 c.TARGET_POLICY_ENV: "local",
                 c.TRUSTED_SENDERS_ENV: os.environ.get(c.TRUSTED_SENDERS_ENV) or MOTO_SENDER_ID,
+                c.WORKER_LOG_GROUP_ENV: made[resources.WORKER_LOG_GROUP.logical_id],
             }
         )
         self._sqs = sqs
+
+    def _ship_run_logs(self) -> None:
+        """Lambda's log delivery, played: a run's lines (its handler's own and the worker's) go to the
+        worker's log group in the embedded AWS, where GET /api/runs/{id}/logs reads them, as on AWS.
+
+        At INFO whatever the console's level: the console (POWERTOOLS_LOG_LEVEL, WARNING here) stays
+        quiet, the run's lines are kept.
+        """
+        assert self.worker is not None
+        worker_logger = self.worker.logger
+        shipper = ShipRunLines(
+            boto3.client("logs", endpoint_url=self.endpoint_url),
+            os.environ[c.WORKER_LOG_GROUP_ENV],
+            stream=f"local/{os.getpid()}",
+        )
+        shipper.setFormatter(worker_logger.registered_formatter)
+        console_level = worker_logger.log_level
+        # On the root only: the worker's logger propagates to it (its console handler prints it,
+        # and the root's console handler filters it out: see jobsched.logcontext.route_stdlib_logs).
+        logging.getLogger().addHandler(shipper)
+        for name in ("", worker_logger.service):
+            target = logging.getLogger(name)
+            for handler in target.handlers:
+                if handler is not shipper and handler.level == logging.NOTSET:
+                    handler.setLevel(console_level)
+            target.setLevel(min(logging.INFO, console_level))
 
     # -- EventBridge: the once-a-minute rule ----------------------------------------------------------
     def tick(self) -> dict[str, Any]:

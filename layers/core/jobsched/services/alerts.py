@@ -26,7 +26,7 @@ A job without an alert policy alerts on its dead letters only, as the alert topi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from aws_lambda_powertools import Logger
@@ -36,7 +36,7 @@ from jobsched.domain.alerts import Alert, AlertKind, AlertPolicy, alert_id, aler
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Job
 from jobsched.errors import JobschedError, ValidationFailed
-from jobsched.ports import AlertPublisher, AlertStore, Clock, JobStore
+from jobsched.ports import AlertPublisher, AlertStore, Clock, JobStore, Metrics, NoMetrics
 
 logger = Logger(child=True)
 
@@ -66,6 +66,9 @@ class AlertService:
     publisher: AlertPublisher
     jobs: JobStore
     clock: Clock
+    # Alerts_<kind> counts (jobsched.telemetry); the failure workflow's own dead-letter alerts are
+    # counted by the failure hand-over's Runs_dead_letter instead.
+    metrics: Metrics = field(default_factory=NoMetrics)
 
     def make(
         self, job: Job, kind: AlertKind, *, scheduled_for: datetime, detail: str = "", series: int = 0
@@ -99,6 +102,7 @@ class AlertService:
         except JobschedError as exc:
             logger.warning("alert not recorded", extra={"alert_id": alert.alert_id, "error": repr(exc)})
             return False
+        self.metrics.alert(kind)
         try:
             self.publisher.publish(alert)
         except JobschedError as exc:

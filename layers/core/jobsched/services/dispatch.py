@@ -44,13 +44,13 @@ from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger
 
-from jobsched import cron
+from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.models import RunMessage, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
-from jobsched.ports import Clock, CrashPoints, JobStore, RunQueue, RunStore, no_crash
+from jobsched.ports import Clock, CrashPoints, JobStore, Metrics, NoMetrics, RunQueue, RunStore, no_crash
 from jobsched.services.alerts import AlertService, policy_of
 from jobsched.settings import Settings
 
@@ -161,6 +161,9 @@ class ShardReport:
     runs_sent: int = 0
     interrupted: bool = False
     paced_out: bool = False  # the pace would have kept the pass past its lease: the rest is next pass's
+    # Age of the oldest entry read that was due (next_run_at <= the pass's now): 0 when every tick
+    # went out ahead of its time, as the look-ahead means it to.
+    lag_ms: int = 0
 
 
 @dataclass
@@ -198,6 +201,11 @@ class DispatchReport:
         """Due-index items read in this pass."""
         return sum(s.items_read for s in self.shards)
 
+    @property
+    def lag_ms(self) -> int:
+        """The dispatch lag: the oldest due entry not yet handed over, over every shard."""
+        return max((s.lag_ms for s in self.shards), default=0)
+
 
 @dataclass
 class Dispatcher:
@@ -219,6 +227,8 @@ class Dispatcher:
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     alerts: AlertService | None = None
+    # Per pass: dispatch lag and entries handed over (jobsched.telemetry); EMF on AWS.
+    metrics: Metrics = field(default_factory=NoMetrics)
 
     # -- the EventBridge tick ---------------------------------------------------------------------
     def dispatch_all(self, shards: Iterable[int] | None = None) -> DispatchReport:
@@ -227,6 +237,8 @@ class Dispatcher:
         report = DispatchReport()
         with ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(wanted)))) as pool:
             report.shards.extend(pool.map(self.dispatch_shard, wanted))
+        self.metrics.emit(telemetry.DISPATCH_LAG, report.lag_ms, telemetry.MILLISECONDS)
+        self.metrics.emit(telemetry.HANDED_OVER, report.runs_sent, telemetry.COUNT)
         return report
 
     def dispatch_shard(self, shard: int) -> ShardReport:
@@ -269,6 +281,10 @@ class Dispatcher:
                     page = self.jobs.due_page(f"{name}#{shard}", until=until, cursor=cursor, limit=PAGE_SIZE)
                     report.items_read += page.items_read
                     entries = page.entries
+                    for entry in entries:
+                        if entry.next_run_at <= now:  # due, and still in the index: not handed over
+                            age = round((now - entry.next_run_at).total_seconds() * 1000)
+                            report.lag_ms = max(report.lag_ms, age)
                     if pace and entries:
                         wait = pace.wait(len(entries), self.monotonic())
                         if self.monotonic() + wait > stop_at:

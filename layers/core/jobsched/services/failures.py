@@ -4,9 +4,10 @@ dead letters. Healthy runs never come here."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched import telemetry
 from jobsched.asl_inputs import Alert, FailureInput, JobKeys, ReplayInput
 from jobsched.domain import cursors, times
 from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
@@ -15,7 +16,7 @@ from jobsched.domain.results import DeadLetterPage, Replay
 from jobsched.domain.status import RunStatus
 from jobsched.domain.targets import describe, final_error_type
 from jobsched.errors import Conflict, NotFound, ValidationFailed
-from jobsched.ports import Clock, JobStore, RunStore, StateMachines
+from jobsched.ports import Clock, JobStore, Metrics, NoMetrics, RunStore, StateMachines
 from jobsched.services.alerts import AlertService, policy_of
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.settings import Settings
@@ -37,6 +38,8 @@ class FailureService:
     dag: DagService
     rng: random.Random = random.Random()  # noqa: RUF009 - one generator per process is the point
     alerts: AlertService | None = None
+    # Retries and dead letters, counted where the failure workflow starts (jobsched.telemetry).
+    metrics: Metrics = field(default_factory=NoMetrics)
 
     # -- a failed attempt -> the workflow ----------------------------------------------------------
     def hand_over(
@@ -101,7 +104,14 @@ class FailureService:
         # One execution per (run, replay series, attempt): a duplicate start of the same failure is a
         # no-op, and a replayed run's attempt 1 is a new failure, not the first series' attempt 1.
         name = execution_name(origin, run.run_id, f"r{run.replays}", f"a{run.attempt}")
-        return self.state_machines.start_failure(name, payload.model_dump(mode="json"))
+        started = self.state_machines.start_failure(name, payload.model_dump(mode="json"))
+        if started:  # a repeated hand-over of one failure starts nothing and counts nothing
+            # The workflow's CanRetry choice, read the same way: retry, or dead-letter.
+            retry = payload.retryable and payload.attempt < payload.max_attempts
+            self.metrics.emit(
+                telemetry.RETRIES if retry else telemetry.runs("dead_letter"), 1, telemetry.COUNT
+            )
+        return started
 
     def _dead_letter_alert(
         self, job: Job, run: Execution, *, error_type: str, error_message: str

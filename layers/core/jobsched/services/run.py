@@ -28,6 +28,7 @@ split, each half would need the other's docstring. The target call goes behind p
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import threading
@@ -40,7 +41,7 @@ from enum import StrEnum
 
 from aws_lambda_powertools import Logger
 
-from jobsched import cron
+from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
@@ -49,10 +50,13 @@ from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed
 from jobsched.errors import StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
+from jobsched.logcontext import run_scope
 from jobsched.ports import (
     Clock,
     CrashPoints,
     JobStore,
+    Metrics,
+    NoMetrics,
     RunQueue,
     RunStore,
     Target,
@@ -156,6 +160,8 @@ class Worker:
     # root's TargetFactory. None: python targets only (an attempt of another kind fails, visibly).
     targets: TargetSource | None = None
     alerts: AlertService | None = None
+    # Lateness, duration and outcome of each run (jobsched.telemetry): EMF on AWS.
+    metrics: Metrics = field(default_factory=NoMetrics)
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -176,8 +182,14 @@ class Worker:
             )
         else:
             counted, job = self.jobs.count_and_read(message.job_id, until=until, now=now)
+        scope = run_scope(
+            job_id=message.job_id,
+            run_id=run_id_for(message.job_id, times.parse_stored(sf)),
+            tenant=job.tenant if job else None,
+        )
         try:
-            outcome, settled = self._process(message, job, delivery, held=held)
+            with scope:  # every line logged during the run carries its keys
+                outcome, settled = self._process(message, job, delivery, held=held)
         except InFlightElsewhere:
             # Another receive of this very message (SQS redelivers one whose visibility ran out),
             # or the worker that took the run over, holds the run and its slot: give nothing back.
@@ -197,6 +209,7 @@ class Worker:
             self._release(job, sf)  # held for a tick that did not start
         if counted:
             self.jobs.uncount(message.job_id)
+        self.metrics.emit(telemetry.runs(outcome.value), 1, telemetry.COUNT)
         return outcome
 
     def _process(
@@ -477,6 +490,7 @@ class Worker:
         self.crash("run.after_lease")
         self._wait_for_second(sf)
         started = self.clock.now()
+        self._started(sf, started, attempt=attempt, kind=kind)
 
         def persist_lease(until: datetime) -> bool:
             lease = Lease(owner=owner, message=delivery.message_id, worker=self.worker_id, until=until)
@@ -489,6 +503,7 @@ class Worker:
         )
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
+        self.metrics.emit(telemetry.DURATION, _ms(finished - started), telemetry.MILLISECONDS)
         if heartbeat.persisted:
             done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         else:
@@ -549,6 +564,7 @@ class Worker:
         start = self.runs.start(job.job_id, sf, owner=owner, now=started)
         if not start.applied:
             raise LeaseLost(delivery.message_id)
+        self._started(sf, started, attempt=attempt, kind=kind)
         if took_over and attempt > job.retry.max_attempts:
             # Every attempt died with its worker: running it again would only kill another.
             result: object = None
@@ -565,6 +581,7 @@ class Worker:
             retry_after = beat.retry_after
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
+        self.metrics.emit(telemetry.DURATION, _ms(finished - started), telemetry.MILLISECONDS)
         done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         if not done.applied:
             raise LeaseLost(delivery.message_id)
@@ -599,6 +616,12 @@ class Worker:
                 return Transition(applied=True, row=done.row)
             return done
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _started(self, sf: str, started: datetime, *, attempt: int, kind: str) -> None:
+        """A run's lateness, at its first attempt's start; a backfill's tick is in the past by design."""
+        if attempt == 1 and kind != "backfill":
+            lateness = _ms(started - times.parse_stored(sf))
+            self.metrics.emit(telemetry.LATENESS, max(0, lateness), telemetry.MILLISECONDS)
 
     def _wait_for_second(self, sf: str) -> None:
         early = (times.parse_stored(sf) - self.clock.now()).total_seconds()
@@ -750,8 +773,9 @@ class Worker:
         # stop should poll their own deadline; a waiting stepfunctions target stops its execution
         # before it (see _target).
         box: dict[str, tuple[object, tuple[str, str] | None, float | None]] = {}
+        context = contextvars.copy_context()  # the run's log keys follow the handler onto its thread
         thread = threading.Thread(
-            target=lambda: box.update(out=self._call(job, ctx)),
+            target=lambda: box.update(out=context.run(self._call, job, ctx)),
             name="jobsched-handler",
             daemon=True,
         )
@@ -805,6 +829,10 @@ def _records(row: Execution | None, end: AttemptEnd) -> bool:
         and times.stored(last.started_at) == times.stored(end.started_at)
         and times.stored(last.finished_at) == times.stored(end.finished_at)
     )
+
+
+def _ms(span: timedelta) -> int:
+    return round(span.total_seconds() * 1000)
 
 
 def _live(until: datetime | None, now: datetime) -> bool:

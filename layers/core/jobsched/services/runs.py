@@ -41,12 +41,13 @@ from urllib.parse import quote
 
 from jobsched import cron
 from jobsched.domain import times
-from jobsched.domain.keys import parse_run_id
+from jobsched.domain.keys import parse_run_id, run_id_for
+from jobsched.domain.logs import LogLine
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import NewRun
 from jobsched.domain.status import HELD, TERMINAL, RunStatus
 from jobsched.errors import Conflict, NotFound
-from jobsched.ports import Clock, RunStore
+from jobsched.ports import Clock, RunLogs, RunStore
 from jobsched.services.jobs import JobService
 
 RunStopper = Callable[[Job, Execution], None]
@@ -56,6 +57,10 @@ RunStopper = Callable[[Job, Execution], None]
 # answer from a longer history says `truncated` and the oldest run it counted.
 STATS_MAX_RUNS = 1000
 _STATS_PAGE = 100
+# A run's log lines are read from this long before its tick (a worker may start it up to two
+# seconds early, and clocks differ): the lower bound of the log search.
+LOG_LOOKBACK = timedelta(minutes=1)
+MAX_LOG_PAGE = 1000  # GET /api/runs/{id}/logs' limit (FilterLogEvents answers up to 10,000 events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,15 @@ class RunDetail:
 
     run: Execution
     logs_url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunLogsPage:
+    """A page of a run's log lines, and the console's view of them (None: no console, locally)."""
+
+    lines: list[LogLine]
+    next_cursor: str | None
+    console_url: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +154,8 @@ class RunService:
     job_service: JobService
     logs: LogLinks | None = None
     stoppers: tuple[RunStopper, ...] = field(default=())
+    run_logs: RunLogs | None = None
+    """Where the runs' log lines are read back (None: this deployment keeps none to read)."""
 
     @property
     def runs(self) -> RunStore:
@@ -156,6 +172,19 @@ class RunService:
         if row is None:
             raise NotFound(f"run '{run_id}' not found", field="run_id")
         return RunDetail(run=row, logs_url=self.logs.url(row.run_id) if self.logs else None)
+
+    def log_lines(self, run_id: str, *, tenant: str, cursor: str | None, limit: int) -> RunLogsPage:
+        """The lines the run logged, oldest first; another tenant's (or an unknown job's) run is not
+        found. A run with no row yet (running on the fast path) may have lines already."""
+        job, scheduled_for = self._resolve(run_id, tenant)
+        key = run_id_for(job.job_id, scheduled_for)
+        console = self.logs.url(key) if self.logs else None
+        if self.run_logs is None:
+            return RunLogsPage(lines=[], next_cursor=None, console_url=console)
+        page = self.run_logs.page(
+            key, tenant=job.tenant, since=scheduled_for - LOG_LOOKBACK, cursor=cursor, limit=limit
+        )
+        return RunLogsPage(lines=page.lines, next_cursor=page.next_cursor, console_url=console)
 
     def cancel(self, run_id: str, *, tenant: str) -> RunCancel:
         """Not started: CANCELLED (a compare-and-set the worker's claim races). Running: asked to

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from jobsched.adapters.memory.alerts import MemoryAlertPublisher, MemoryAlertStore
 from jobsched.adapters.memory.jobs import MemoryJobStore
+from jobsched.adapters.memory.logs import MemoryRunLogs
+from jobsched.adapters.memory.metrics import MemoryMetrics
 from jobsched.adapters.memory.queue import MemoryRunQueue, Received
 from jobsched.adapters.memory.runs import MemoryRunStore
 from jobsched.adapters.memory.secrets import MemorySigningSecrets
@@ -19,6 +21,8 @@ __all__ = [
     "MemoryAlertPublisher",
     "MemoryAlertStore",
     "MemoryJobStore",
+    "MemoryMetrics",
+    "MemoryRunLogs",
     "MemoryRunQueue",
     "MemoryRunStore",
     "MemorySigningSecrets",
