@@ -20,7 +20,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched import constants as c
+from jobsched.domain.operations import OperationMessage, is_operation_message
 from jobsched.domain.senders import trusted
+from jobsched.services.operations import ChunkOutcome, OperationService
 from jobsched.services.run import Delivery, Outcome
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -30,6 +32,7 @@ metrics = Metrics(namespace="jobsched", service="worker")
 tracer = Tracer(service="jobsched-worker")
 
 services = build(Settings.from_env())
+operations = OperationService(schedule=services.schedule)
 if not services.settings.trusted_senders:
     # Fail closed: without them the worker would run whatever anyone who may send to the queue sends.
     raise RuntimeError(f"{c.TRUSTED_SENDERS_ENV} is not set: the worker trusts no sender")
@@ -43,7 +46,7 @@ async_processor = AsyncBatchProcessor(event_type=EventType.SQS)
 _slots = threading.BoundedSemaphore(services.settings.worker_concurrency)
 
 
-def _run(record: SQSRecord) -> Outcome:
+def _run(record: SQSRecord) -> Outcome | ChunkOutcome:
     sender = record.attributes.get("SenderId")  # absent from a hand-made event: untrusted
     if not trusted(sender, services.settings.trusted_senders):
         # A forged run runs nothing and writes nothing; acknowledged, so it is not retried either.
@@ -51,23 +54,25 @@ def _run(record: SQSRecord) -> Outcome:
             "run message from an untrusted sender refused", sender=sender, message_id=record.message_id
         )
         return Outcome.REFUSED
+    if is_operation_message(record.body):  # a chunk of a long backfill or bulk action
+        return operations.advance(OperationMessage.model_validate_json(record.body))
     return services.worker.process(Delivery(record.message_id, record.receipt_handle, record.body))
 
 
-def _succeed(done: asyncio.Future[Outcome], outcome: Outcome) -> None:
+def _succeed(done: asyncio.Future[Outcome | ChunkOutcome], outcome: Outcome | ChunkOutcome) -> None:
     if not done.done():
         done.set_result(outcome)
 
 
-def _fail(done: asyncio.Future[Outcome], error: BaseException) -> None:
+def _fail(done: asyncio.Future[Outcome | ChunkOutcome], error: BaseException) -> None:
     if not done.done():
         done.set_exception(error)
 
 
-async def _on_own_thread(record: SQSRecord) -> Outcome:
+async def _on_own_thread(record: SQSRecord) -> Outcome | ChunkOutcome:
     """_run(record) on a new daemon thread once a slot is free; the loop awaits its outcome."""
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[Outcome] = loop.create_future()
+    done: asyncio.Future[Outcome | ChunkOutcome] = loop.create_future()
     context = contextvars.copy_context()  # as asyncio.to_thread: the logger's context keys follow
 
     def work() -> None:
@@ -83,7 +88,7 @@ async def _on_own_thread(record: SQSRecord) -> Outcome:
     return await done
 
 
-def _counted(outcome: Outcome) -> str:
+def _counted(outcome: Outcome | ChunkOutcome) -> str:
     metrics.add_metric(name=f"Runs_{outcome.value}", unit=MetricUnit.Count, value=1)
     return outcome.value
 
