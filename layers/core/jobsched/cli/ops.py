@@ -10,6 +10,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rich.markup import escape
+
 from jobsched.cli import render
 from jobsched.cli.http import Answer, request
 
@@ -129,32 +131,38 @@ def stats_tables(stats: Mapping[str, Any]) -> list[Any]:
 
 # -- logs ---------------------------------------------------------------------------------------------
 def cmd_logs(args: argparse.Namespace) -> int:
-    """GET /api/runs/{id}/logs; --follow polls with next_cursor until the run has finished."""
+    """GET /api/runs/{id}/logs; --follow polls with next_cursor until the run has finished.
+
+    The run's status is asked after a page with no new line; once it has finished, one more page
+    is read at once (lines written just before the end), and the first empty page after it ends.
+    """
     cursor = args.cursor
     as_json = render.wants_json(args)
     out = render.console()
+    finished = False
     while True:
         page = get(args, f"/api/runs/{args.run_id}/logs", {"cursor": cursor})
         if as_json and not args.follow:
             render.print_json(page)
             return 0
-        for line in page.get("lines") or []:
-            if as_json:
-                print(json.dumps(line, ensure_ascii=False))  # one JSON object a line: jq -c friendly
+        lines = page.get("lines") or []
+        for line in lines:
+            if as_json:  # one JSON object a line (jq -c friendly)
+                print(json.dumps(line, ensure_ascii=False), flush=True)
             else:
-                out.print(
-                    f"[dim]{render.when(line.get('at'))}[/dim]  {line.get('message', '')}",
-                    markup=True,
-                    highlight=False,
-                )
+                at = render.when(line.get("at"))
+                out.print(f"[dim]{at}[/dim]  {escape(str(line.get('message', '')))}", highlight=False)
         cursor = page.get("next_cursor") or cursor
         if not args.follow:
             if page.get("console_url") and not as_json:
                 out.print(f"[dim]console: {page['console_url']}[/dim]")
             return 0
-        if (page.get("lines") or []) == [] and _finished(args):
+        if finished and not lines:
             return 0
-        sleep(args)
+        if not lines:
+            finished = _finished(args)
+        if not finished:
+            sleep(args)
 
 
 def _finished(args: argparse.Namespace) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 STATUS_STYLES = {
@@ -72,7 +73,8 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     for column in columns:
         shown.add_column(column, overflow="fold")
     for row in rows:
-        shown.add_row(*(status(v) if isinstance(v, str) and v in STATUS_STYLES else _cell(v) for v in row))
+        cells = (status(v) if isinstance(v, str) and v in STATUS_STYLES else escape(_cell(v)) for v in row)
+        shown.add_row(*cells)
     return shown
 
 
