@@ -222,3 +222,22 @@ def test_a_bulk_action_of_at_most_a_chunk_is_done_inline(world: World) -> None:
     # Then the answer has their results and no operation
     assert accepted.operation is None and [i.job_id for i in accepted.items] == ids
     assert world.queue.depth() == 0
+
+
+def test_a_chunk_whose_message_reached_the_dead_letter_queue_ends_its_operation_failed(world: World) -> None:
+    # Given an eight-tick backfill whose first chunk was done, and the second chunk's message given up on
+    job_id = recurring(world)
+    operations = service(world)
+    accepted = operations.start_backfill(job_id, BackfillRequest(**{"from": START, "to": END}), tenant="t")
+    operations.advance(OperationMessage(operation_id=accepted.operation_id, chunk=0))
+    given_up = OperationMessage(operation_id=accepted.operation_id, chunk=1)
+    # When the reconciler abandons it (and a stale one of chunk 0 too)
+    assert (
+        operations.abandon(OperationMessage(operation_id=accepted.operation_id, chunk=0))
+        == ChunkOutcome.STALE
+    )
+    assert operations.abandon(given_up) == ChunkOutcome.ABANDONED
+    # Then the operation is FAILED, says why, and counts the ticks left undone; a late delivery does nothing
+    done = operations.get(accepted.operation_id, tenant="t")
+    assert (done.status, done.done, done.failed) == ("FAILED", 3, 5) and "chunk 1" in (done.error or "")
+    assert operations.advance(given_up) == ChunkOutcome.STALE

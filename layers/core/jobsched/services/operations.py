@@ -64,6 +64,7 @@ class ChunkOutcome(StrEnum):
     RESENT = "operation_resent"  # the next chunk's message, again (a crash after the CAS)
     RACED = "operation_raced"  # another delivery of the same chunk recorded it first
     STALE = "operation_stale"  # a duplicate of a chunk done long ago, or a finished operation
+    ABANDONED = "operation_abandoned"  # its chunk's message reached the DLQ: the operation FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,27 @@ class OperationService:
         if advanced.status == "RUNNING":
             self._send_next(advanced, delay=delay)
         return ChunkOutcome.ADVANCED
+
+    def abandon(self, message: OperationMessage) -> ChunkOutcome:
+        """The queue gave up on a chunk's message (its redrive DLQ): the operation ends FAILED, saying so.
+
+        A chunk that fails every delivery (a job it cannot act on is a result, not a failure, so this
+        is a fault of the stores) would otherwise leave its operation RUNNING for ever.
+        """
+        operation = self.jobs.get_operation(message.operation_id)
+        if operation is None or operation.status != "RUNNING" or operation.chunk != message.chunk:
+            return ChunkOutcome.STALE
+        failed = operation.model_copy(
+            update={
+                "status": "FAILED",
+                "error": f"chunk {message.chunk} failed on every delivery; the rest was not done",
+                "failed": operation.failed + operation.total - operation.done,
+                "updated_at": self.schedule.clock.now(),
+            }
+        )
+        if not self.jobs.advance_operation(failed, expected_chunk=operation.chunk):
+            return ChunkOutcome.RACED
+        return ChunkOutcome.ABANDONED
 
     def _send_next(self, operation: Operation, *, delay: int) -> None:
         message = OperationMessage(operation_id=operation.operation_id, chunk=operation.chunk)
