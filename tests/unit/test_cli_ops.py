@@ -119,7 +119,7 @@ def test_logs_without_follow_print_the_page_as_text_with_markup_shown_as_is(
     assert cli.main(["logs", "run_1", "--api-url", url, "--output", "table"]) == 0
     # Then the line is there as written, with its time, and the console link
     out = capsys.readouterr().out
-    assert "2026-12-02 01:00:01+00:00  [step] line 1" in out and "console: https://c" in out
+    assert "2026-12-02 01:00:01Z  [step] line 1" in out and "console: https://c" in out
 
 
 def test_runs_watch_refreshes_the_live_table_each_poll_and_stops_after_its_iterations(

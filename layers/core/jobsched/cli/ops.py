@@ -90,10 +90,9 @@ def jobs_table(items: list[dict[str, Any]]) -> Any:
                 _schedule(item),
                 render.when(item.get("next_run_at")),
                 last.get("status"),
-                render.when(last.get("scheduled_for")),
             )
         )
-    columns = ("JOB", "NAME", "TYPE", "STATUS", "SCHEDULE", "NEXT RUN", "LAST RUN", "LAST TICK")
+    columns = ("JOB", "NAME", "TYPE", "STATUS", "SCHEDULE", "NEXT RUN", "LAST RUN")
     return render.table(f"{len(items)} job(s)", columns, rows)
 
 
@@ -101,6 +100,9 @@ def jobs_table(items: list[dict[str, Any]]) -> Any:
 def cmd_stats(args: argparse.Namespace) -> int:
     """GET /api/jobs/{id}/stats?since=."""
     stats = get(args, f"/api/jobs/{args.job_id}/stats", {"since": args.since})
+    if not render.wants_json(args):
+        since = f" since {render.when(stats['since'])}" if stats.get("since") else ""
+        render.console().print(f"job {stats['job_id']}{since}: {stats['runs']} run(s)", highlight=False)
     render.show(args, stats, *stats_tables(stats))
     return 0
 
@@ -108,7 +110,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def stats_tables(stats: Mapping[str, Any]) -> list[Any]:
     rate = stats.get("success_rate")
     summary = render.table(
-        f"job {stats['job_id']}" + (f" since {stats['since']}" if stats.get("since") else ""),
+        None,
         ("RUNS", "SUCCESS RATE", *(s for s in sorted(stats["by_status"]))),
         [
             (
@@ -119,8 +121,8 @@ def stats_tables(stats: Mapping[str, Any]) -> list[Any]:
         ],
     )
     timings = render.table(
-        "milliseconds",
-        ("", "p50", "p95", "p99", "max"),
+        None,
+        ("ms", "p50", "p95", "p99", "max"),
         [
             (name, *(stats[key].get(p) for p in ("p50", "p95", "p99", "max")))
             for name, key in (("lateness", "lateness_ms"), ("duration", "duration_ms"))

@@ -69,9 +69,10 @@ def _cell(value: Any) -> str:
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
     """A table with these columns; a cell that is a status is coloured."""
-    shown = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
+    shown = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False, pad_edge=False)
     for column in columns:
-        shown.add_column(column, overflow="fold")
+        # Ids and instants whole on one line: a narrow terminal shortens the other cells first.
+        shown.add_column(column, no_wrap=True, overflow="ellipsis", min_width=min(len(column), 12))
     for row in rows:
         cells = (status(v) if isinstance(v, str) and v in STATUS_STYLES else escape(_cell(v)) for v in row)
         shown.add_row(*cells)
@@ -102,9 +103,11 @@ def show(args: argparse.Namespace, value: Any, *tables: Table) -> None:
 
 
 def when(value: str | None) -> str | None:
-    """An API timestamp without its milliseconds and offset noise: 2026-12-02 01:02:03+00:00."""
+    """An API timestamp to the second, UTC as Z: 2026-12-02 01:02:03Z (another offset stays)."""
     if not value:
         return None
     head, _, rest = value.partition(".")
     offset = rest[3:] if rest[:3].isdigit() else rest
-    return head.replace("T", " ") + offset if "T" in head else value
+    if "T" not in head:
+        return value
+    return head.replace("T", " ") + ("Z" if offset in ("+00:00", "Z") else offset)
