@@ -12,6 +12,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.adapters.metrics import EmfMetrics
 from jobsched.domain.models import RunMessage
+from jobsched.domain.operations import OperationMessage, is_operation_message
+from jobsched.services.operations import OperationService
 from jobsched.settings import Settings
 from jobsched.wiring import build
 
@@ -20,12 +22,16 @@ metrics = Metrics(namespace="jobsched", service="reconciler")
 tracer = Tracer(service="jobsched-reconciler")
 
 services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
+operations = OperationService(schedule=services.schedule)
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def record_handler(record: SQSRecord) -> str:
     """Dead-letter the run of one poison message; an exception keeps it in the DLQ for a retry."""
-    outcome = services.failures.reconcile(RunMessage.model_validate_json(record.body))
+    if is_operation_message(record.body):  # a chunk of a long backfill or bulk action: it ends FAILED
+        outcome: str = operations.abandon(OperationMessage.model_validate_json(record.body))
+    else:
+        outcome = services.failures.reconcile(RunMessage.model_validate_json(record.body))
     metrics.add_metric(name=f"Reconciled_{outcome}", unit=MetricUnit.Count, value=1)
     logger.warning("poison message reconciled", extra={"outcome": outcome, "body": record.body})
     return outcome

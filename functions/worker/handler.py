@@ -21,8 +21,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched import constants as c
 from jobsched.adapters.metrics import EmfMetrics
+from jobsched.domain.operations import OperationMessage, is_operation_message
 from jobsched.domain.senders import trusted
 from jobsched.logcontext import route_stdlib_logs
+from jobsched.services.operations import ChunkOutcome, OperationService
 from jobsched.services.run import Delivery, Outcome
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -34,6 +36,7 @@ tracer = Tracer(service="jobsched-worker")
 route_stdlib_logs(logger)
 
 services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
+operations = OperationService(schedule=services.schedule)
 if not services.settings.trusted_senders:
     # Fail closed: without them the worker would run whatever anyone who may send to the queue sends.
     raise RuntimeError(f"{c.TRUSTED_SENDERS_ENV} is not set: the worker trusts no sender")
@@ -47,7 +50,7 @@ async_processor = AsyncBatchProcessor(event_type=EventType.SQS)
 _slots = threading.BoundedSemaphore(services.settings.worker_concurrency)
 
 
-def _run(record: SQSRecord) -> Outcome:
+def _run(record: SQSRecord) -> Outcome | ChunkOutcome:
     sender = record.attributes.get("SenderId")  # absent from a hand-made event: untrusted
     if not trusted(sender, services.settings.trusted_senders):
         # A forged run runs nothing and writes nothing; acknowledged, so it is not retried either.
@@ -55,23 +58,25 @@ def _run(record: SQSRecord) -> Outcome:
             "run message from an untrusted sender refused", sender=sender, message_id=record.message_id
         )
         return Outcome.REFUSED
+    if is_operation_message(record.body):  # a chunk of a long backfill or bulk action
+        return operations.advance(OperationMessage.model_validate_json(record.body))
     return services.worker.process(Delivery(record.message_id, record.receipt_handle, record.body))
 
 
-def _succeed(done: asyncio.Future[Outcome], outcome: Outcome) -> None:
+def _succeed(done: asyncio.Future[Outcome | ChunkOutcome], outcome: Outcome | ChunkOutcome) -> None:
     if not done.done():
         done.set_result(outcome)
 
 
-def _fail(done: asyncio.Future[Outcome], error: BaseException) -> None:
+def _fail(done: asyncio.Future[Outcome | ChunkOutcome], error: BaseException) -> None:
     if not done.done():
         done.set_exception(error)
 
 
-async def _on_own_thread(record: SQSRecord) -> Outcome:
+async def _on_own_thread(record: SQSRecord) -> Outcome | ChunkOutcome:
     """_run(record) on a new daemon thread once a slot is free; the loop awaits its outcome."""
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[Outcome] = loop.create_future()
+    done: asyncio.Future[Outcome | ChunkOutcome] = loop.create_future()
     context = contextvars.copy_context()  # as asyncio.to_thread: the logger's context keys follow
 
     def work() -> None:
@@ -87,8 +92,10 @@ async def _on_own_thread(record: SQSRecord) -> Outcome:
     return await done
 
 
-def _counted(outcome: Outcome) -> str:
-    if outcome == Outcome.REFUSED:  # refused before the worker service saw it: counted here
+def _counted(outcome: Outcome | ChunkOutcome) -> str:
+    # Counted here: a run refused before the worker service saw it, and an operation's chunk; the
+    # worker service counts every other outcome itself.
+    if outcome == Outcome.REFUSED or isinstance(outcome, ChunkOutcome):
         metrics.add_metric(name=f"Runs_{outcome.value}", unit=MetricUnit.Count, value=1)
     return outcome.value
 

@@ -27,7 +27,7 @@ NO_DEPS_ENV = "JOBSCHED_LAYER_NO_DEPS"
 # functions' imports to prove it). resources.py and asl.py stay: they are the one definition of
 # the tables, queues and ASL, read by CDK and the local stack, and kept beside the library that
 # runs against them.
-LAYER_EXCLUDES = ("jobsched/planning", "jobsched/local", "jobsched/cli.py", "jobsched/adapters/memory")
+LAYER_EXCLUDES = ("jobsched/planning", "jobsched/local", "jobsched/cli", "jobsched/adapters/memory")
 
 # The Lambda runtime brings these. A second copy in the layer would shadow the runtime's, so the
 # runtime's boto3 would run against whichever botocore the layer happened to resolve.

@@ -288,6 +288,16 @@ class JobschedScheduler(Construct):
         for fn, tables in self.table_access.items():
             for table, actions in tables.items():
                 fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[table.table_arn]))
+        # One write more: a chunk of a long backfill or bulk action the queue gave up on ends its
+        # operation FAILED (services/operations.py abandon). A PutItem on operation items only: their
+        # partition keys start "OP#" (adapters/dynamodb/operations.py), never a job's.
+        reconciler_fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:PutItem"],
+                resources=[jobs.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["OP#*"]}},
+            )
+        )
         for fn, indexes in self.index_access.items():
             for table, index in indexes:
                 fn.add_to_role_policy(

@@ -7,18 +7,19 @@ import modulefinder
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 from bench.coldstart import lambda_env
 
-from jobsched_infra.layer import LAYER_EXCLUDES, build_layer
+from jobsched_infra.layer import LAYER_EXCLUDES, build_layer, layer_requirements
 from jobsched_infra.project import CORE_PACKAGE_DIR, FUNCTIONS_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.infra
 
 # The tools a developer runs, which no Lambda needs: paths under the layer's python/ folder.
-TOOLING = ("jobsched/planning", "jobsched/local", "jobsched/cli.py")
+TOOLING = ("jobsched/planning", "jobsched/local", "jobsched/cli")
 # The in-memory fakes of the ports, which the tests and the contract suite run on; no Lambda wires them.
 FAKES = ("jobsched/adapters/memory",)
 TOOLING_MODULES = tuple(path.removesuffix(".py").replace("/", ".") for path in (*TOOLING, *FAKES))
@@ -64,6 +65,18 @@ def test_the_layer_leaves_out_the_in_memory_fakes_but_ships_the_aws_adapters(lay
     assert any(_under(path, ("jobsched/adapters/dynamodb",)) for path in shipped)
     # and the build's one list of what it leaves out names them
     assert set(FAKES) <= set(LAYER_EXCLUDES)
+
+
+def test_the_clis_table_library_is_an_extra_the_layer_does_not_install(layer: Path) -> None:
+    # Given the project's extras and the requirements the layer build installs
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    # Then rich is the cli extra's (and make install's, through dev), and not the layer's
+    assert any(dep.startswith("rich") for dep in extras["cli"])
+    assert any(dep.startswith("rich") for dep in extras["dev"])
+    assert [dep for dep in layer_requirements() if dep.startswith("rich")] == []
+    # and no module the layer ships imports it
+    shipped = [p for p in (layer / "python" / "jobsched").rglob("*.py")]
+    assert [p.name for p in shipped if "import rich" in p.read_text() or "from rich" in p.read_text()] == []
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)

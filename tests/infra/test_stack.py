@@ -662,7 +662,7 @@ def test_it_lets_each_function_query_only_the_indexes_it_reads_by_name(
         ),
         (
             "reconciler",
-            {"GetItem", "Query"},
+            {"GetItem", "Query", "PutItem"},  # PutItem on operation items only (the next test)
             {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem"},
         ),
     ],
@@ -689,12 +689,24 @@ def test_it_grants_each_function_an_explicit_list_of_table_actions(
     assert on_table(resources.RUNS_TABLE) == runs
 
 
+WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
+
+
 def test_it_lets_the_reconciler_read_jobs_write_runs_and_take_dead_letters_only(synth: Synth) -> None:
     jobs = synth.actions_on("reconciler", resources.JOBS_TABLE.logical_id)
     runs = synth.actions_on("reconciler", resources.RUNS_TABLE.logical_id)
 
     assert {"dynamodb:GetItem", "dynamodb:Query"} <= jobs
-    assert not {a for a in jobs if a.endswith(("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"))}
+    # its one write on the jobs table: PutItem of an operation item ("OP#..."), never of a job
+    writes = [
+        statement
+        for statement in synth.policy_statements("reconciler")
+        if resources.JOBS_TABLE.logical_id in json.dumps(statement["Resource"])
+        and {a for a in listed_actions(statement) if a.endswith(WRITES)}
+    ]
+    assert [(listed_actions(s), s.get("Condition")) for s in writes] == [
+        ({"dynamodb:PutItem"}, {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["OP#*"]}})
+    ]
     assert {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"} <= runs
     assert synth.actions_on("reconciler", resources.EXECUTION_DLQ.logical_id) >= CONSUME
     assert "sqs:SendMessage" not in synth.actions_on("reconciler", resources.EXECUTION_DLQ.logical_id)

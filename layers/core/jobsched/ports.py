@@ -27,6 +27,7 @@ from jobsched.domain.alerts import Alert
 from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.logs import LogPage
 from jobsched.domain.models import Execution, Job
+from jobsched.domain.operations import Operation
 from jobsched.domain.records import (
     AttemptEnd,
     Cursor,
@@ -62,7 +63,24 @@ class ShardLeases(Protocol):
         ...
 
 
-class JobStore(ShardLeases, Protocol):
+class OperationStore(Protocol):
+    """Operations (jobsched.domain.operations): long API work and its progress, one item each."""
+
+    def put_operation(self, operation: Operation) -> bool:
+        """Store a new operation; False (nothing written) if its id is taken."""
+        ...
+
+    def get_operation(self, operation_id: str) -> Operation | None:
+        """The operation as stored (a consistent read), or None."""
+        ...
+
+    def advance_operation(self, operation: Operation, *, expected_chunk: int) -> bool:
+        """Replace the stored operation by `operation` if its stored `chunk` is still
+        `expected_chunk` (the compare-and-set of one chunk's progress); False otherwise."""
+        ...
+
+
+class JobStore(ShardLeases, OperationStore, Protocol):
     """Jobs: definitions, idempotency records, the due index and the start markers on each job.
 
     Start markers (see services/run.py's process): a run marks its start on its job item before

@@ -182,6 +182,11 @@ class BackfillResult(BaseModel):
     first: str | None
     last: str | None
     spread_seconds: int
+    operation_id: str = Field(description="GET /api/operations/{id}: the backfill's progress")
+    status: str = Field(
+        description="SUCCEEDED: done inline (at most 200 ticks); RUNNING: carried out outside the request"
+    )
+    done: int = Field(description="ticks done so far (created + existing)")
 
 
 class RunView(BaseModel):
@@ -324,6 +329,30 @@ class BulkActionResult(BaseModel):
     items: list[BulkItemResult]
     succeeded: int
     failed: int
+    operation_id: str | None = Field(
+        default=None, description="more than 20 jobs: accepted (202), GET /api/operations/{id}"
+    )
+    status: str = Field(default="SUCCEEDED", description="SUCCEEDED (done inline, 200) or RUNNING (202)")
+    total: int = Field(default=0, description="jobs the action covers")
+
+
+class OperationView(BaseModel):
+    """The answer to GET /api/operations/{id}: long work carried out outside the request."""
+
+    operation_id: str
+    kind: str = Field(description="backfill | bulk_action")
+    status: str = Field(description="RUNNING | SUCCEEDED | FAILED")
+    job_id: str | None = None
+    action: str | None = None
+    total: int
+    done: int
+    created: int
+    existing: int
+    failed: int
+    error: str | None = None
+    items: list[BulkItemResult] = Field(default_factory=list, description="bulk_action: per-job results")
+    created_at: str
+    updated_at: str
 
 
 class RunDetailView(BaseModel):
@@ -427,6 +456,7 @@ __all__ = [
     "JobStatsView",
     "JobView",
     "LastRunView",
+    "OperationView",
     "PatchJobRequest",
     "PercentilesView",
     "ReplayAccepted",

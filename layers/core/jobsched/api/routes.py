@@ -36,6 +36,7 @@ from jobsched.api.models import (
     JobListPage,
     JobStatsView,
     JobView,
+    OperationView,
     PatchJobRequest,
     ReplayAccepted,
     RunCancelResult,
@@ -55,6 +56,7 @@ from jobsched.services.alerts import AlertService
 from jobsched.services.catalog import Catalog, filter_of
 from jobsched.services.failures import MAX_PAGE, FailureService
 from jobsched.services.jobs import JobService
+from jobsched.services.operations import OperationService
 from jobsched.services.runs import MAX_LOG_PAGE, LogLinks, RunService
 from jobsched.services.schedule import MAX_HISTORY_PAGE, ScheduleService
 
@@ -101,6 +103,7 @@ def build_app(
     # The operator's views: built from the job services' own ports, so every caller of build_app
     # (the Lambda, the local stack, tests) gets them without wiring anything new.
     catalog = Catalog(job_service=service, schedule=schedule)
+    operations = OperationService(schedule=schedule)
     run_service = RunService(job_service=service, logs=logs, run_logs=run_logs)
 
     @app.get("/api/health", responses=answers(200, "Up"))
@@ -136,10 +139,28 @@ def build_app(
         )
         return views.job_list_page(page)
 
-    @app.post("/api/jobs/actions", responses=answers(200, "One result per job", 400, 503))
-    def bulk_action(body: Annotated[BulkActionRequest, Body()]) -> BulkActionResult:
-        done = catalog.act(body.action, tenant=tenant(app), job_ids=body.job_ids, where=body.filter)
-        return views.bulk_result(body.action, done)
+    @app.post(
+        "/api/jobs/actions",
+        responses={
+            **answers(200, "Done inline (at most 20 jobs): one result per job", 400, 503),
+            202: {"description": "Accepted: carried out outside the request (GET /api/operations/{id})"},
+        },
+    )
+    def bulk_action(body: Annotated[BulkActionRequest, Body()]) -> Response[BulkActionResult]:
+        accepted = operations.start_bulk(
+            body.action, tenant=tenant(app), job_ids=body.job_ids, where=body.filter
+        )
+        return Response(
+            status_code=200 if accepted.operation is None else 202,
+            content_type=content_types.APPLICATION_JSON,
+            body=views.bulk_accepted(accepted),
+        )
+
+    @app.get(
+        "/api/operations/<operation_id>", responses=answers(200, "The operation's progress", 400, 404, 503)
+    )
+    def get_operation(operation_id: Annotated[str, Path(max_length=64)]) -> OperationView:
+        return views.operation_view(operations.get(operation_id, tenant=tenant(app)))
 
     @app.get("/api/jobs/<job_id>/stats", responses=answers(200, "The job's run statistics", 400, 404, 503))
     def job_stats(
@@ -217,7 +238,7 @@ def build_app(
     def backfill_job(
         job_id: Annotated[str, Path(max_length=64)], body: Annotated[BackfillRequest, Body()]
     ) -> Response[BackfillResult]:
-        result = views.backfill_result(schedule.backfill(job_id, body, tenant=tenant(app)))
+        result = views.backfill_result(operations.start_backfill(job_id, body, tenant=tenant(app)))
         return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=result)
 
     @app.get("/api/jobs/<job_id>/runs", responses=answers(200, "Run history, newest first", 400, 404, 503))

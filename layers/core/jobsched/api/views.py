@@ -3,6 +3,7 @@ as its name. The one place the wire format is built from what the services answe
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from jobsched.api.models import (
@@ -28,6 +29,7 @@ from jobsched.api.models import (
     JobStatsView,
     JobView,
     LastRunView,
+    OperationView,
     PercentilesView,
     ReplayAccepted,
     RunCancelResult,
@@ -42,9 +44,11 @@ from jobsched.api.models import (
 from jobsched.domain import results, times
 from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import Execution
+from jobsched.domain.operations import Operation
 from jobsched.domain.secrets import SecretRecord
 from jobsched.services.alerts import AlertPage as AlertResults
 from jobsched.services.catalog import BulkItem, ListedPage
+from jobsched.services.operations import BulkAccepted
 from jobsched.services.runs import (
     STATS_MAX_RUNS,
     JobStats,
@@ -53,6 +57,7 @@ from jobsched.services.runs import (
     RunDetail,
     RunLogsPage,
 )
+from jobsched.services.schedule import BACKFILL_RATE_PER_SECOND
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -147,16 +152,58 @@ def job_control(control: results.Control) -> JobControl:
     )
 
 
-def backfill_result(backfill: results.Backfill) -> BackfillResult:
-    """The 202 body of POST /api/jobs/{id}/backfill."""
+def backfill_result(operation: Operation) -> BackfillResult:
+    """The 202 body of POST /api/jobs/{id}/backfill: done inline, or its operation's progress."""
+    request = operation.request
+    spread = operation.sent if operation.status != "RUNNING" else operation.total
     return BackfillResult(
-        job_id=backfill.job_id,
-        ticks=backfill.ticks,
-        created=backfill.created,
-        existing=backfill.existing,
-        first=_iso(backfill.first),
-        last=_iso(backfill.last),
-        spread_seconds=backfill.spread_seconds,
+        job_id=operation.job_id or "",
+        ticks=operation.total,
+        created=operation.created,
+        existing=operation.existing,
+        first=_iso(times.parse_stored(request["first"]) if request.get("first") else None),
+        last=_iso(times.parse_stored(request["last"]) if request.get("last") else None),
+        spread_seconds=math.ceil(spread / BACKFILL_RATE_PER_SECOND),
+        operation_id=operation.operation_id,
+        status=operation.status,
+        done=operation.done,
+    )
+
+
+def operation_view(operation: Operation) -> OperationView:
+    """The body of GET /api/operations/{id}."""
+    return OperationView(
+        operation_id=operation.operation_id,
+        kind=operation.kind,
+        status=operation.status,
+        job_id=operation.job_id,
+        action=operation.request.get("action"),
+        total=operation.total,
+        done=operation.done,
+        created=operation.created,
+        existing=operation.existing,
+        failed=operation.failed,
+        error=operation.error,
+        items=[BulkItemResult.model_validate(r) for r in operation.results],
+        created_at=times.iso(operation.created_at),
+        updated_at=times.iso(operation.updated_at),
+    )
+
+
+def bulk_accepted(accepted: BulkAccepted) -> BulkActionResult:
+    """The body of POST /api/jobs/actions: the results (inline), or the accepted operation."""
+    if accepted.operation is None:
+        result = bulk_result(accepted.action, accepted.items)
+        return result.model_copy(update={"total": len(result.items)})
+    operation = accepted.operation
+    return BulkActionResult(
+        action=accepted.action,
+        items=[],
+        succeeded=0,
+        failed=0,
+        operation_id=operation.operation_id,
+        status=operation.status,
+        total=operation.total,
     )
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.domain.models import Execution, Job, RunMessage, SchedulePolicy
+from jobsched.domain.operations import OperationMessage
 from jobsched.domain.status import RunStatus
 
 Cursor = dict[str, Any]
@@ -144,7 +145,7 @@ class AttemptEnd:
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One run to hand to the queue, held back `delay_seconds`."""
+    """One run (or an operation's next chunk) to hand to the queue, held back `delay_seconds`."""
 
-    message: RunMessage
+    message: RunMessage | OperationMessage
     delay_seconds: int

@@ -121,6 +121,10 @@ class Catalog:
                 results.append(BulkItem(job_id=job_id, error=exc))
         return results
 
+    def matching(self, tenant: str, where: JobFilter | None) -> list[str]:
+        """The ids of the tenant's jobs matching `where` (a 400 if more than MAX_LIST_PAGE)."""
+        return self._matching(tenant, where or JobFilter())
+
     def _matching(self, tenant: str, where: JobFilter) -> list[str]:
         ids: list[str] = []
         cursor = None

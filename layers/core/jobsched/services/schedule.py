@@ -258,11 +258,29 @@ class ScheduleService:
 
     # -- backfill ---------------------------------------------------------------------------------------
     def backfill(self, job_id: str, request: BackfillRequest, *, tenant: str) -> Backfill:
-        """Create the runs of every tick in [from, to) that has none, oldest first, rate-limited.
+        """Create the runs of every tick in [from, to) that has none, oldest first, rate-limited, at once.
 
         Idempotent: a tick that has a run already is left alone, so a repeat creates nothing new
         (it re-sends the backfill runs still PENDING, in case an earlier request died before sending).
+        The API does this inline only for a short range; services/operations.py carries out a long
+        one in chunks, outside the request, through the same backfill_ticks.
         """
+        job, ticks = self.plan_backfill(job_id, request, tenant=tenant)
+        created, existing, sent = self.backfill_ticks(job, ticks)
+        return Backfill(
+            job_id=job.job_id,
+            ticks=len(ticks),
+            created=created,
+            existing=existing,
+            first=ticks[0] if ticks else None,
+            last=ticks[-1] if ticks else None,
+            spread_seconds=math.ceil(sent / BACKFILL_RATE_PER_SECOND),
+        )
+
+    def plan_backfill(
+        self, job_id: str, request: BackfillRequest, *, tenant: str
+    ) -> tuple[Job, list[datetime]]:
+        """The tenant's job and the ticks in [from, to) a backfill covers (400/404/409 if it cannot)."""
         job = self.job_service.owned(job_id, tenant)
         if job.type != "recurring" or not job.cron_expr:
             raise ValidationFailed("backfill: only a recurring job has ticks to backfill", field="job_id")
@@ -274,11 +292,23 @@ class ScheduleService:
             raise ValidationFailed("to: a backfill covers the past; `to` is in the future", field="to")
         if end - start > MAX_BACKFILL_RANGE:
             raise ValidationFailed(f"to: the range is longer than {MAX_BACKFILL_RANGE.days} days", field="to")
-        schedule = cron.parse(job.cron_expr, job.timezone)
+        return job, self.backfill_range(job, start, end)
+
+    @staticmethod
+    def backfill_range(job: Job, start: datetime, end: datetime) -> list[datetime]:
+        """The job's ticks in [start, end), at most MAX_BACKFILL_TICKS (a 400 if there are more)."""
+        schedule = cron.parse(job.cron_expr or "", job.timezone)
         ticks = schedule.ticks(start - timedelta(milliseconds=1), end, limit=MAX_BACKFILL_TICKS + 1)
         ticks = [t for t in ticks if t < end]
         if len(ticks) > MAX_BACKFILL_TICKS:
             raise ValidationFailed(f"to: the range holds more than {MAX_BACKFILL_TICKS} ticks", field="to")
+        return ticks
+
+    def backfill_ticks(self, job: Job, ticks: list[datetime]) -> tuple[int, int, int]:
+        """Write the backfill run of each tick that has none and send it (and any still PENDING);
+        (created, existing, sent). At most BACKFILL_RATE_PER_SECOND of the sent runs start in any
+        second: the i-th is held back i // BACKFILL_RATE_PER_SECOND seconds."""
+        now = self.clock.now()
         created = existing = 0
         outgoing: list[Outgoing] = []
         for tick in ticks:
@@ -293,7 +323,6 @@ class ScheduleService:
             if row.applied or (
                 execution and execution.status == RunStatus.PENDING and execution.kind == "backfill"
             ):
-                # Rate limit: at most BACKFILL_RATE_PER_SECOND runs start in any second.
                 delay = len(outgoing) // BACKFILL_RATE_PER_SECOND
                 outgoing.append(
                     Outgoing(
@@ -302,15 +331,7 @@ class ScheduleService:
                     )
                 )
         self.queue.send(outgoing)
-        return Backfill(
-            job_id=job.job_id,
-            ticks=len(ticks),
-            created=created,
-            existing=existing,
-            first=ticks[0] if ticks else None,
-            last=ticks[-1] if ticks else None,
-            spread_seconds=math.ceil(len(outgoing) / BACKFILL_RATE_PER_SECOND),
-        )
+        return created, existing, len(outgoing)
 
     # -- history --------------------------------------------------------------------------------------------
     def history(

@@ -27,6 +27,7 @@ from jobsched.adapters.dynamodb.codec import (
 )
 from jobsched.adapters.dynamodb.conditions import DYNAMODB, all_of, any_of, conditional
 from jobsched.adapters.dynamodb.leases import ShardLeases
+from jobsched.adapters.dynamodb.operations import Operations
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
@@ -42,7 +43,7 @@ IDEMPOTENCY_HOURS = 24
 
 
 @dataclass
-class JobStore(ShardLeases):
+class JobStore(ShardLeases, Operations):
     """Jobs, idempotency records and shard leases in the jobs table."""
 
     client: DynamoDBClient

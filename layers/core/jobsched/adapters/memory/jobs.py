@@ -21,6 +21,7 @@ from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
 from jobsched.domain.models import Job
+from jobsched.domain.operations import Operation
 from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
 from jobsched.domain.status import JobStatus
 from jobsched.errors import Conflict, TransientStoreError
@@ -70,7 +71,31 @@ class MemoryJobStore:
     due_keys: dict[str, str] = field(default_factory=dict)
     idempotency: dict[tuple[str, str], IdempotencyRecord] = field(default_factory=dict)
     leases: dict[int, _Lease] = field(default_factory=dict)
+    operations: dict[str, Operation] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    # -- operations (adapters/dynamodb/operations.py) -------------------------------------------
+    def put_operation(self, operation: Operation) -> bool:
+        """Store a new operation; False if its id is taken."""
+        with self._lock:
+            if operation.operation_id in self.operations:
+                return False
+            self.operations[operation.operation_id] = operation
+            return True
+
+    def get_operation(self, operation_id: str) -> Operation | None:
+        """The operation, or None."""
+        with self._lock:
+            return self.operations.get(operation_id)
+
+    def advance_operation(self, operation: Operation, *, expected_chunk: int) -> bool:
+        """Replace the operation if its stored chunk is still `expected_chunk`."""
+        with self._lock:
+            stored = self.operations.get(operation.operation_id)
+            if stored is None or stored.chunk != expected_chunk:
+                return False
+            self.operations[operation.operation_id] = operation
+            return True
 
     # -- helpers ----------------------------------------------------------------------------------
     def _put(self, job: Job, *, written: datetime) -> Job:

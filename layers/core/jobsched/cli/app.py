@@ -1,42 +1,19 @@
-"""The `jobsched` command line: the local stack, the API client, and cron previews."""
+"""The `jobsched` parser and its job commands (submit, get, edit, ...); see jobsched/cli/__init__.py."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobsched import constants as c
-
-
-def _api_url(args: argparse.Namespace) -> str:
-    url = args.api_url or os.environ.get(c.API_URL_ENV) or f"http://127.0.0.1:{c.DEFAULT_API_PORT}"
-    return str(url).rstrip("/")
-
-
-def _signed_headers(method: str, url: str, body: bytes | None, headers: dict[str, str]) -> dict[str, str]:
-    """SigV4-sign a request for an IAM-authorized API Gateway (credentials from the boto3 chain)."""
-    import boto3
-    from botocore.auth import SigV4Auth
-    from botocore.awsrequest import AWSRequest
-
-    session = boto3.session.Session()
-    credentials = session.get_credentials()
-    if credentials is None:
-        raise SystemExit("jobsched: --sigv4 needs AWS credentials (environment, profile or role)")
-    request = AWSRequest(method=method, url=url, data=body or b"", headers=headers)
-    SigV4Auth(
-        credentials.get_frozen_credentials(), "execute-api", session.region_name or "us-east-1"
-    ).add_auth(request)
-    return dict(request.headers.items())
+from jobsched.cli import ops, render
+from jobsched.cli.http import Unreachable, request
 
 
 def call(
@@ -46,30 +23,19 @@ def call(
     payload: Any = None,
     headers: dict[str, str] | None = None,
 ) -> int:
-    """Send one API request, print the JSON answer, return a shell exit code."""
-    url = _api_url(args) + path
-    # UTF-8 as it is, not \u escapes: an "é" is 2 bytes of the 64 KiB body, not 6.
-    body = json.dumps(payload, ensure_ascii=False).encode() if payload is not None else None
-    hdrs = {"Content-Type": "application/json", **(headers or {})}
-    if getattr(args, "tenant", None):
-        hdrs[c.TENANT_HEADER] = args.tenant
-    sign = args.sigv4 or ".execute-api." in url
-    if sign:
-        hdrs = _signed_headers(method, url, body, hdrs)
-    request = urllib.request.Request(url, data=body, headers=hdrs, method=method)
+    """Send one API request, show its answer (JSON, or a table on a terminal), return an exit code."""
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            text, status = response.read().decode(), response.status
-    except urllib.error.HTTPError as err:
-        text, status = err.read().decode(), err.code
-    except urllib.error.URLError as err:
-        print(f"jobsched: cannot reach {url}: {err.reason}", file=sys.stderr)
+        answer = request(args, method, path, payload, headers)
+    except Unreachable as exc:
+        print(f"jobsched: {exc}", file=sys.stderr)
         return 2
-    try:
-        print(json.dumps(json.loads(text), indent=2, ensure_ascii=False))
-    except json.JSONDecodeError:
-        print(text)
-    return 0 if status < 400 else 1
+    if answer.body is None:
+        print(answer.text)
+    elif answer.ok:
+        render.show(args, answer.body)
+    else:
+        render.print_json(answer.body)  # an error as the API gave it, whatever --output says
+    return 0 if answer.ok else 1
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -185,38 +151,14 @@ def cmd_edit(args: argparse.Namespace) -> int:
     return call(args, "PATCH", f"/api/jobs/{args.job_id}", edit_body(args))
 
 
-def cmd_backfill(args: argparse.Namespace) -> int:
-    """POST /api/jobs/{id}/backfill."""
-    return call(args, "POST", f"/api/jobs/{args.job_id}/backfill", {"from": args.start, "to": args.end})
-
-
-def cmd_runs(args: argparse.Namespace) -> int:
-    """GET /api/jobs/{id}/runs."""
-    query = {"limit": str(args.limit)}
-    for key in ("cursor", "status"):
-        if getattr(args, key):
-            query[key] = getattr(args, key)
-    if args.start:
-        query["from"] = args.start
-    if args.end:
-        query["to"] = args.end
-    return call(args, "GET", f"/api/jobs/{args.job_id}/runs?" + urllib.parse.urlencode(query))
-
-
 def cmd_graph(args: argparse.Namespace) -> int:
     """GET /api/jobs/{id}/graph, printed as a tree of edges and a status table per period."""
     if args.json:
         return call(args, "GET", f"/api/jobs/{args.job_id}/graph")
-    import contextlib
-    import io
-
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = call(args, "GET", f"/api/jobs/{args.job_id}/graph")
-    if code != 0:
-        print(buffer.getvalue(), end="")
-        return code
-    graph = json.loads(buffer.getvalue())
+    graph = ops.get(args, f"/api/jobs/{args.job_id}/graph")
+    if args.output == "json":
+        render.print_json(graph)
+        return 0
     names = {n["job_id"]: n["name"] or n["job_id"] for n in graph["nodes"]}
     for edge in graph["edges"]:
         print(f"{names[edge['upstream']]} -> {names[edge['dependant']]}")
@@ -357,7 +299,15 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--api-url", help=f"API base URL (default ${c.API_URL_ENV} or http://127.0.0.1:8080)")
         p.add_argument("--tenant", help="X-Tenant header (local stack only)")
         p.add_argument("--sigv4", action="store_true", help="SigV4-sign (automatic for execute-api URLs)")
+        p.add_argument(
+            "--output",
+            choices=["table", "json"],
+            help="table (the default on a terminal) or json (the default when piped)",
+        )
         return p
+
+    def polling(p: argparse.ArgumentParser, default: float) -> None:
+        p.add_argument("--interval", type=float, default=default, help=f"seconds between polls ({default})")
 
     sub.add_parser("local", help="run the local stack (what `make run` starts)").set_defaults(func=cmd_local)
 
@@ -403,16 +353,49 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("job_id")
     p.add_argument("--from", dest="start", required=True, help="ISO-8601 with offset")
     p.add_argument("--to", dest="end", required=True, help="ISO-8601 with offset")
-    p.set_defaults(func=cmd_backfill)
+    p.add_argument("--no-wait", action="store_true", help="answer once accepted; do not follow progress")
+    polling(p, 1.0)
+    p.set_defaults(func=ops.cmd_backfill)
 
-    p = client("runs", "a job's run history, newest first")
+    p = client("runs", "a job's run history, newest first (--watch: a live view)")
     p.add_argument("job_id")
     p.add_argument("--from", dest="start")
     p.add_argument("--to", dest="end")
     p.add_argument("--status")
     p.add_argument("--cursor")
     p.add_argument("--limit", type=int, default=20)
-    p.set_defaults(func=cmd_runs)
+    p.add_argument("--watch", action="store_true", help="refresh every --interval seconds until Ctrl-C")
+    p.add_argument("--iterations", type=int, help="with --watch: stop after N refreshes")
+    polling(p, 2.0)
+    p.set_defaults(func=ops.cmd_runs)
+
+    p = client("list", "the caller's jobs, newest first (GET /api/jobs)")
+    ops.add_filter_flags(p)
+    p.add_argument("--order", choices=["created", "next_run"], default="created")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--cursor")
+    p.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+    p.set_defaults(func=ops.cmd_list)
+
+    p = client("stats", "a job's runs by status, lateness and duration percentiles")
+    p.add_argument("job_id")
+    p.add_argument("--since", help="ISO-8601 with offset")
+    p.set_defaults(func=ops.cmd_stats)
+
+    p = client("logs", "a run's log lines (--follow: until the run has finished)")
+    p.add_argument("run_id")
+    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--cursor")
+    polling(p, 2.0)
+    p.set_defaults(func=ops.cmd_logs)
+
+    p = client("actions", "pause, resume, cancel or run_now many jobs: by id, or by the listing's filter")
+    p.add_argument("action", choices=["pause", "resume", "cancel", "run_now"])
+    p.add_argument("job_ids", nargs="*", metavar="JOB_ID")
+    ops.add_filter_flags(p)
+    p.add_argument("--no-wait", action="store_true", help="answer once accepted; do not follow progress")
+    polling(p, 1.0)
+    p.set_defaults(func=ops.cmd_actions)
 
     p = client("graph", "show the DAG around a job and its recent periods")
     p.add_argument("job_id")
@@ -482,10 +465,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except UsageError as exc:
+    except (UsageError, Unreachable) as exc:
         print(f"jobsched: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    except ops.Failed as failed:
+        answer = failed.answer
+        print(
+            json.dumps(answer.body, indent=2, ensure_ascii=False) if answer.body is not None else answer.text
+        )
+        return 1
+    except KeyboardInterrupt:  # the end of a --watch or --follow
+        return 130
