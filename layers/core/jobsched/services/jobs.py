@@ -50,6 +50,18 @@ def new_job_id() -> str:
     return "job_" + "".join(reversed(chars)).lower()
 
 
+def job_id_for_key(tenant: str, key: str) -> str:
+    """The job id an Idempotency-Key names ("job_" + 26 chars, like new_job_id): a digest of
+    (tenant, key), so the key's record is the job item itself and one conditional put both
+    creates the job and refuses a second create (JobStore.create_with_idempotency)."""
+    value = int.from_bytes(hashlib.sha256(f"{tenant}\x00{key}".encode()).digest()[:17], "big") >> 6
+    chars = []
+    for _ in range(26):
+        value, rem = divmod(value, 32)
+        chars.append(_CROCKFORD[rem])
+    return "job_" + "".join(reversed(chars)).lower()
+
+
 def request_hash(request: CreateJobRequest) -> str:
     """A digest of the normalised request: the same body (defaults filled in) hashes the same."""
     canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -88,7 +100,8 @@ class JobService:
         self.targets.check(target)
 
     def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> Submitted:
-        """Validate; store job, due entry and idempotency record in one transaction; hand over if due soon."""
+        """Validate; store the job (its due entry and idempotency record on it) in one conditional put;
+        hand it over if due soon."""
         target = request.run_target()
         self.check_target(target, tenant=tenant, shorthand=request.handler is not None)
         key = self._idempotency_key(idempotency_key)
@@ -100,7 +113,7 @@ class JobService:
         else:
             next_run_at = self._first_tick(request, now)
         job = Job(
-            job_id=new_job_id(),
+            job_id=job_id_for_key(tenant, key) if key else new_job_id(),
             tenant=tenant,
             type=request.type,
             status=JobStatus.SCHEDULED,
@@ -123,7 +136,7 @@ class JobService:
         response = Submitted(job_id=job.job_id, status=job.status, next_run_at=next_run_at)
         used = self.jobs.create_with_idempotency(
             job,
-            idempotency_key=key or f"auto-{job.job_id}",
+            idempotency_key=key,
             request_hash=request_hash(request),
             response=response.stored(),
             now=now,
