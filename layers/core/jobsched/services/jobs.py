@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -20,7 +21,7 @@ from jobsched.domain.records import DueEntry, NewRun
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.domain.targets import HttpTarget, PythonTarget, TargetSpec
-from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
+from jobsched.errors import Conflict, IdempotencyConflict, JobschedError, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, SigningSecrets, Targets, TargetSource
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher, jitter_offset
@@ -34,6 +35,9 @@ CANCEL_SCAN_RUNS = 200
 # A cancel refused because its job changed (a run started or ended meanwhile) reads it again.
 CANCEL_ATTEMPTS = 3
 IDEMPOTENCY_KEY_MAX = 128
+MAX_BATCH = 100  # POST /api/jobs/batch: jobs per request
+# One item of a batch create: the request and its idempotency key, or the error it arrived with.
+BatchItem = tuple[CreateJobRequest, str | None] | JobschedError
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -103,6 +107,51 @@ class JobService:
     def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> Submitted:
         """Validate; store the job (its due entry and idempotency record on it) in one conditional put;
         hand it over if due soon."""
+        response, job = self._accept(request, tenant=tenant, idempotency_key=idempotency_key)
+        self.hand_over_if_due_soon(job)
+        if job.type == "dependent":
+            self.dag.join(job)
+        return response
+
+    def submit_batch(
+        self, items: Sequence[BatchItem], *, tenant: str
+    ) -> list[Submitted | JobschedError]:
+        """Create each item as submit() does, in order; one item's error (or an item that arrives as
+        one) is its answer and the others go on. The due-soon ones are handed over together, so a
+        batch's messages share SendMessageBatch requests (10 a request) and its stamps one pass.
+
+        Each job is its own conditional put: BatchWriteItem cannot condition a put (a retried batch
+        would overwrite a job that ran), and a transaction would double every unit and fail the
+        whole batch for one used key. A crash part-way leaves whole jobs (each put is one item, with
+        its due entry: the dispatcher finds any the hand-over did not reach), never a half-written one.
+        """
+        answers: list[Submitted | JobschedError] = []
+        due_soon: list[Job] = []
+        for item in items:
+            if isinstance(item, JobschedError):
+                answers.append(item)
+                continue
+            request, key = item
+            try:
+                response, job = self._accept(request, tenant=tenant, idempotency_key=key)
+                if job.type == "dependent":
+                    self.dag.join(job)
+            except JobschedError as exc:
+                answers.append(exc)
+                continue
+            answers.append(response)
+            if self._due_soon(job):
+                due_soon.append(job)
+        if due_soon:
+            now = self.clock.now()
+            until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
+            self.dispatcher.hand_over([DueEntry.of(j) for j in due_soon], now=now, until=until)
+        return answers
+
+    def _accept(
+        self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None
+    ) -> tuple[Submitted, Job]:
+        """Validate and store one job (or find the one its key created): its answer and the job."""
         target = request.run_target()
         self.check_target(target, tenant=tenant, shorthand=request.handler is not None)
         key = self._idempotency_key(idempotency_key)
@@ -152,10 +201,7 @@ class JobService:
             if stored is None:
                 raise NotFound(f"job {response.job_id} no longer exists")
             job = stored
-        self.hand_over_if_due_soon(job)
-        if job.type == "dependent":
-            self.dag.join(job)
-        return response
+        return response, job
 
     def get(self, job_id: str, *, tenant: str) -> JobDetail:
         """The job and its newest runs; another tenant's job is not found."""
@@ -298,16 +344,19 @@ class JobService:
             raise ValidationFailed("end_at: must be after start_at", field="end_at")
         return schedule
 
+    def _due_soon(self, job: Job) -> bool:
+        """Whether the job's pending tick is within the look-ahead: the next pass may be too late."""
+        until = self.clock.now() + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
+        return job.next_run_at is not None and job.status == JobStatus.SCHEDULED and job.next_run_at <= until
+
     def hand_over_if_due_soon(
         self, job: Job, *, missed_before: datetime | None = None, queued_before: datetime | None = None
     ) -> None:
         """Hand a tick the next dispatcher pass may not reach in time to the queue now."""
-        if job.next_run_at is None or job.status != JobStatus.SCHEDULED:
+        if not self._due_soon(job):
             return
         now = self.clock.now()
         until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
-        if job.next_run_at > until:
-            return
         self.dispatcher.hand_over(
             [DueEntry.of(job)], now=now, until=until, missed_before=missed_before, queued_before=queued_before
         )
