@@ -94,4 +94,5 @@ def test_a_batchs_due_soon_jobs_share_one_hand_over_and_each_runs_once(world: Wo
     assert outcomes == [Outcome.SUCCEEDED] * 25
     for item in body["items"]:
         _, job = call(app, "GET", f"/api/jobs/{item['job_id']}", headers=A)
-        assert job["status"] == "COMPLETED" and [r["status"] for r in job["recent_executions"]] == ["SUCCEEDED"]
+        assert job["status"] == "COMPLETED"
+        assert [r["status"] for r in job["recent_executions"]] == ["SUCCEEDED"]
