@@ -10,6 +10,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -138,10 +140,88 @@ def submit_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    """POST /api/jobs."""
+    """POST /api/jobs (or, with --file, POST /api/jobs/batch per 100 lines of a JSONL file)."""
+    if args.file:
+        return submit_file(args)
     body = submit_body(args)
     key = args.idempotency_key or str(uuid.uuid4())
     return call(args, "POST", "/api/jobs", body, {c.IDEMPOTENCY_HEADER: key})
+
+
+BATCH_SIZE = 100  # POST /api/jobs/batch's limit
+
+
+def submit_file(args: argparse.Namespace) -> int:
+    """Every line of a JSONL file a job (a POST /api/jobs body, optionally with its own
+    `idempotency_key`), created 100 a request with a progress bar; a summary and each failed line.
+
+    A line without a key gets one derived from the file's content and the line number, so running
+    the same file again (after a crash, a timeout) creates nothing twice."""
+    import hashlib
+
+    with open(args.file, "rb") as f:
+        raw = f.read()
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    jobs: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(raw.decode().splitlines(), start=1):
+        if line.strip():
+            body = json.loads(line)
+            body.setdefault("idempotency_key", f"file-{digest}-{number}")
+            jobs.append((number, body))
+    created, failed = 0, []
+    with _progress(len(jobs)) as advance:
+        for start in range(0, len(jobs), BATCH_SIZE):
+            chunk = jobs[start : start + BATCH_SIZE]
+            status, answer = _send_json(args, "POST", "/api/jobs/batch", {"jobs": [b for _, b in chunk]})
+            items = answer.get("items") if isinstance(answer, dict) else None
+            if status >= 400 or not isinstance(items, list):
+                failed += [{"line": n, "error": answer} for n, _ in chunk]
+            else:
+                for (number, _), item in zip(chunk, items, strict=True):
+                    if "error" in item:
+                        failed.append({"line": number, "error": item["error"]})
+                    else:
+                        created += 1
+            advance(len(chunk))
+    print(json.dumps({"created": created, "failed": len(failed), "errors": failed}, indent=2))
+    return 0 if not failed else 1
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr (the `cli` extra), or nothing without rich: yields `advance(n)`."""
+    try:
+        from rich.console import Console
+        from rich.progress import Progress
+    except ImportError:
+        yield lambda n: None
+        return
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("submitting", total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _send_json(args: argparse.Namespace, method: str, path: str, payload: Any) -> tuple[int, Any]:
+    """One API request; (status, parsed JSON answer), status 0 when the API cannot be reached."""
+    url = _api_url(args) + path
+    body = json.dumps(payload, ensure_ascii=False).encode()
+    hdrs = {"Content-Type": "application/json"}
+    if getattr(args, "tenant", None):
+        hdrs[c.TENANT_HEADER] = args.tenant
+    if args.sigv4 or ".execute-api." in url:
+        hdrs = _signed_headers(method, url, body, hdrs)
+    request = urllib.request.Request(url, data=body, headers=hdrs, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            text, status = response.read().decode(), response.status
+    except urllib.error.HTTPError as err:
+        text, status = err.read().decode(), err.code
+    except urllib.error.URLError as err:
+        return 0, {"error": {"code": "unreachable", "message": str(err.reason)}}
+    try:
+        return status, json.loads(text)
+    except json.JSONDecodeError:
+        return status, {"error": {"code": "not_json", "message": text[:200]}}
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -374,6 +454,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--json", type=_json_object, help="the whole request body as JSON (flags override its fields)"
     )
+    p.add_argument("--file", help="a JSONL file, a job per line: 100 a request (POST /api/jobs/batch)")
     p.set_defaults(func=cmd_submit)
 
     p = client("get", "show a job and its recent runs")
