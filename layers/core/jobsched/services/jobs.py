@@ -35,7 +35,6 @@ CANCEL_SCAN_RUNS = 200
 # A cancel refused because its job changed (a run started or ended meanwhile) reads it again.
 CANCEL_ATTEMPTS = 3
 IDEMPOTENCY_KEY_MAX = 128
-MAX_BATCH = 100  # POST /api/jobs/batch: jobs per request
 # One item of a batch create: the request and its idempotency key, or the error it arrived with.
 BatchItem = tuple[CreateJobRequest, str | None] | JobschedError
 
