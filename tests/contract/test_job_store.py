@@ -24,12 +24,27 @@ def test_a_created_job_reads_back_as_written(backend: Backend) -> None:
 
 
 def test_a_reused_idempotency_key_answers_the_first_record_and_writes_nothing(backend: Backend) -> None:
-    create(backend, job("job_a"), key="same")
+    # Given a job created with a key (its id derived from tenant and key, as the service does)
+    first = create(backend, job("job_a"), key="same")
+    # When a second create of the same id comes with another body
+    again = job("job_a").model_copy(update={"name": "other", "payload": {"other": 1}})
     used = backend.jobs.create_with_idempotency(
-        job("job_b"), idempotency_key="same", request_hash="other", response={"x": 1}, now=T0
+        again, idempotency_key="same", request_hash="other", response={"x": 1}, now=T0
     )
+    # Then it answers the first create's record, and the job is as the first create wrote it
     assert used is not None and (used.request_hash, used.response) == ("h", {"job_id": "job_a"})
-    assert backend.jobs.get_job("job_b") is None
+    assert backend.jobs.get_job("job_a") == first
+
+
+def test_a_dependant_created_with_a_used_key_answers_the_record_and_records_no_edge(backend: Backend) -> None:
+    create(backend, job("job_up"))
+    create(backend, job("job_down", depends_on=("job_up",)), key="k")
+    used = backend.jobs.create_with_idempotency(
+        job("job_down", depends_on=("job_up",)), idempotency_key="k", request_hash="h2", response={}, now=T0
+    )
+    assert used is not None and used.request_hash == "h"
+    up = backend.jobs.get_job("job_up")
+    assert up is not None and up.dependants == ("job_down",)
 
 
 def test_a_dependant_of_a_cancelled_upstream_is_refused_with_a_conflict(backend: Backend) -> None:

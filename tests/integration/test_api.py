@@ -55,10 +55,10 @@ def test_create_answers_201_and_a_repeat_with_the_same_key_answers_the_same(
     assert status == 201 and first["status"] == "SCHEDULED" and first["job_id"].startswith("job_")
     assert first["next_run_at"].endswith("+00:00")
     assert call("POST", "/api/jobs", body, {"Idempotency-Key": "abc"}) == (201, first)
-    assert job_items(aws) == 2  # the job and its idempotency record, once
+    assert job_items(aws) == 1  # the job, once: it carries its idempotency record
     status, err = call("POST", "/api/jobs", {**body, "payload": {"x": 2}}, {"Idempotency-Key": "abc"})
     assert status == 409 and err["error"]["code"] == "idempotency_key_reused"
-    assert job_items(aws) == 2
+    assert job_items(aws) == 1
 
 
 def test_get_shows_the_job_and_its_runs_and_delete_cancels_it(call: Call) -> None:

@@ -89,3 +89,29 @@ def test_non_ascii_text_is_sent_and_printed_as_itself(
     assert code == 0
     assert '"name": "café nightly"' in out and '"greeting": "grüß dich, 東京"' in out
     assert "\\u" not in out
+
+
+def test_submit_file_creates_each_line_a_batch_at_a_time_and_a_second_run_creates_nothing_twice(
+    api_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Any, aws: Any
+) -> None:
+    # Given a JSONL file of 150 one-offs (two batches), one of them with an unknown handler
+    lines = [
+        {"type": "one_off", "run_at": "2030-01-01T09:00:00+00:00", "handler": "demo.echo", "name": f"j{i}"}
+        for i in range(150)
+    ]
+    lines[120]["handler"] = "no.such"
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    # When it is submitted, and then submitted again
+    code, out = run(capsys, "submit", "--api-url", api_url, "--file", str(path))
+    again, out_again = run(capsys, "submit", "--api-url", api_url, "--file", str(path))
+    # Then 149 were created and line 121 failed naming its field; the rerun answered the same jobs
+    summary = json.loads(out)
+    assert (code, summary["created"], summary["failed"]) == (1, 149, 1)
+    [failure] = summary["errors"]
+    assert failure["line"] == 121 and failure["error"]["message"].startswith("jobs[20].handler: ")
+    assert (again, json.loads(out_again)) == (1, summary)
+    import boto3
+
+    items = boto3.client("dynamodb").scan(TableName=aws.jobs_table, Select="COUNT")["Count"]
+    assert items == 149

@@ -95,16 +95,17 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         self,
         job: Job,
         *,
-        idempotency_key: str,
+        idempotency_key: str | None,
         request_hash: str,
         response: Mapping[str, Any],
         now: datetime,
     ) -> IdempotencyRecord | None:
-        """Write the job (with its due-index entry), its idempotency record (tenant, key) and the
-        edge upstream -> job on every upstream of job.depends_on, all or nothing.
+        """Write the job (with its due-index entry), carrying its idempotency record (when a key
+        is given), and the edge upstream -> job on every upstream of job.depends_on, all or nothing.
 
-        None when written. When (tenant, key) was used before, writes nothing and answers that
-        record. Raises Conflict (field depends_on) when an upstream is missing, another tenant's
+        The caller derives job.job_id from (tenant, key) (services.jobs.job_id_for_key), so a key
+        used before names a job that exists: then nothing is written and the record it carries is
+        answered. Raises Conflict (field depends_on) when an upstream is missing, another tenant's
         or cancelled.
         """
         ...

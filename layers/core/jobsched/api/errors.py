@@ -61,6 +61,20 @@ def describe(errors: list[Any]) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def in_item(index: int, message: str) -> str:
+    """A message about a field of a batch's job, naming it as `jobs[<index>].<field>`."""
+    parts = []
+    for part in message.split("; "):
+        head, sep, rest = part.partition(": ")
+        if head == "body" and sep:
+            parts.append(f"jobs[{index}]: {rest}")
+        elif sep and " " not in head:
+            parts.append(f"jobs[{index}].{part}")
+        else:
+            parts.append(f"jobs[{index}]: {part}")
+    return "; ".join(parts)
+
+
 def install(app: APIGatewayRestResolver) -> None:
     """Map every exception a route (or a middleware) can raise to its error answer."""
 

@@ -46,6 +46,22 @@ class JobCreated(BaseModel):
     next_run_at: str | None
 
 
+class BatchCreateRequest(BaseModel):
+    """Body of POST /api/jobs/batch: up to 100 jobs, each a POST /api/jobs body plus an optional
+    `idempotency_key` (its Idempotency-Key: a retried batch creates nothing twice). Items are
+    validated one by one (jobsched.api.routes), so one bad item does not sink the others."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[dict[str, Any]] = Field(min_length=1, max_length=100)
+
+
+class BatchCreated(BaseModel):
+    """The answer to POST /api/jobs/batch: one item per job, in request order."""
+
+    items: list[JobCreated | ErrorResponse]
+
+
 class AttemptView(BaseModel):
     """One attempt of a run as the API shows it."""
 

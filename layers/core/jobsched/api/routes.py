@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from http import HTTPStatus
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+from pydantic import ValidationError as PydanticValidationError
 
 from jobsched import __version__
 from jobsched import constants as c
@@ -25,6 +26,8 @@ from jobsched.api.models import (
     AlertPage,
     BackfillRequest,
     BackfillResult,
+    BatchCreated,
+    BatchCreateRequest,
     BulkActionRequest,
     BulkActionResult,
     CancelResult,
@@ -55,7 +58,7 @@ from jobsched.services.alerts import MAX_PAGE as MAX_ALERT_PAGE
 from jobsched.services.alerts import AlertService
 from jobsched.services.catalog import Catalog, filter_of
 from jobsched.services.failures import MAX_PAGE, FailureService
-from jobsched.services.jobs import JobService
+from jobsched.services.jobs import BatchItem, JobService
 from jobsched.services.operations import OperationService
 from jobsched.services.runs import MAX_LOG_PAGE, LogLinks, RunService
 from jobsched.services.schedule import MAX_HISTORY_PAGE, ScheduleService
@@ -119,6 +122,11 @@ def build_app(
         return Response(
             status_code=201, content_type=content_types.APPLICATION_JSON, body=views.job_created(created)
         )
+
+    @app.post("/api/jobs/batch", responses=answers(200, "One result per job, in order", 400, 413, 503))
+    def create_jobs(body: Annotated[BatchCreateRequest, Body()]) -> BatchCreated:
+        done = service.submit_batch([batch_item(raw) for raw in body.jobs], tenant=tenant(app))
+        return views.batch_created(done)
 
     @app.get("/api/jobs", responses=answers(200, "The caller's jobs", 400, 503))
     def list_jobs(
@@ -341,3 +349,16 @@ def _check_instant(name: str, value: datetime) -> None:
 
 
 __all__ = ["build_app"]
+
+
+def batch_item(raw: dict[str, Any]) -> BatchItem:
+    """One job of a batch as the service takes it: (request, idempotency_key), or the error naming
+    its field (the same validation as POST /api/jobs; views.batch_created names the item)."""
+    fields = dict(raw)
+    key = fields.pop("idempotency_key", None)
+    if key is not None and not isinstance(key, str):
+        return ValidationFailed("idempotency_key: must be a string", field="idempotency_key")
+    try:
+        return CreateJobRequest.model_validate(fields), key
+    except PydanticValidationError as exc:
+        return ValidationFailed(errors.describe(list(exc.errors())), field="body")

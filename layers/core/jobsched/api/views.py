@@ -4,19 +4,23 @@ as its name. The one place the wire format is built from what the services answe
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
 
+from jobsched.api import errors
 from jobsched.api.models import (
     AlertItem,
     AlertPage,
     AttemptView,
     BackfillResult,
+    BatchCreated,
     BulkActionResult,
     BulkItemResult,
     CancelResult,
     DeadLetterItem,
     DeadLetterPage,
     ErrorDetail,
+    ErrorResponse,
     ExecutionView,
     GraphEdge,
     GraphNode,
@@ -46,6 +50,7 @@ from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import Execution
 from jobsched.domain.operations import Operation
 from jobsched.domain.secrets import SecretRecord
+from jobsched.errors import JobschedError
 from jobsched.services.alerts import AlertPage as AlertResults
 from jobsched.services.catalog import BulkItem, ListedPage
 from jobsched.services.operations import BulkAccepted
@@ -69,6 +74,22 @@ def job_created(submitted: results.Submitted) -> JobCreated:
     return JobCreated(
         job_id=submitted.job_id, status=submitted.status.value, next_run_at=_iso(submitted.next_run_at)
     )
+
+
+def batch_created(answers: Sequence[results.Submitted | JobschedError]) -> BatchCreated:
+    """The body of POST /api/jobs/batch: each job's 201 body, or its error naming `jobs[i].<field>`."""
+    items: list[JobCreated | ErrorResponse] = []
+    for i, answer in enumerate(answers):
+        if isinstance(answer, results.Submitted):
+            items.append(job_created(answer))
+            continue
+        message, field = answer.message, answer.field
+        if field == "Idempotency-Key":  # a header for one job; a field of the item here
+            field, message = "idempotency_key", message.replace("Idempotency-Key", "idempotency_key")
+        if field and field != "body" and not message.startswith(f"{field}:"):
+            message = f"{field}: {message}"
+        items.append(ErrorResponse(error=ErrorDetail(code=answer.code, message=errors.in_item(i, message))))
+    return BatchCreated(items=items)
 
 
 def execution_view(run: Execution) -> ExecutionView:

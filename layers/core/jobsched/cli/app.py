@@ -104,10 +104,59 @@ def submit_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    """POST /api/jobs."""
+    """POST /api/jobs (or, with --file, POST /api/jobs/batch per 100 lines of a JSONL file)."""
+    if args.file:
+        return submit_file(args)
     body = submit_body(args)
     key = args.idempotency_key or str(uuid.uuid4())
     return call(args, "POST", "/api/jobs", body, {c.IDEMPOTENCY_HEADER: key})
+
+
+BATCH_SIZE = 100  # POST /api/jobs/batch's limit
+
+
+def submit_file(args: argparse.Namespace) -> int:
+    """Every line of a JSONL file a job (a POST /api/jobs body, optionally with its own
+    `idempotency_key`), created 100 a request with a progress bar; a summary and each failed line.
+
+    A line without a key gets one derived from the file's content and the line number, so running
+    the same file again (after a crash, a timeout) creates nothing twice."""
+    import hashlib
+
+    with open(args.file, "rb") as f:
+        raw = f.read()
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    jobs: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(raw.decode().splitlines(), start=1):
+        if line.strip():
+            body = json.loads(line)
+            body.setdefault("idempotency_key", f"file-{digest}-{number}")
+            jobs.append((number, body))
+    created, failed = 0, []
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    columns = (TextColumn("submitting"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=render.console(stderr=True), transient=True) as progress:
+        task = progress.add_task("submit", total=len(jobs))
+        for start in range(0, len(jobs), BATCH_SIZE):
+            chunk = jobs[start : start + BATCH_SIZE]
+            try:
+                answer = request(args, "POST", "/api/jobs/batch", {"jobs": [b for _, b in chunk]})
+                body, ok = answer.body, answer.ok
+            except Unreachable as exc:
+                body, ok = {"error": {"code": "unreachable", "message": str(exc)}}, False
+            items = body.get("items") if isinstance(body, dict) else None
+            if not ok or not isinstance(items, list):
+                failed += [{"line": n, "error": body} for n, _ in chunk]
+            else:
+                for (number, _), item in zip(chunk, items, strict=True):
+                    if "error" in item:
+                        failed.append({"line": number, "error": item["error"]})
+                    else:
+                        created += 1
+            progress.advance(task, len(chunk))
+    print(json.dumps({"created": created, "failed": len(failed), "errors": failed}, indent=2))
+    return 0 if not failed else 1
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -324,6 +373,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--json", type=_json_object, help="the whole request body as JSON (flags override its fields)"
     )
+    p.add_argument("--file", help="a JSONL file, a job per line: 100 a request (POST /api/jobs/batch)")
     p.set_defaults(func=cmd_submit)
 
     p = client("get", "show a job and its recent runs")

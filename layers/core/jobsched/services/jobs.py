@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -14,12 +15,13 @@ from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.firing import next_fire
-from jobsched.domain.models import Job, SchedulePolicy
-from jobsched.domain.records import DueEntry
+from jobsched.domain.keys import run_id_for
+from jobsched.domain.models import Execution, Job, SchedulePolicy
+from jobsched.domain.records import DueEntry, NewRun
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.domain.targets import HttpTarget, PythonTarget, TargetSpec
-from jobsched.errors import Conflict, IdempotencyConflict, NotFound, ValidationFailed
+from jobsched.errors import Conflict, IdempotencyConflict, JobschedError, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, SigningSecrets, Targets, TargetSource
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher, jitter_offset
@@ -33,6 +35,8 @@ CANCEL_SCAN_RUNS = 200
 # A cancel refused because its job changed (a run started or ended meanwhile) reads it again.
 CANCEL_ATTEMPTS = 3
 IDEMPOTENCY_KEY_MAX = 128
+# One item of a batch create: the request and its idempotency key, or the error it arrived with.
+BatchItem = tuple[CreateJobRequest, str | None] | JobschedError
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -43,6 +47,18 @@ def new_job_id() -> str:
     Hand-written because it is eight lines and the ulid packages add a dependency to the layer.
     """
     value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        value, rem = divmod(value, 32)
+        chars.append(_CROCKFORD[rem])
+    return "job_" + "".join(reversed(chars)).lower()
+
+
+def job_id_for_key(tenant: str, key: str) -> str:
+    """The job id an Idempotency-Key names ("job_" + 26 chars, like new_job_id): a digest of
+    (tenant, key), so the key's record is the job item itself and one conditional put both
+    creates the job and refuses a second create (JobStore.create_with_idempotency)."""
+    value = int.from_bytes(hashlib.sha256(f"{tenant}\x00{key}".encode()).digest()[:17], "big") >> 6
     chars = []
     for _ in range(26):
         value, rem = divmod(value, 32)
@@ -88,7 +104,53 @@ class JobService:
         self.targets.check(target)
 
     def submit(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> Submitted:
-        """Validate; store job, due entry and idempotency record in one transaction; hand over if due soon."""
+        """Validate; store the job (its due entry and idempotency record on it) in one conditional put;
+        hand it over if due soon."""
+        response, job = self._accept(request, tenant=tenant, idempotency_key=idempotency_key)
+        self.hand_over_if_due_soon(job)
+        if job.type == "dependent":
+            self.dag.join(job)
+        return response
+
+    def submit_batch(
+        self, items: Sequence[BatchItem], *, tenant: str
+    ) -> list[Submitted | JobschedError]:
+        """Create each item as submit() does, in order; one item's error (or an item that arrives as
+        one) is its answer and the others go on. The due-soon ones are handed over together, so a
+        batch's messages share SendMessageBatch requests (10 a request) and its stamps one pass.
+
+        Each job is its own conditional put: BatchWriteItem cannot condition a put (a retried batch
+        would overwrite a job that ran), and a transaction would double every unit and fail the
+        whole batch for one used key. A crash part-way leaves whole jobs (each put is one item, with
+        its due entry: the dispatcher finds any the hand-over did not reach), never a half-written one.
+        """
+        answers: list[Submitted | JobschedError] = []
+        due_soon: list[Job] = []
+        for item in items:
+            if isinstance(item, JobschedError):
+                answers.append(item)
+                continue
+            request, key = item
+            try:
+                response, job = self._accept(request, tenant=tenant, idempotency_key=key)
+                if job.type == "dependent":
+                    self.dag.join(job)
+            except JobschedError as exc:
+                answers.append(exc)
+                continue
+            answers.append(response)
+            if self._due_soon(job):
+                due_soon.append(job)
+        if due_soon:
+            now = self.clock.now()
+            until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
+            self.dispatcher.hand_over([DueEntry.of(j) for j in due_soon], now=now, until=until)
+        return answers
+
+    def _accept(
+        self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None
+    ) -> tuple[Submitted, Job]:
+        """Validate and store one job (or find the one its key created): its answer and the job."""
         target = request.run_target()
         self.check_target(target, tenant=tenant, shorthand=request.handler is not None)
         key = self._idempotency_key(idempotency_key)
@@ -100,7 +162,7 @@ class JobService:
         else:
             next_run_at = self._first_tick(request, now)
         job = Job(
-            job_id=new_job_id(),
+            job_id=job_id_for_key(tenant, key) if key else new_job_id(),
             tenant=tenant,
             type=request.type,
             status=JobStatus.SCHEDULED,
@@ -124,7 +186,7 @@ class JobService:
         response = Submitted(job_id=job.job_id, status=job.status, next_run_at=next_run_at)
         used = self.jobs.create_with_idempotency(
             job,
-            idempotency_key=key or f"auto-{job.job_id}",
+            idempotency_key=key,
             request_hash=request_hash(request),
             response=response.stored(),
             now=now,
@@ -139,15 +201,15 @@ class JobService:
             if stored is None:
                 raise NotFound(f"job {response.job_id} no longer exists")
             job = stored
-        self.hand_over_if_due_soon(job)
-        if job.type == "dependent":
-            self.dag.join(job)
-        return response
+        return response, job
 
     def get(self, job_id: str, *, tenant: str) -> JobDetail:
         """The job and its newest runs; another tenant's job is not found."""
         job = self.owned(job_id, tenant)
         runs = self.runs.recent(job.job_id, limit=RECENT_EXECUTIONS)
+        if job.status == JobStatus.SCHEDULED and (tick := handed_over_one_off_tick(job, runs)) is not None:
+            # Handed over, not run yet: PENDING, though nothing was written for it (see cancel).
+            runs = [pending_one_off_run(job, tick), *runs]
         return JobDetail(job=job, runs=runs, next_run_at=next_run_shown(job, now=self.clock.now()))
 
     def graph(self, job_id: str, *, tenant: str) -> Graph:
@@ -200,6 +262,11 @@ class JobService:
         for run in recent:
             if run.status == RunStatus.PENDING:
                 self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
+        if (tick := handed_over_one_off_tick(job, recent)) is not None:
+            # A one-off's run gets no row before it runs (services/dispatch.py): the cancel writes
+            # it, CANCELLED, so its history says so (a worker that meets its message writes the same).
+            sf = times.stored(tick)
+            self.runs.cancel(job.job_id, sf, now=self.clock.now(), create=NewRun(job.job_id, job.tenant, sf))
         return Control(job_id=job.job_id, status=JobStatus.CANCELLED)
 
     def _in_progress(self, job: Job, now: datetime) -> str | None:
@@ -277,19 +344,40 @@ class JobService:
             raise ValidationFailed("end_at: must be after start_at", field="end_at")
         return schedule
 
+    def _due_soon(self, job: Job) -> bool:
+        """Whether the job's pending tick is within the look-ahead: the next pass may be too late."""
+        until = self.clock.now() + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
+        return job.next_run_at is not None and job.status == JobStatus.SCHEDULED and job.next_run_at <= until
+
     def hand_over_if_due_soon(
         self, job: Job, *, missed_before: datetime | None = None, queued_before: datetime | None = None
     ) -> None:
         """Hand a tick the next dispatcher pass may not reach in time to the queue now."""
-        if job.next_run_at is None or job.status != JobStatus.SCHEDULED:
+        if not self._due_soon(job):
             return
         now = self.clock.now()
         until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
-        if job.next_run_at > until:
-            return
         self.dispatcher.hand_over(
             [DueEntry.of(job)], now=now, until=until, missed_before=missed_before, queued_before=queued_before
         )
+
+
+def handed_over_one_off_tick(job: Job, runs: list[Execution]) -> datetime | None:
+    """A one-off's tick when it was handed to the queue and `runs` (its rows) have none for it."""
+    if job.type != "one_off" or job.run_at is None or job.dispatched <= 0:
+        return None
+    return None if any(r.scheduled_for == job.run_at for r in runs) else job.run_at
+
+
+def pending_one_off_run(job: Job, tick: datetime) -> Execution:
+    """How a handed-over one-off's run is shown before it has a row: PENDING, attempt 0."""
+    return Execution(
+        run_id=run_id_for(job.job_id, tick),
+        job_id=job.job_id,
+        tenant=job.tenant,
+        scheduled_for=tick,
+        status=RunStatus.PENDING,
+    )
 
 
 def next_run_shown(job: Job, *, now: datetime) -> datetime | None:

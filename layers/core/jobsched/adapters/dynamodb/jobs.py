@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from jobsched.adapters.aws import Refused, aws_call
@@ -64,80 +64,77 @@ class JobStore(ShardLeases, Operations):
         self,
         job: Job,
         *,
-        idempotency_key: str,
+        idempotency_key: str | None,
         request_hash: str,
         response: Mapping[str, Any],
         now: datetime,
     ) -> IdempotencyRecord | None:
-        """Write the job (with its due-index entry) and its idempotency record in one transaction.
+        """Write the job (with its due-index entry), its idempotency record on the job item itself.
 
-        Returns None when written; when the key was already used, returns that record and writes
-        nothing. Raises Conflict when an upstream of `depends_on` is missing, another tenant's or
-        cancelled.
+        The caller derives the job id from (tenant, key) (services.jobs.job_id_for_key), so the
+        key's record is the job item: one conditional PutItem (1 WRU per item and index) does what
+        a transaction of the job and a separate record did at twice the units for both. A
+        transaction is kept only where more than one item must land together: the edges of a
+        dependant (on its upstreams). A payload stored apart is immutable and content-addressed, so
+        it is put first, alone: a crash after it leaves an unreferenced item, never a job without it.
+
+        Returns None when written; when the id exists, returns the record it carries (the request's
+        hash and first answer) and writes nothing. Raises Conflict when an upstream of `depends_on`
+        is missing, another tenant's or cancelled.
         """
-        idem_item = {
-            "PK": enc(f"IDEM#{job.tenant}#{idempotency_key}"),
-            "SK": enc("IDEM"),
-            "request_hash": enc(request_hash),
-            "response": enc(json.dumps(response, separators=(",", ":"))),
-            "job_id": enc(job.job_id),
-            "created_at": enc(times.stored(now)),
-            "expires_at": enc(int((now + timedelta(hours=IDEMPOTENCY_HOURS)).timestamp())),
-        }
-        edges: list[Any] = [self._edge(upstream, job, add=True) for upstream in job.depends_on]
-        # After the edges: a refused edge's reason is read by its position (reasons[2:]).
         job_item, stored_apart = job_items(job, shard_count=self.shard_count)
-        payload_put: list[Any] = (
-            [{"Put": {"TableName": self.table, "Item": stored_apart}}] if stored_apart else []
-        )
+        if idempotency_key is not None:
+            # ~150 bytes: the item stays one write unit at the sizes jobs have (see codec's payload cut).
+            job_item["idem_hash"] = enc(request_hash)
+            job_item["idem_response"] = enc(json.dumps(response, separators=(",", ":")))
+        put: dict[str, Any] = {
+            "TableName": self.table,
+            "Item": job_item,
+            "ConditionExpression": "attribute_not_exists(PK)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if stored_apart:
+            with aws_call(DYNAMODB):
+                self.client.put_item(TableName=self.table, Item=stored_apart)
+        if not job.depends_on:
+            applied, old = conditional(self.client.put_item, **put)
+            return None if applied else self._record_of(old or self._get(job_pk(job.job_id), "META"), job)
+        # After the job: a refused edge's reason is read by its position (reasons[1:]).
+        items: list[Any] = [{"Put": put}, *(self._edge(u, job, add=True) for u in job.depends_on)]
         try:
             with aws_call(DYNAMODB):
-                self.client.transact_write_items(
-                    TransactItems=[
-                        {
-                            "Put": {
-                                "TableName": self.table,
-                                "Item": idem_item,
-                                "ConditionExpression": "attribute_not_exists(PK)",
-                                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                            }
-                        },
-                        {
-                            "Put": {
-                                "TableName": self.table,
-                                "Item": job_item,
-                                "ConditionExpression": "attribute_not_exists(PK)",
-                            }
-                        },
-                        *edges,
-                        *payload_put,
-                    ]
-                )
+                self.client.transact_write_items(TransactItems=items)
         except Refused as exc:
             reasons = exc.reasons
             first = reasons[0] if reasons else {}
+            if first.get("Code") == "ConditionalCheckFailed":
+                return self._record_of(first.get("Item") or self._get(job_pk(job.job_id), "META"), job)
             edge_refused = [
                 upstream
-                for upstream, reason in zip(job.depends_on, reasons[2:], strict=False)
+                for upstream, reason in zip(job.depends_on, reasons[1:], strict=False)
                 if reason.get("Code") == "ConditionalCheckFailed"
             ]
-            if edge_refused and first.get("Code") != "ConditionalCheckFailed":
+            if edge_refused:
                 raise Conflict(
                     f"depends_on: upstream job '{edge_refused[0]}' changed (cancelled?) "
                     "while this job was created",
                     field="depends_on",
                 ) from exc
-            if first.get("Code") == "ConditionalCheckFailed":
-                old = first.get("Item") or self._get(f"IDEM#{job.tenant}#{idempotency_key}", "IDEM")
-                if old:
-                    decoded = dec(old)
-                    return IdempotencyRecord(
-                        request_hash=decoded["request_hash"], response=json.loads(decoded["response"])
-                    )
             raise TransientStoreError(
                 "job creation was cancelled; retry with the same Idempotency-Key"
             ) from exc
         return None
+
+    @staticmethod
+    def _record_of(old: Mapping[str, Any] | None, job: Job) -> IdempotencyRecord:
+        """The idempotency record an existing job item carries (its id was taken by its key)."""
+        if not old or "idem_hash" not in old:
+            # An id taken without a key (ids are random then: not a retry): nothing to answer.
+            raise TransientStoreError(f"job id {job.job_id} is taken; retry") from None
+        decoded = dec(old)
+        return IdempotencyRecord(
+            request_hash=decoded["idem_hash"], response=json.loads(decoded["idem_response"])
+        )
 
     def _edge(self, upstream: str, job: Job, *, add: bool) -> dict[str, Any]:
         """A transaction item that records (or removes) the edge upstream -> job on the upstream."""

@@ -134,15 +134,17 @@ class MemoryJobStore:
         self,
         job: Job,
         *,
-        idempotency_key: str,
+        idempotency_key: str | None,
         request_hash: str,
         response: Mapping[str, Any],
         now: datetime,
     ) -> IdempotencyRecord | None:
-        """Job, idempotency record and upstream edges, all or nothing (see the port)."""
+        """Job (carrying its idempotency record) and upstream edges, all or nothing (see the port)."""
         with self._lock:
-            used = self.idempotency.get((job.tenant, idempotency_key))
-            if used is not None:
+            if job.job_id in self.jobs:
+                used = self.idempotency.get((job.tenant, job.job_id))
+                if used is None:
+                    raise TransientStoreError(f"job id {job.job_id} is taken; retry")
                 return used
             refused = [u for u in job.depends_on if not self._edge_ok(u, job)]
             if refused:
@@ -151,11 +153,10 @@ class MemoryJobStore:
                     "while this job was created",
                     field="depends_on",
                 )
-            if job.job_id in self.jobs:
-                raise TransientStoreError("job creation was cancelled; retry with the same Idempotency-Key")
-            self.idempotency[(job.tenant, idempotency_key)] = IdempotencyRecord(
-                request_hash=request_hash, response=dict(response)
-            )
+            if idempotency_key is not None:  # on the job item in DynamoDB: keyed by the job here
+                self.idempotency[(job.tenant, job.job_id)] = IdempotencyRecord(
+                    request_hash=request_hash, response=dict(response)
+                )
             for upstream in job.depends_on:
                 self._add_edge(upstream, job.job_id, add=True)
             self._put(
