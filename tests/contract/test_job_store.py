@@ -202,13 +202,30 @@ def test_buffer_behind_is_refused_while_another_tick_waits_live(backend: Backend
     assert backend.jobs.buffer_behind("job_a", run=OTHER, kind="manual", until=at(300), now=at(201))
 
 
-def test_hold_and_read_answers_the_job_after_or_as_it_stood(backend: Backend) -> None:
+def test_hold_and_read_answers_the_job_as_it_stood_before_the_write(backend: Backend) -> None:
+    # Given a job; when a run holds it, then the answer is the job before: unheld
     create(backend, job())
-    held, after = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)
-    assert held and after is not None and after.active_run == RUN
+    held, before = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)
+    assert held and before is not None and before.active_run is None
+    assert backend.jobs.get_job("job_a").active_run == RUN  # type: ignore[union-attr]
     refused, stood = backend.jobs.hold_and_read("job_a", run=OTHER, message="m2", until=at(30), now=at(1))
     assert not refused and stood is not None and stood.active_run == RUN
     assert backend.jobs.hold_and_read("job_none", run=RUN, message="m", until=at(30), now=T0) == (False, None)
+
+
+def test_hold_and_read_shows_a_redelivery_the_marker_its_dead_receive_left(backend: Backend) -> None:
+    # Given a job held by message m1, whose receive died (its hold lapsed, nobody took the slot)
+    create(backend, job())
+    assert backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
+    # When m1 comes back after the hold lapsed
+    held, before = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(90), now=at(60))
+    # Then it holds again, and sees that this very message held the slot: the run started
+    assert held and before is not None
+    assert (before.active_run, before.active_message) == (RUN, "m1")
+    # and on a job cancelled since, the refusal shows the same marker
+    assert backend.jobs.cancel_job("job_a", now=at(200), stale=None)[0]
+    refused, stood = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(260), now=at(230))
+    assert not refused and stood is not None and (stood.active_run, stood.active_message) == (RUN, "m1")
 
 
 def test_release_job_frees_the_slot_only_for_its_holder_and_answers_the_job_before(backend: Backend) -> None:

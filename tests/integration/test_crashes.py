@@ -158,6 +158,35 @@ def test_a_worker_killed_at_any_step_still_runs_the_tick_once(
     assert pump.receive_all() == []
 
 
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "leased"])
+def test_a_worker_killed_after_its_handler_then_a_cancel_records_the_run_lost_not_cancelled(
+    svc: Services, pump: Pump, clock: FakeClock, fast_path: bool
+) -> None:
+    # Given a one-off whose worker dies after the handler ran, before recording it (DynamoDB: the
+    # start marker is the only trace the fast path leaves)
+    svc.worker.fast_path = fast_path
+    ledger = Ledger()
+    registry = HandlerRegistry()
+    registry.register("test.ledger", ledger.handler)
+    svc.worker.registry = svc.job_service.registry = registry
+    svc.worker.crash = CrashAt("run.after_handler")
+    job = svc.job_service.submit(
+        CreateJobRequest(type="one_off", handler="test.ledger", run_at=T0 + timedelta(seconds=5)),
+        tenant="t",
+        idempotency_key="w",
+    )
+    assert pump.run_due(T0 + timedelta(seconds=5))["crashed"] == 1
+    # When its leases lapse, a cancel answers 200, and the message surfaces again
+    pump.expire_leases(svc.settings.lease_seconds)
+    assert svc.job_service.cancel(job.job_id, tenant="t").status == "CANCELLED"
+    outcome = pump.run_due()
+    # Then the run is recorded LOST (it may have run), not CANCELLED (it never ran): the handler
+    # ran once, and is not run again on a cancelled job
+    assert runs_by_key(svc, job.job_id) == {T0 + timedelta(seconds=5): "LOST"}
+    assert outcome == Counter({"lost": 1}) and len(ledger.calls) == 1
+    assert pump.receive_all() == []
+
+
 def test_a_redelivery_while_the_holder_is_alive_is_left_alone(
     svc: Services, pump: Pump, clock: FakeClock
 ) -> None:

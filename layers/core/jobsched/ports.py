@@ -159,7 +159,9 @@ class JobStore(ShardLeases, Protocol):
         self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
     ) -> tuple[bool, Job | None]:
         """hold_job without `stale` and `was_buffered`, answering the job in the same write:
-        (held, the job after the write; refused: as it stood, None if there is no job)."""
+        (held, the job as it stood before the write, None if there is no job). Before, not after:
+        a slot already held by this very message is a start marker a crashed receive left, and
+        shows its redelivery that the run started (Worker.process)."""
         ...
 
     def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:

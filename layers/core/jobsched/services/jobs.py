@@ -197,7 +197,9 @@ class JobService:
         # Runs already handed to the queue must not fire. A worker that meets one of them checks
         # the job too, so a crash here (or a repeat cancel, which sweeps again) loses nothing.
         for run in recent:
-            if run.status == RunStatus.PENDING:
+            # (Not the slot's lapsed holder: its receive got past the hold, so it may have run; its
+            # redelivery records it truthfully, Worker._lost_to_cancel.)
+            if run.status == RunStatus.PENDING and times.stored(run.scheduled_for) != job.active_run:
                 self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
         return Control(job_id=job.job_id, status=JobStatus.CANCELLED)
 

@@ -83,6 +83,9 @@ WAKE_RETRY_SECONDS = 2
 # the calls that failed through that.
 RECORD_TRIES = 4
 LOST_MESSAGE = "a worker died holding this run and the job is not idempotent: not re-run automatically"
+CANCELLED_LOST = (
+    "a worker died after this run started, before recording it; the job was cancelled since: not re-run"
+)
 
 
 class Outcome(StrEnum):
@@ -162,15 +165,20 @@ class Worker:
         sf = message.scheduled_for
         now = self.clock.now()
         until = now + timedelta(seconds=self.hold_seconds())
-        held = counted = False
+        held = counted = started = False
         if message.guard and message.kind != "backfill":
             held, job = self.jobs.hold_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
             )
+            # The slot held by this very message already: a receive of it got past the hold and
+            # died (a crash after the handler ran leaves no other trace on the fast path). The run
+            # started: its gate (pause, edit, deadline, cancel) was passed then, and is not asked
+            # again (see _process).
+            started = job is not None and job.active_run == sf and job.active_message == delivery.message_id
         else:
             counted, job = self.jobs.count_and_read(message.job_id, until=until, now=now)
         try:
-            outcome, settled = self._process(message, job, delivery, held=held)
+            outcome, settled = self._process(message, job, delivery, held=held, started=started)
         except InFlightElsewhere:
             # Another receive of this very message (SQS redelivers one whose visibility ran out),
             # or the worker that took the run over, holds the run and its slot: give nothing back.
@@ -193,16 +201,29 @@ class Worker:
         return outcome
 
     def _process(
-        self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool
+        self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool, started: bool
     ) -> tuple[Outcome, bool]:
-        """(what happened, whether the run got past its gate: then its hold is dealt with here)."""
+        """(what happened, whether the run got past its gate: then its hold is dealt with here).
+
+        `started`: a receive of this message held the slot and died. A run that executed is recorded
+        as executed, so its redelivery never writes SKIPPED or CANCELLED over it: it runs again (at
+        least once, under the same effect key) on a live job; on a job cancelled since (the cancel
+        went through once the dead receive's marker lapsed) it is recorded LOST, as for a
+        non-idempotent takeover: it may have run, and a cancelled job starts nothing.
+        """
         sf = message.scheduled_for
         if job is None or job.status == JobStatus.CANCELLED:
+            if started and job is not None:
+                return self._lost_to_cancel(job, sf, delivery, kind=message.kind), False
             return self._cancelled(message, job), False
         # Backfills are an operator's explicit, rate-limited request for past ticks: no gate. A manual
         # run honours the overlap policy only.
         kind = message.kind
-        gate = None if kind == "backfill" else self._gate(job, sf, delivery, kind=kind, held=held)
+        gate = (
+            None
+            if kind == "backfill"
+            else self._gate(job, sf, delivery, kind=kind, held=held, started=started)
+        )
         if gate is not None:
             return gate, False
         holds = self._holds_slot(job, kind)
@@ -244,6 +265,25 @@ class Worker:
         )
         return Outcome.CANCELLED
 
+    def _lost_to_cancel(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
+        """A run that started, whose worker died before recording it, on a job cancelled since:
+        LEASED (a claim: no row, PENDING, or a dead holder's lapsed lease) -> LOST. Not run again."""
+        now = self.clock.now()
+        owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
+        lease = Lease(
+            owner=owner,
+            message=delivery.message_id,
+            worker=self.worker_id,
+            until=now + timedelta(seconds=self.settings.lease_seconds),
+        )
+        claim = self.runs.claim(
+            job.job_id, sf, lease=lease, now=now, create=NewRun(job.job_id, job.tenant, sf, kind)
+        )
+        if not claim.applied:
+            return Outcome.DUPLICATE  # recorded already (finished, or lost by another copy)
+        self.runs.lose(job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", CANCELLED_LOST))
+        return Outcome.LOST
+
     def hold_seconds(self) -> int:
         # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
         return max(2, self.settings.lease_seconds // 2)
@@ -284,42 +324,21 @@ class Worker:
         bound = MAX_BUFFER_WAIT_SECONDS if timeout is None else min(MAX_BUFFER_WAIT_SECONDS, timeout)
         return max(self.settings.lease_seconds, bound + self.settings.lease_seconds)
 
-    def _gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool) -> Outcome | None:
+    def _gate(
+        self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool, started: bool = False
+    ) -> Outcome | None:
         """Whether the tick may start now: paused job, rescheduled job, starting deadline, the slot.
 
         The overlap check is a compare-and-set on the job at the moment the run is about to start
-        (ticks are handed over ahead of time, so this is the only moment that knows).
+        (ticks are handed over ahead of time, so this is the only moment that knows). A run that
+        `started` (its dead receive passed this gate) only re-takes its slot.
         """
         now = self.clock.now()
-        manual = kind == "manual"
-        if job.status == JobStatus.PAUSED and not manual and self._new_tick_of_pause(job, sf):
-            early = (times.parse_stored(sf) - now).total_seconds()
-            if early > 0:
-                # Not due yet (SQS delays round down: a message surfaces up to a second early). A
-                # resume before its second replans only the ticks already missed and counts on this
-                # very message for this one: leave it queued until it is due (acknowledged, the
-                # tick would be lost).
-                if held:
-                    self._release(job, sf)
-                self.queue.extend(delivery.receipt_handle, seconds=math.ceil(early))
-                raise WaitBehind(delivery.message_id)
-            # Not written: the resume decides the fate of every tick of the pause by the catch-up
-            # policy, handed over or not (services/schedule.py resume).
-            return Outcome.PAUSED
-        if kind == "scheduled" and not self._still_a_tick(job, sf):
-            # Handed over before an edit moved the schedule: the edited schedule has its own ticks.
-            return self._skip(job, sf, "rescheduled", kind=kind, first_attempt_only=True)
+        if not started:
+            decided = self._tick_gate(job, sf, delivery, kind=kind, held=held)
+            if decided is not None:
+                return decided
         policy = job.policy
-        late = (now - times.parse_stored(sf)).total_seconds()
-        deadline = policy.starting_deadline_seconds
-        if (
-            not manual
-            and deadline is not None
-            and late > deadline + jitter_offset(job.job_id, policy.jitter_seconds)
-        ):
-            skipped = self._skip(job, sf, "deadline", kind=kind, first_attempt_only=True)
-            if skipped is not None:
-                return skipped
         if not self._holds_slot(job, kind):
             return None
         until = now + timedelta(seconds=self.hold_seconds())
@@ -371,6 +390,41 @@ class Worker:
             return skipped
         # A retry of a run that already started once is not dropped for overlap: it waits.
         raise WaitBehind(delivery.message_id)
+
+    def _tick_gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool) -> Outcome | None:
+        """The tick's own gate, before the slot: a pause, an edit that moved the schedule, the
+        starting deadline (an outcome that ends the message here), or None: it may start."""
+        now = self.clock.now()
+        manual = kind == "manual"
+        if job.status == JobStatus.PAUSED and not manual and self._new_tick_of_pause(job, sf):
+            early = (times.parse_stored(sf) - now).total_seconds()
+            if early > 0:
+                # Not due yet (SQS delays round down: a message surfaces up to a second early). A
+                # resume before its second replans only the ticks already missed and counts on this
+                # very message for this one: leave it queued until it is due (acknowledged, the
+                # tick would be lost).
+                if held:
+                    self._release(job, sf)
+                self.queue.extend(delivery.receipt_handle, seconds=math.ceil(early))
+                raise WaitBehind(delivery.message_id)
+            # Not written: the resume decides the fate of every tick of the pause by the catch-up
+            # policy, handed over or not (services/schedule.py resume).
+            return Outcome.PAUSED
+        if kind == "scheduled" and not self._still_a_tick(job, sf):
+            # Handed over before an edit moved the schedule: the edited schedule has its own ticks.
+            return self._skip(job, sf, "rescheduled", kind=kind, first_attempt_only=True)
+        policy = job.policy
+        late = (now - times.parse_stored(sf)).total_seconds()
+        deadline = policy.starting_deadline_seconds
+        if (
+            not manual
+            and deadline is not None
+            and late > deadline + jitter_offset(job.job_id, policy.jitter_seconds)
+        ):
+            skipped = self._skip(job, sf, "deadline", kind=kind, first_attempt_only=True)
+            if skipped is not None:
+                return skipped
+        return None
 
     def _new_tick_of_pause(self, job: Job, sf: str) -> bool:
         """Whether `sf` came due during the job's pause and has not started (then it waits for the

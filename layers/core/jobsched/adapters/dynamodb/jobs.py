@@ -452,7 +452,8 @@ class JobStore(ShardLeases):
     def hold_and_read(
         self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
     ) -> tuple[bool, Job | None]:
-        """hold_job (without the buffered slot) that also answers the job: (held, the job or None)."""
+        """hold_job (without the buffered slot) that also answers the job as it stood before the
+        write (held or refused; ALL_OLD either way): (held, that job or None)."""
         applied, item = conditional(
             self.client.update_item,
             TableName=self.table,
@@ -461,7 +462,7 @@ class JobStore(ShardLeases):
             ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED, self._slot_free(stale=False)),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=self._hold_values(run, message, until, now),
-            ReturnValues="ALL_NEW",
+            ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         return applied, self._job(item) if item else None

@@ -279,16 +279,18 @@ class MemoryJobStore:
     def hold_and_read(
         self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
     ) -> tuple[bool, Job | None]:
-        """hold_job that answers the job."""
+        """hold_job that answers the job as it stood before the write."""
         with self._lock:
             job = self.jobs.get(job_id)
             if job is None:
                 return False, None
+            before = self._read(job_id)
             if job.status == JobStatus.CANCELLED or not self._slot_free(
                 job, run=run, message=message, now=now, stale=None
             ):
-                return False, self._read(job_id)
-            return True, self._update(job, active_run=run, active_until=until, active_message=message)
+                return False, before
+            self._update(job, active_run=run, active_until=until, active_message=message)
+            return True, before
 
     def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
         """Take the buffered slot for `run`."""

@@ -1,0 +1,101 @@
+"""A run whose worker died after its handler ran is recorded as executed (tests/sim, issue 19).
+
+The fast path writes nothing on the run row before the handler: the one trace of a started run is
+its start marker on the job, the slot held by its message. Its redelivery met the tick's gate
+(a pause, an edit, a cancel that went through once the marker lapsed) and wrote SKIPPED or
+CANCELLED over a run that executed (seeds 4, 5, 6, 7, 9 of 10,000).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
+from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.handlers import RunContext
+from jobsched.ports import Crash, no_crash
+from jobsched.services.run import Outcome
+from tests.unit.services.conftest import T0, World
+
+VISIBILITY = 300  # the world's queue: a message not acknowledged surfaces again after this long
+
+
+def crash_once_at(point: str) -> Any:
+    """A worker process that dies the first time it reaches `point`."""
+    left = [1]
+
+    def crash(reached: str) -> None:
+        if reached == point and left[0]:
+            left[0] -= 1
+            raise Crash(point)
+
+    return crash
+
+
+def _effect(world: World) -> list[tuple[str, int]]:
+    calls: list[tuple[str, int]] = []
+
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        calls.append((ctx.effect_key, ctx.attempt))
+        return {"ok": True}
+
+    world.handler("test.effect", effect)
+    return calls
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "leased"])
+def test_a_run_whose_worker_died_after_its_handler_is_not_cancelled_by_a_later_cancel(
+    world: World, fast_path: bool
+) -> None:
+    # Given a one-off due now, whose worker dies after the handler ran, before recording it
+    calls = _effect(world)
+    request = CreateJobRequest(type="one_off", handler="test.effect", run_at=T0 + timedelta(seconds=5))
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.advance(5)
+    world.svc.worker.fast_path = fast_path
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    # When its start marker (and the leased path's row lease) lapsed, a cancel answers 200, and the
+    # message comes back
+    world.clock.advance(VISIBILITY + 1)
+    world.svc.job_service.cancel(job_id, tenant="t")
+    world.svc.worker.crash = no_crash
+    outcomes = world.deliver()
+    # Then the run is recorded LOST (it may have run; a cancelled job starts nothing), not CANCELLED
+    # as if it never ran; the handler ran once. Before, the redelivery wrote CANCELLED.
+    assert outcomes == [Outcome.LOST] and len(calls) == 1
+    [run] = world.runs.recent(job_id, limit=5)
+    assert run.status == RunStatus.LOST and run.error is not None
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.status == JobStatus.CANCELLED
+
+
+def test_a_run_whose_worker_died_after_its_handler_runs_again_though_an_edit_moved_the_schedule(
+    world: World,
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran
+    calls = _effect(world)
+    request = CreateJobRequest(type="recurring", handler="test.effect", cron_expr="* * * * *", catchup="one")
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.clock.set(T0 + timedelta(seconds=60))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    # When an edit moves the schedule off 12:01, and the tick's message comes back
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
+    world.svc.worker.crash = no_crash
+    world.clock.advance(VISIBILITY)
+    outcomes = world.deliver()
+    # Then the run goes on and is recorded as executed: the handler ran again (at least once) under
+    # the same effect key (it started before the edit). Before, the redelivery met the edit's gate
+    # and wrote it SKIPPED ("rescheduled").
+    assert Outcome.SUCCEEDED in outcomes
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.status == RunStatus.SUCCEEDED
+    assert len(calls) == 2 and calls[0] == calls[1]
