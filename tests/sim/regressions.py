@@ -16,6 +16,9 @@ Seed 90 (3 minutes) found a fast-path record lost to a 500: the run that execute
 SKIPPED by its redelivery (fixed in services/run.py, Worker._record; tests/unit/services/
 test_worker_record_faults.py). The strict xfails of test_workflows.py (Rearm and DeadLetter retried
 after a timeout that followed their write) are fixed in asl.py and pass there.
+
+Seeds 6, 7, 8 (issue 19, crash point run.after_handler): tests/unit/services/
+test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard the same mechanisms.
 """
 
 from __future__ import annotations
@@ -28,5 +31,20 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         90, 3, 10, "2026-11-30T12:00:30.000Z is SKIPPED but its handler succeeded",
         "fast path: the record write answered a 500 after the handler ran; the redelivery skipped the run",
+    ),
+    (
+        7, 5, 10, "2026-11-30T12:08:00.000Z is CANCELLED but its handler succeeded",
+        "a worker died after the handler (run.after_handler); a cancel went through once its slot lapsed,"
+        " and the redelivery wrote the run that executed CANCELLED (now LOST: Worker._lost_to_cancel)",
+    ),
+    (
+        8, 5, 10, "2026-11-30T12:01:45.000Z is SKIPPED but its handler succeeded",
+        "a worker died after the handler; the next tick took its lapsed slot, and the redelivery, meeting"
+        " it there, wrote the run SKIPPED 'overlap' (now the slot waits for it: Worker._dead_before)",
+    ),
+    (
+        6, 5, 10, "2026-11-30T12:01:15.000Z is CANCELLED but its handler succeeded",
+        "leased path: died after the handler, its RUNNING row's slot taken by the next tick, the job"
+        " cancelled; the redelivery swept RUNNING -> PENDING -> CANCELLED (now it re-enters: LOST)",
     ),
 ]  # fmt: skip
