@@ -162,7 +162,8 @@ def shapes_from_specs(prefix: str) -> dict[str, TableShape]:
     from jobsched import resources
 
     out: dict[str, TableShape] = {}
-    for spec in resources.TABLES:
+    # The signing secrets' table too: an http target's worker reads it (GetItem) once per cached minute.
+    for spec in (*resources.TABLES, resources.SIGNING_SECRETS_TABLE):
         name = resources.physical_name(prefix, spec)
         out[name] = TableShape(
             name=name,
@@ -585,5 +586,8 @@ def _sqs_requests(op: str, params: Mapping[str, Any]) -> int:
 
 
 def _events_of(session: Any) -> Any:
+    meta = getattr(session, "meta", None)
+    if meta is not None and hasattr(meta, "events"):  # a client (e.g. one built on assumed credentials)
+        return meta.events
     inner = getattr(session, "_session", session)  # boto3.Session wraps a botocore session
     return inner.get_component("event_emitter")

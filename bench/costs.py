@@ -79,8 +79,11 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 import boto3
 from moto import mock_aws
 
+from jobsched.adapters.targets import TargetFactory
+
 if __package__:
     from bench.billing import Meter, Usage, add_time, clocks, shapes_from_specs, time_of
+    from bench.peers import LambdaInvoke, Webhook
 else:  # run as a file (python bench/costs.py): the model beside it, whatever `bench` is on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from billing import (  # type: ignore[no-redef,import-not-found]
@@ -91,6 +94,7 @@ else:  # run as a file (python bench/costs.py): the model beside it, whatever `b
         shapes_from_specs,
         time_of,
     )
+    from peers import LambdaInvoke, Webhook  # type: ignore[no-redef,import-not-found]
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -115,7 +119,13 @@ PRICES: dict[str, float] = {
     "sfn_standard_transition": 25e-6,
     "api_gateway_rest_request": 3.50e-6,
     "eventbridge_scheduler_invocation": 1.00e-6,
+    # Not in DESIGN.md's list: AWS's us-east-1 list price, $0.03 per 10,000 KMS requests (an http
+    # target's worker decrypts its tenant's signing secret once per cached minute). STS is free.
+    "kms_request": 0.03 / 10_000,
 }
+# The role a tenant's AWS targets name (moto's account): assumed with ExternalId = the tenant.
+TARGET_ROLE = "arn:aws:iam::123456789012:role/tenant-targets"
+TARGET_FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:tenant-fn"
 # Lambda's SQS event source mapping when the queue is empty: 5 pollers long-polling 20 s (estimate).
 ESM_IDLE_RECEIVES_PER_MINUTE = 5 * 3
 ESM_QUEUES = 2  # the worker's execution queue and the reconciler's redrive queue
@@ -286,6 +296,9 @@ class Clocks:
     dispatcher: float = 0.0  # whole passes
     handover: float = 0.0  # the part of passes that handed due runs over (Dispatcher.hand_over)
     api: float = 0.0
+    # A target's call (TargetFactory's adapter: http, lambda, sqs), taken out of `worker` like a
+    # python handler's time; the worker's Lambda is billed for its wall time (it waits on the peer).
+    target: float = 0.0
 
 
 @dataclass
@@ -309,6 +322,8 @@ class Account:
     api_requests: int = 0
     in_pass: bool = False
     held: list[dict[str, Any]] = field(default_factory=list)  # received, not due yet
+    peers: dict[str, Any] = field(default_factory=dict)  # the loopback peers targets call (bench/peers.py)
+    user_queue_url: str = ""  # the tenant's own queue an sqs target sends to
 
     # -- timing ----------------------------------------------------------------------------------------
     @contextmanager
@@ -512,6 +527,7 @@ def account(shards: int, environment: dict[str, str]) -> Iterator[Account]:
     from jobsched import constants as c
     from jobsched import resources
     from jobsched.adapters.idempotency import persistence
+    from jobsched.adapters.targets import AddressPolicy, AssumedRoles
     from jobsched.api import build_app
     from jobsched.handlers import HandlerRegistry, registry
     from jobsched.ports import FakeClock
@@ -529,6 +545,7 @@ def account(shards: int, environment: dict[str, str]) -> Iterator[Account]:
             sqs=plain.client("sqs"),
             sns=plain.client("sns"),
             stepfunctions=plain.client("stepfunctions"),
+            kms=plain.client("kms"),
         )
         settings = Settings.from_env(
             {
@@ -543,6 +560,9 @@ def account(shards: int, environment: dict[str, str]) -> Iterator[Account]:
                 c.DAG_WORKFLOW_ARN_ENV: made[resources.DAG_WORKFLOW.logical_id],
                 c.ALERT_TOPIC_ARN_ENV: made[resources.ALERT_TOPIC.logical_id],
                 c.SHARD_COUNT_ENV: str(shards),
+                c.SIGNING_SECRETS_TABLE_ENV: made[resources.SIGNING_SECRETS_TABLE.logical_id],
+                c.SIGNING_KEY_ARN_ENV: made[resources.SIGNING_KEY.logical_id],
+                c.TARGET_POLICY_ENV: "local",  # the http target's peer listens on loopback
             }
         )
         # The pump receives ahead of time and puts back what is not due yet; those receives are
@@ -575,6 +595,36 @@ def account(shards: int, environment: dict[str, str]) -> Iterator[Account]:
             stepfunctions=billed.client("stepfunctions"),
             clock=clock,
             handlers=handlers,
+            kms=billed.client("kms"),
+            sts=billed.client("sts"),
+        )
+        # The AWS targets' clients, built on each tenant's assumed credentials, billed as "target"
+        # (their calls land on the tenant's account); the Lambda Invoke API is the loopback peer.
+        webhook, invoke = Webhook().start(), LambdaInvoke().start()
+        roles = AssumedRoles(
+            billed.client("sts"), region=REGION, clock=clock, endpoints={"lambda": invoke.url}
+        )
+        roles_client = roles.client
+
+        def metered_client(service: str, role_arn: str, tenant: str) -> Any:
+            client = roles_client(service, role_arn, tenant)
+            if not getattr(client, "_bench_metered", False):
+                meter.attach(client, source="target")
+                client._bench_metered = True
+            return client
+
+        roles.client = metered_client  # type: ignore[method-assign]
+        seconds, wall = Clocks(), Clocks()
+        svc.worker.targets = TimedTargets(
+            handlers=handlers,
+            roles=roles,
+            signing_secret=svc.signing_secret,
+            policy=AddressPolicy.local(),
+            clock=clock,
+            handler_time=handler_time,
+            meter=meter,
+            seconds=seconds,
+            wall=wall,
         )
         svc.worker.sleep = clock.advance
         svc.dispatcher.max_workers = 1  # moto in-process: one call at a time (the meter also serialises)
@@ -598,9 +648,55 @@ def account(shards: int, environment: dict[str, str]) -> Iterator[Account]:
             handler_time,
             sqs=sqs,
             sfn=plain.client("stepfunctions"),
+            seconds=seconds,
+            wall=wall,
+            peers={"webhook": webhook, "lambda": invoke},
+            user_queue_url=plain.client("sqs").create_queue(QueueName="tenant-own-queue")["QueueUrl"],
         )
         acct.time_dispatcher()
-        yield acct
+        try:
+            yield acct
+        finally:
+            webhook.stop()
+            invoke.stop()
+
+
+class TimedTargets(TargetFactory):
+    """TargetFactory whose adapters' calls are timed: out of the worker's own time, into `seconds`."""
+
+    def __init__(
+        self, *, handler_time: dict[int, list[float]], meter: Meter, seconds: Clocks, wall: Clocks, **kw: Any
+    ) -> None:
+        super().__init__(**kw)
+        self.handler_time = handler_time
+        self.meter = meter
+        self.seconds = seconds
+        self.wall = wall
+
+    def for_spec(self, spec: Any, *, timeout_seconds: float | None = None) -> Any:
+        target = super().for_spec(spec, timeout_seconds=timeout_seconds)
+        if getattr(spec, "type", "python") == "python":
+            return target  # its handler is timed already (_timed_handler)
+        outer = self
+
+        class Timed:
+            def invoke(self, envelope: Any, ctx: Any) -> object:
+                thread = threading.get_ident()
+                start, hooks = clocks(), time_of(outer.meter.hook_time, thread)
+                try:
+                    return target.invoke(envelope, ctx)
+                finally:
+                    # Less the meter's own time in the call (the worker's `timed` takes that out already).
+                    hooked = [
+                        b - a for a, b in zip(hooks, time_of(outer.meter.hook_time, thread), strict=True)
+                    ]
+                    start = (start[0] + hooked[0], start[1] + hooked[1])
+                    end = clocks()
+                    add_time(outer.handler_time, start, until=end)
+                    outer.seconds.target += end[0] - start[0]
+                    outer.wall.target += end[1] - start[1]
+
+        return Timed()
 
 
 def _timed_handler(fn: Callable[..., Any], totals: dict[int, list[float]]) -> Callable[..., Any]:
@@ -789,7 +885,33 @@ KINDS: tuple[Kind, ...] = (
         _recurring("* * * * *", 5, 2, 6, payload={"fail_times": 2}, **_FLAKY_RETRY),
     ),
     Kind("dag_member", "DAG node (A,B -> C -> D, one-off, via API)", _dags(5)),
+    # Targets: the same every-minute job calling the tenant's work instead of a python handler.
+    Kind(
+        "target_http",
+        "every minute, http target (loopback peer answering at once)",
+        _recurring("* * * * *", 10, 4, 20),
+    ),
+    Kind(
+        "target_sqs",
+        "every minute, sqs target (SendMessage as the tenant's role)",
+        _recurring("* * * * *", 10, 4, 20),
+    ),
+    Kind(
+        "target_lambda",
+        "every minute, lambda target, sync (Invoke peer answering at once)",
+        _recurring("* * * * *", 10, 4, 20),
+    ),
 )
+_TARGETS: dict[str, Callable[[Account], dict[str, Any]]] = {
+    "target_http": lambda acct: {"type": "http", "url": f"{acct.peers['webhook'].url}/hook"},
+    "target_sqs": lambda acct: {"type": "sqs", "queue_url": acct.user_queue_url, "role_arn": TARGET_ROLE},
+    "target_lambda": lambda acct: {
+        "type": "lambda",
+        "function_arn": TARGET_FUNCTION,
+        "invocation": "sync",
+        "role_arn": TARGET_ROLE,
+    },
+}
 _HANDLERS = {"retried_once": "demo.flaky", "retried_twice": "demo.flaky", "recurring_4kb": "demo.sleep"}
 
 
@@ -806,6 +928,7 @@ def price(amounts: dict[str, float]) -> float:
         + amounts["lambda_gb_seconds"] * PRICES["lambda_gb_second_arm64"]
         + amounts["sfn_transitions"] * PRICES["sfn_standard_transition"]
         + amounts.get("api_gateway_requests", 0.0) * PRICES["api_gateway_rest_request"]
+        + amounts.get("kms_requests", 0.0) * PRICES["kms_request"]
     )
 
 
@@ -841,6 +964,8 @@ def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> di
             measured.seconds.worker * facts.memory_mb["worker"]
             + dispatcher_seconds * facts.memory_mb["dispatcher"]
             + measured.seconds.api * facts.memory_mb["api"]
+            # The worker waits on a target's call: billed for its wall time, not its CPU time.
+            + measured.wall.target * facts.memory_mb["worker"]
         )
         / 1024
         / runs
@@ -852,9 +977,13 @@ def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> di
     if api:
         calls["Lambda.Invoke[api]"] = api
         calls["APIGateway.Request"] = api
+    target_calls = {
+        op.split(":", 1)[1]: n for op, n in view["calls_by_source"].items() if op.startswith("target:")
+    }
     out: dict[str, Any] = {
         "runs": runs,
         "deliveries_per_run": deliveries,
+        "kms_requests": sum(n for op, n in calls.items() if op.startswith("KMS.")),
         "dynamodb_wru": view["dynamodb_wru"],
         "dynamodb_rru": view["dynamodb_rru"],
         "sqs_requests": view["sqs_requests"] + 2 * deliveries / batch,
@@ -871,6 +1000,8 @@ def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> di
             "worker": measured.seconds.worker / runs,
             "dispatcher": dispatcher_seconds / runs,
             "api": measured.seconds.api / runs,
+            "target_call_cpu": measured.seconds.target / runs,
+            "target_call_wall": measured.wall.target / runs,
         },
         # (The dispatcher's wall time is left out: its helper threads overlap, so it has no clean one.)
         "wall_seconds_per_run": {
@@ -888,6 +1019,11 @@ def per_run(measured: Window, fixed: Window, runs: int, facts: InfraFacts) -> di
         "calls_via_workflows": {
             op.split(":", 1)[1]: n for op, n in view["calls_by_source"].items() if op.startswith("sfn:")
         },
+        # The target's own AWS calls, made with the tenant's assumed role (SQS.SendMessage is in
+        # sqs_requests and priced; a lambda target's Lambda.Invoke and its function's duration are
+        # the user's bill: `user_bill_usd_per_million`, not in usd_per_million).
+        "target_calls": target_calls,
+        "user_bill_usd_per_million": target_calls.get("Lambda.Invoke", 0.0) * PRICES["lambda_request"] * 1e6,
     }
     out["usd_per_million"] = price(out) * 1e6
     # Batches of one: every run its own SendMessageBatch, ReceiveMessage, DeleteMessageBatch, invocation.
@@ -909,6 +1045,7 @@ def _breakdown(amounts: dict[str, Any]) -> dict[str, float]:
         "lambda_duration": amounts["lambda_gb_seconds"] * PRICES["lambda_gb_second_arm64"] * 1e6,
         "step_functions": amounts["sfn_transitions"] * PRICES["sfn_standard_transition"] * 1e6,
         "api_gateway": amounts.get("api_gateway_requests", 0.0) * PRICES["api_gateway_rest_request"] * 1e6,
+        "kms": amounts.get("kms_requests", 0.0) * PRICES["kms_request"] * 1e6,
     }
 
 
@@ -1017,6 +1154,8 @@ def run(
             fixed = idle_passes(acct, 3, T0 - 5 * MINUTE)
             if kind.name in _HANDLERS:
                 _use_handler(acct, _HANDLERS[kind.name])
+            if kind.name in _TARGETS:
+                _use_target(acct, _TARGETS[kind.name](acct))
             measured, runs = kind.drive(acct, quick)
             results["kinds"][kind.name] = {"title": kind.title, **per_run(measured, fixed, runs, facts)}
             results["kinds"][kind.name]["outcomes"] = dict(acct.outcomes)
@@ -1028,6 +1167,12 @@ def _use_handler(acct: Account, handler: str) -> None:
     """Make the kind's posts name `handler` (demo.echo otherwise)."""
     post = acct.post
     acct.post = lambda body: post({**body, "handler": handler})  # type: ignore[method-assign]
+
+
+def _use_target(acct: Account, target: dict[str, Any]) -> None:
+    """Make the kind's posts name `target` instead of a handler."""
+    post = acct.post
+    acct.post = lambda body: post({**{k: v for k, v in body.items() if k != "handler"}, "target": target})  # type: ignore[method-assign]
 
 
 ASSUMPTIONS = [
@@ -1047,6 +1192,13 @@ ASSUMPTIONS = [
     "Idle ESM long polls (estimate): 5 pollers x 3 twenty-second polls a minute on the execution queue "
     "and on its redrive queue. Scheduled EventBridge rules are free. X-Ray, CloudWatch and storage "
     "are not counted.",
+    "Targets: the peers answer at once on loopback (bench/peers.py), so the worker's GB-s of a "
+    "target_* kind adds the call's wall time (the worker waits on it) and nothing of the peer's work. "
+    "target_sqs's SendMessage (as the tenant's role) is priced; target_lambda's Invoke request and "
+    "its function's duration are the user's bill ('user $/M', the duration not counted). STS "
+    "AssumeRole is free and cached per (role, tenant) until 5 min before expiry (1 h sessions): "
+    "at scale 1 per 55 min per worker environment. KMS Decrypt of the signing secret: once per "
+    "cached minute per tenant per worker environment, at $0.03/10k (not a DESIGN.md price).",
     "One-off and DAG kinds include their creation (POST /api/jobs: API Gateway + API Lambda); "
     "recurring jobs' creation is amortised over their runs (0).",
 ]
@@ -1120,6 +1272,21 @@ def render(results: dict[str, Any]) -> str:
         f"{'WRU: table / index / transaction':<32} "
         + " ".join(f"{_wru_parts(kinds[n]['wru_breakdown']):>12}" for n in kinds)
     )
+    targeted = {n: k for n, k in kinds.items() if n.startswith("target_")}
+    if targeted:
+        lines += [
+            "",
+            "Targets: the call itself (wall ms per run, billed as worker GB-s), its own AWS calls per run "
+            "(tenant's role), user's bill:",
+            "",
+            f"{'kind':<18} {'call ms':>8} {'KMS/run':>8} {'own calls per run':<34} {'user $/M':>8}",
+        ]
+        for name, k in targeted.items():
+            own = ", ".join(f"{op} {n:.2f}" for op, n in sorted(k.get("target_calls", {}).items())) or "-"
+            lines.append(
+                f"{name:<18} {k['seconds_per_run'].get('target_call_wall', 0) * 1e3:>8.2f} "
+                f"{k.get('kms_requests', 0):>8.3f} {own:<34} {k.get('user_bill_usd_per_million', 0):>8.2f}"
+            )
     fixed = results["fixed_per_minute"]
     lines += [
         "",

@@ -118,7 +118,7 @@ class Store:
 
 def mentioning(items: list[dict[str, Any]], tenants: set[str]) -> list[dict[str, Any]]:
     """The items whose text contains one of `tenants`, whatever attribute or key holds it."""
-    return [item for item in items if any(t in json.dumps(item) for t in tenants)]
+    return [item for item in items if any(t in json.dumps(item, default=repr) for t in tenants)]
 
 
 class Seeded:

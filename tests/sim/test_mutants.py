@@ -187,11 +187,14 @@ SIGNATURES: dict[str, re.Pattern[str]] = {
 # Measured over seeds 1.. on this branch: each of the first four was found by seed 1 (and again by most
 # of seeds 2, 3); double_count, at WORKFLOW_TIMEOUT_RATE, first by seed 11 (then 15, 23, 25, 29, 30, 31
 # of 1..31; none of 1..51 at the simulator's own 1%). A bound is a few times the first finding.
+# Since the simulator plays long handlers as tasks of their own and the fixes of this stop,
+# early_hold_lapse is first found by seed 9 (python -m tests.sim --seeds 0 --mutants), seed 9 left
+# out below: its bound is 30.
 BOUNDS: dict[str, int] = {
     "stamp_before_send": 5,
     "unconditional_record": 5,
     "double_count": 40,
-    "early_hold_lapse": 5,
+    "early_hold_lapse": 30,
     "skip_on_pause": 5,
 }
 # Seed 9's schedule nests long handlers so deep that the simulator plays it for minutes (seen with and
