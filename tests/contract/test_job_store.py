@@ -247,22 +247,43 @@ def test_extend_hold_renews_only_the_holder(backend: Backend) -> None:
 
 
 # -- start markers: the count, and cancel -----------------------------------------------------------
-def test_the_count_goes_up_and_down_and_never_below_zero(backend: Backend) -> None:
+def test_a_run_in_flight_is_entered_renewed_and_removed_once(backend: Backend) -> None:
+    # Given a job; when a run (message m1) enters, then the answer is the job before: no entry
     create(backend, job())
-    counted, after = backend.jobs.count_and_read("job_a", until=at(30), now=T0)
-    assert counted and after is not None and after.running == 1
-    assert backend.jobs.extend_count("job_a", until=at(60))
-    assert backend.jobs.uncount("job_a")
-    assert not backend.jobs.uncount("job_a")
-    assert not backend.jobs.extend_count("job_a", until=at(90))
+    counted, before = backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)
+    assert counted and before is not None and before.in_flight == {}
+    assert backend.jobs.get_job("job_a").in_flight == {f"{RUN}#m1": at(30)}  # type: ignore[union-attr]
+    # and its heartbeat renews it, its end removes it, once
+    assert backend.jobs.extend_count("job_a", run=RUN, message="m1", until=at(60))
+    assert not backend.jobs.extend_count("job_a", run=RUN, message="m2", until=at(60))
+    assert backend.jobs.uncount("job_a", run=RUN, message="m1")
+    assert not backend.jobs.uncount("job_a", run=RUN, message="m1")
+    assert not backend.jobs.extend_count("job_a", run=RUN, message="m1", until=at(90))
+    assert backend.jobs.get_job("job_a").in_flight == {}  # type: ignore[union-attr]
+
+
+def test_a_redelivery_re_enters_its_own_entry_and_is_never_counted_twice(backend: Backend) -> None:
+    # Given a run whose receive (m1) entered and died, and another run in flight (m2)
+    create(backend, job())
+    assert backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
+    assert backend.jobs.count_and_read("job_a", run=OTHER, message="m2", until=at(30), now=T0)[0]
+    # When m1 comes back: it sees its own entry (the run started), and re-enters it
+    counted, before = backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(90), now=at(60))
+    assert counted and before is not None and f"{RUN}#m1" in before.in_flight
+    # Then its end removes the one entry; the other run's is left as it is
+    assert backend.jobs.uncount("job_a", run=RUN, message="m1")
+    assert backend.jobs.get_job("job_a").in_flight == {f"{OTHER}#m2": at(30)}  # type: ignore[union-attr]
 
 
 def test_a_cancelled_job_counts_no_run(backend: Backend) -> None:
     create(backend, job())
     assert backend.jobs.cancel_job("job_a", now=T0, stale=None)[0]
-    counted, stood = backend.jobs.count_and_read("job_a", until=at(30), now=at(1))
+    counted, stood = backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=at(1))
     assert not counted and stood is not None and stood.status == JobStatus.CANCELLED
-    assert backend.jobs.count_and_read("job_none", until=at(30), now=T0) == (False, None)
+    assert backend.jobs.count_and_read("job_none", run=RUN, message="m1", until=at(30), now=T0) == (
+        False,
+        None,
+    )
 
 
 def test_cancel_is_refused_while_a_start_marker_is_live_and_applies_once_it_lapses(backend: Backend) -> None:
@@ -282,9 +303,26 @@ def test_cancel_passes_a_slot_held_by_a_finished_run(backend: Backend) -> None:
 
 def test_cancel_is_refused_while_a_counted_run_is_live(backend: Backend) -> None:
     create(backend, job())
-    assert backend.jobs.count_and_read("job_a", until=at(30), now=T0)[0]
+    assert backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
     assert not backend.jobs.cancel_job("job_a", now=at(10), stale=None)[0]
     assert backend.jobs.cancel_job("job_a", now=at(31), stale=None)[0]
+
+
+def test_a_dead_runs_entry_lapses_on_its_own_though_the_jobs_other_runs_renew_theirs(
+    backend: Backend,
+) -> None:
+    # Given a run in flight whose receive died (its entry until 30 s), and a live run renewing its own
+    create(backend, job())
+    assert backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
+    assert backend.jobs.count_and_read("job_a", run=OTHER, message="m2", until=at(60), now=at(20))[0]
+    assert backend.jobs.extend_count("job_a", run=OTHER, message="m2", until=at(90))
+    # When the live run ends, and a cancel comes after the dead run's entry lapsed
+    assert not backend.jobs.cancel_job("job_a", now=at(40), stale=None)[0]  # OTHER still in flight
+    assert backend.jobs.uncount("job_a", run=OTHER, message="m2")
+    applied, after = backend.jobs.cancel_job("job_a", now=at(41), stale=None)
+    # Then it applies: no run is in flight (a bare count stayed at 1, its shared until renewed by
+    # the live run, and refused every cancel while the job kept running: tests/sim seed 137)
+    assert applied and after is not None and after.status == JobStatus.CANCELLED
 
 
 # -- shard leases -------------------------------------------------------------------------------------

@@ -187,6 +187,29 @@ def test_a_worker_killed_after_its_handler_then_a_cancel_records_the_run_lost_no
     assert pump.receive_all() == []
 
 
+def test_a_worker_killed_mid_run_of_an_allow_job_leaves_no_marker_that_refuses_a_later_cancel(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given an `allow` job every 10 s (counted runs) whose first run's worker dies mid-run
+    job = svc.job_service.submit(
+        CreateJobRequest(
+            type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", overlap_policy="allow"
+        ),
+        tenant="t",
+        idempotency_key="allow",
+    )
+    svc.worker.crash = CrashAt("run.after_lease")
+    assert pump.run_due(T0 + timedelta(seconds=10))["crashed"] == 1
+    # When its message comes back and runs, and the job's ticks up to 12:01:00 run after it
+    pump.expire_leases(svc.settings.lease_seconds)
+    pump.run_due(T0 + timedelta(seconds=60))
+    assert runs_by_key(svc, job.job_id)[T0 + timedelta(seconds=10)] == "SUCCEEDED"
+    # Then a cancel right after the last run answers 200: nothing is in flight (DynamoDB: the dead
+    # receive's entry was re-entered and removed by its redelivery; a bare count stayed at 1, and
+    # the last run's renewal of its lease refused the cancel)
+    assert svc.job_service.cancel(job.job_id, tenant="t").status == "CANCELLED"
+
+
 def test_a_redelivery_while_the_holder_is_alive_is_left_alone(
     svc: Services, pump: Pump, clock: FakeClock
 ) -> None:

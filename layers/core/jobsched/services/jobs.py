@@ -206,7 +206,7 @@ class JobService:
     def _in_progress(self, job: Job, now: datetime) -> str | None:
         """Raise 409 if a run of the job is in progress; else the slot's finished holder, if any."""
         busy = Conflict(f"job {job.job_id} has a run in progress; it cannot be cancelled mid-flight")
-        if job.running > 0 and job.running_until is not None and job.running_until >= now:
+        if any(until >= now for until in job.in_flight.values()):
             raise busy
         if job.active_run is None or job.active_until is None or job.active_until < now:
             return None

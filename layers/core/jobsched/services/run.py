@@ -181,14 +181,16 @@ class Worker:
             # again (see _process).
             started = job is not None and job.active_run == sf and job.active_message == delivery.message_id
         else:
-            counted, job = self.jobs.count_and_read(message.job_id, until=until, now=now)
+            counted, job = self.jobs.count_and_read(
+                message.job_id, run=sf, message=delivery.message_id, until=until, now=now
+            )
         try:
             outcome, settled = self._process(message, job, delivery, held=held, started=started)
         except InFlightElsewhere:
             # Another receive of this very message (SQS redelivers one whose visibility ran out),
             # or the worker that took the run over, holds the run and its slot: give nothing back.
             if counted:
-                self.jobs.uncount(message.job_id)
+                self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
             raise
         except Exception:
             # Held up front, then an error (or a wait): give it back. (A run that got past its gate
@@ -197,12 +199,12 @@ class Worker:
             if held and job is not None:
                 self._release(job, sf)
             if counted:
-                self.jobs.uncount(message.job_id)
+                self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
             raise
         if held and job is not None and not settled:
             self._release(job, sf)  # held for a tick that did not start
         if counted:
-            self.jobs.uncount(message.job_id)
+            self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
         return outcome
 
     def _process(
@@ -967,7 +969,12 @@ class _Heartbeat:
         if self._claim == "slot":
             self._renew("slot", lambda: worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until))
         else:
-            self._renew("count", lambda: worker.jobs.extend_count(self._job_id, until=hold_until))
+            self._renew(
+                "count",
+                lambda: worker.jobs.extend_count(
+                    self._job_id, run=self._sf, message=self._delivery.message_id, until=hold_until
+                ),
+            )
 
     def _read_cancel_mark(self) -> bool:
         row = self._worker.runs.get(self._job_id, self._sf, consistent=False)
