@@ -187,6 +187,33 @@ def test_a_worker_killed_after_its_handler_then_a_cancel_records_the_run_lost_no
     assert pump.receive_all() == []
 
 
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "leased"])
+def test_a_worker_killed_before_handing_a_failure_over_then_a_cancel_still_hands_it_over(
+    svc: Services, pump: Pump, clock: FakeClock, fast_path: bool
+) -> None:
+    # Given a retried one-off whose first attempt failed, recorded FAILED, and whose worker died
+    # before starting the failure workflow
+    svc.worker.fast_path = fast_path
+    svc.worker.crash = CrashAt("run.after_record")
+    job = svc.job_service.submit(
+        CreateJobRequest(
+            type="one_off", handler="demo.fail", run_at=T0 + timedelta(seconds=5), max_attempts=3
+        ),
+        tenant="t",
+        idempotency_key="f",
+    )
+    assert pump.run_due(T0 + timedelta(seconds=5))["crashed"] == 1
+    # When its leases lapse, a cancel answers 200, and the message surfaces again
+    pump.expire_leases(svc.settings.lease_seconds)
+    assert svc.job_service.cancel(job.job_id, tenant="t").status == "CANCELLED"
+    pump.run_due()
+    # Then the failure is handed over to its workflow (which ends the run), not left FAILED for good
+    sfn = svc.failures.state_machines.client  # type: ignore[attr-defined]
+    executions = sfn.list_executions(stateMachineArn=svc.settings.failure_workflow_arn)["executions"]
+    assert runs_by_key(svc, job.job_id) == {T0 + timedelta(seconds=5): "FAILED"} and len(executions) == 1
+    assert pump.receive_all() == []
+
+
 def test_a_worker_killed_mid_run_of_an_allow_job_leaves_no_marker_that_refuses_a_later_cancel(
     svc: Services, pump: Pump, clock: FakeClock
 ) -> None:

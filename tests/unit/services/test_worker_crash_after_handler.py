@@ -136,3 +136,35 @@ def test_a_dead_holders_slot_waits_for_its_redelivery_before_the_next_tick_takes
     run = world.runs.get(job_id, a)
     assert run is not None and run.status == RunStatus.SUCCEEDED
     assert calls.count(str(a)) == 2
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "leased"])
+def test_a_failed_run_whose_worker_died_before_handing_it_over_is_handed_over_after_a_cancel(
+    world: World, fast_path: bool
+) -> None:
+    # Given a retried one-off whose first attempt failed and was recorded FAILED, its worker dead
+    # before it handed the failure to the workflow (run.after_record)
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        raise RuntimeError("fails")
+
+    world.handler("test.fails", effect)
+    request = CreateJobRequest(
+        type="one_off", handler="test.fails", run_at=T0 + timedelta(seconds=5), max_attempts=3
+    )
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.advance(5)
+    world.svc.worker.fast_path = fast_path
+    world.svc.worker.crash = crash_once_at("run.after_record")
+    with pytest.raises(Crash):
+        world.deliver()
+    # When its markers lapsed, a cancel answers 200, and the message comes back
+    world.clock.advance(VISIBILITY + 1)
+    world.svc.job_service.cancel(job_id, tenant="t")
+    world.svc.worker.crash = no_crash
+    world.deliver()
+    # Then the failure is handed over (the workflow ends it: re-armed, its retry then cancelled, or
+    # dead-lettered), not left FAILED with no workflow and no message for good (tests/sim seed 48:
+    # the redelivery, seeing the start marker, found the row not claimable and dropped itself)
+    [run] = world.runs.recent(job_id, limit=5)
+    assert run.status == RunStatus.FAILED
+    assert [p["attempt"] for p in world.machines.started.values()] == [1]

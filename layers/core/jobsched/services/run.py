@@ -287,7 +287,9 @@ class Worker:
             job.job_id, sf, lease=lease, now=now, create=NewRun(job.job_id, job.tenant, sf, kind)
         )
         if not claim.applied:
-            return Outcome.DUPLICATE  # recorded already (finished, or lost by another copy)
+            # Recorded already: finished, lost by another copy, or FAILED by the dead receive before
+            # it handed the failure over (then hand it over here: nothing else would, seed 48).
+            return self._refused(job, claim.row, delivery)
         self.runs.lose(job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", CANCELLED_LOST))
         return Outcome.LOST
 
