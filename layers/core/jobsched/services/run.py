@@ -590,6 +590,10 @@ class Worker:
                 if done.row is not None
                 else (done.previous.attempt if done.previous else 0) + 1
             )
+            # and the replay series too: a stale read of a replayed run shows the series before it,
+            # whose attempt's workflow exists already by name (tests/sim seed 174).
+            written = done.row if done.row is not None else done.previous
+            replays = written.replays if written is not None else 0
         return self._recorded(job, sf, attempt, error, replays, finished, retry_after=heartbeat.retry_after)
 
     def _run_leased(self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str) -> Outcome:
