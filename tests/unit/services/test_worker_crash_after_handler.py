@@ -17,7 +17,7 @@ from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.handlers import RunContext
 from jobsched.ports import Crash, no_crash
-from jobsched.services.run import Outcome
+from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
 from tests.unit.services.conftest import T0, World
 
 VISIBILITY = 300  # the world's queue: a message not acknowledged surfaces again after this long
@@ -168,3 +168,36 @@ def test_a_failed_run_whose_worker_died_before_handing_it_over_is_handed_over_af
     [run] = world.runs.recent(job_id, limit=5)
     assert run.status == RunStatus.FAILED
     assert [p["attempt"] for p in world.machines.started.values()] == [1]
+
+
+def test_a_duplicate_delivery_while_its_twin_runs_is_left_alone_and_runs_nothing(world: World) -> None:
+    # Given a one-off whose message SQS hands out twice at once: while the first receive's handler
+    # runs, the second receive of the very same message is processed
+    calls: list[int] = []
+    twin: list[object] = []
+    [received] = [None]
+
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        calls.append(ctx.attempt)
+        if len(calls) == 1:
+            assert received is not None
+            try:
+                twin.append(world.svc.worker.process(Delivery(received.message_id, "twin", received.body)))
+            except InFlightElsewhere as exc:
+                twin.append(type(exc).__name__)
+        return {"ok": True}
+
+    world.handler("test.effect", effect)
+    request = CreateJobRequest(type="one_off", handler="test.effect", run_at=T0 + timedelta(seconds=5))
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.advance(5)
+    [received] = world.queue.receive()
+    # When both receives are processed
+    outcome = world.svc.worker.process(Delivery(received.message_id, received.receipt_handle, received.body))
+    # Then the twin is left in the queue (its visibility governs; it finds the run finished later) and
+    # runs nothing: the handler ran once. Before, the twin took the live hold of its own message for
+    # a dead receive's, ran the handler beside it, and its end freed the slot while the first ran
+    # (tests/sim seed 24: an overlap under skip, and a cancel answered 200 while a run ran)
+    assert outcome == Outcome.SUCCEEDED and twin == ["InFlightElsewhere"] and calls == [1]
+    run = world.runs.get(job_id, T0 + timedelta(seconds=5))
+    assert run is not None and run.status == RunStatus.SUCCEEDED

@@ -180,6 +180,12 @@ class Worker:
             # started: its gate (pause, edit, deadline, cancel) was passed then, and is not asked
             # again (see _process).
             started = job is not None and job.active_run == sf and job.active_message == delivery.message_id
+            if started and job is not None and _live(job.active_until, now):
+                # Not a dead receive's marker: a live one's (a heartbeat renews it; a dead receive's
+                # lapses before its message surfaces again). SQS handed this very message out twice
+                # at once: leave this copy to its visibility. Run beside its twin, its end freed the
+                # slot while the twin ran (an overlap; a cancel answered 200 mid-run: seed 24).
+                raise InFlightElsewhere(delivery.message_id)
         else:
             counted, job = self.jobs.count_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
