@@ -20,7 +20,8 @@ after a timeout that followed their write) are fixed in asl.py and pass there.
 Seeds 6, 7, 8 (issue 19, crash point run.after_handler): tests/unit/services/
 test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard the same mechanisms.
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
-seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py.
+seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
+test_worker_in_flight_runs.py.
 """
 
 from __future__ import annotations
@@ -72,5 +73,10 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         24, 5, 10, "overlapped under overlap policy skip",
         "SQS handed one message out twice at once: the twin took its live hold for a dead receive's,"
         " ran beside it, and freed the slot while it ran (now a live hold of its own message: left)",
+    ),
+    (
+        9, 5, 10, "is CANCELLED but its handler succeeded",
+        "a counted (backfill) run and a leased RUNNING run whose workers died after the handler, the job"
+        " cancelled since: the redeliveries wrote CANCELLED (now LOST: the in_flight entry, the RUNNING row)",
     ),
 ]  # fmt: skip

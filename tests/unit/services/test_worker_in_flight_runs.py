@@ -60,3 +60,34 @@ def test_a_cancel_between_runs_of_a_busy_allow_job_applies_after_a_worker_died_m
     assert answer.status == "CANCELLED"
     job = world.jobs.get_job(job_id)
     assert job is not None and job.status == JobStatus.CANCELLED
+
+
+def test_a_counted_run_whose_worker_died_after_its_handler_is_lost_not_cancelled_by_a_later_cancel(
+    world: World,
+) -> None:
+    # Given an `allow` job's tick whose worker dies after the handler ran, before recording it
+    calls: list[str] = []
+
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        calls.append(str(ctx.scheduled_for))
+        return {"ok": True}
+
+    world.handler("test.effect", effect)
+    request = CreateJobRequest(
+        type="recurring", handler="test.effect", cron_expr="* * * * *", overlap_policy="allow"
+    )
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.clock.set(T0 + timedelta(seconds=60))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When its in-flight entry lapsed, a cancel answers 200, and the message comes back
+    world.clock.advance(VISIBILITY + 1)
+    assert world.svc.job_service.cancel(job_id, tenant="t").status == "CANCELLED"
+    world.deliver()
+    # Then the run is recorded LOST (it may have run; a cancelled job starts nothing), not CANCELLED
+    # as if it never ran (tests/sim seed 9: a backfill run, counted as allow runs are)
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.status == RunStatus.LOST and len(calls) == 1

@@ -43,7 +43,7 @@ from aws_lambda_powertools import Logger
 from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
-from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
+from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed
@@ -190,6 +190,12 @@ class Worker:
             counted, job = self.jobs.count_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
             )
+            # The same for a counted run: its own in-flight entry, left by a receive that got past
+            # the count and died (lapsed), or by a twin that runs now (live: leave this copy).
+            entry = job.in_flight.get(in_flight_key(sf, delivery.message_id)) if job else None
+            started = entry is not None
+            if entry is not None and _live(entry, now):
+                raise InFlightElsewhere(delivery.message_id)
         try:
             outcome, settled = self._process(message, job, delivery, held=held, started=started)
         except InFlightElsewhere:
@@ -228,7 +234,7 @@ class Worker:
         if job is None or job.status == JobStatus.CANCELLED:
             if started and job is not None:
                 return self._lost_to_cancel(job, sf, delivery, kind=message.kind), False
-            return self._cancelled(message, job), False
+            return self._cancelled(message, job, delivery), False
         # Backfills are an operator's explicit, rate-limited request for past ticks: no gate. A manual
         # run honours the overlap policy only.
         kind = message.kind
@@ -262,7 +268,7 @@ class Worker:
             self._release(job, sf)
         return outcome, holds
 
-    def _cancelled(self, message: RunMessage, job: Job | None) -> Outcome:
+    def _cancelled(self, message: RunMessage, job: Job | None, delivery: Delivery) -> Outcome:
         """The job was cancelled before this run started: the run never starts, and says so.
 
         A run whose worker died mid-run (LEASED/RUNNING, its lease expired: the cancel could then go
@@ -270,6 +276,11 @@ class Worker:
         forever, its message acknowledged, since RUNNING -> CANCELLED is no edge.
         """
         kind = message.kind
+        row = self.runs.get(message.job_id, message.scheduled_for) if job is not None else None
+        if job is not None and row is not None and row.status == RunStatus.RUNNING:
+            # RUNNING: its worker passed LEASED -> RUNNING and called the handler, then died (its
+            # lease lapsed, so the cancel went through). It may have run: LOST, not CANCELLED.
+            return self._lost_to_cancel(job, message.scheduled_for, delivery, kind=kind)
         self.runs.cancel(
             message.job_id,
             message.scheduled_for,
@@ -383,7 +394,8 @@ class Worker:
             return None
         current = self.jobs.get_job(job.job_id)
         if current is None or current.status == JobStatus.CANCELLED:
-            return self._cancelled(RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind), current)
+            cancelled = RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind)
+            return self._cancelled(cancelled, current, delivery)
         holder_live = current.active_run is not None and _live(current.active_until, now)
         if holder_live and current.active_run == sf and current.active_message != delivery.message_id:
             # Another copy of this very run's message holds the slot (a wake-up and its sleeping
