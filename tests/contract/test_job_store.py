@@ -217,13 +217,30 @@ def test_buffer_behind_is_refused_while_another_tick_waits_live(backend: Backend
     assert backend.jobs.buffer_behind("job_a", run=OTHER, kind="manual", until=at(300), now=at(201))
 
 
-def test_hold_and_read_answers_the_job_after_or_as_it_stood(backend: Backend) -> None:
+def test_hold_and_read_answers_the_job_as_it_stood_before_the_write(backend: Backend) -> None:
+    # Given a job; when a run holds it, then the answer is the job before: unheld
     create(backend, job())
-    held, after = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)
-    assert held and after is not None and after.active_run == RUN
+    held, before = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)
+    assert held and before is not None and before.active_run is None
+    assert backend.jobs.get_job("job_a").active_run == RUN  # type: ignore[union-attr]
     refused, stood = backend.jobs.hold_and_read("job_a", run=OTHER, message="m2", until=at(30), now=at(1))
     assert not refused and stood is not None and stood.active_run == RUN
     assert backend.jobs.hold_and_read("job_none", run=RUN, message="m", until=at(30), now=T0) == (False, None)
+
+
+def test_hold_and_read_shows_a_redelivery_the_marker_its_dead_receive_left(backend: Backend) -> None:
+    # Given a job held by message m1, whose receive died (its hold lapsed, nobody took the slot)
+    create(backend, job())
+    assert backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
+    # When m1 comes back after the hold lapsed
+    held, before = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(90), now=at(60))
+    # Then it holds again, and sees that this very message held the slot: the run started
+    assert held and before is not None
+    assert (before.active_run, before.active_message) == (RUN, "m1")
+    # and on a job cancelled since, the refusal shows the same marker
+    assert backend.jobs.cancel_job("job_a", now=at(200), stale=None)[0]
+    refused, stood = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(260), now=at(230))
+    assert not refused and stood is not None and (stood.active_run, stood.active_message) == (RUN, "m1")
 
 
 def test_release_job_frees_the_slot_only_for_its_holder_and_answers_the_job_before(backend: Backend) -> None:
@@ -245,22 +262,43 @@ def test_extend_hold_renews_only_the_holder(backend: Backend) -> None:
 
 
 # -- start markers: the count, and cancel -----------------------------------------------------------
-def test_the_count_goes_up_and_down_and_never_below_zero(backend: Backend) -> None:
+def test_a_run_in_flight_is_entered_renewed_and_removed_once(backend: Backend) -> None:
+    # Given a job; when a run (message m1) enters, then the answer is the job before: no entry
     create(backend, job())
-    counted, after = backend.jobs.count_and_read("job_a", until=at(30), now=T0)
-    assert counted and after is not None and after.running == 1
-    assert backend.jobs.extend_count("job_a", until=at(60))
-    assert backend.jobs.uncount("job_a")
-    assert not backend.jobs.uncount("job_a")
-    assert not backend.jobs.extend_count("job_a", until=at(90))
+    counted, before = backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)
+    assert counted and before is not None and before.in_flight == {}
+    assert backend.jobs.get_job("job_a").in_flight == {f"{RUN}#m1": at(30)}  # type: ignore[union-attr]
+    # and its heartbeat renews it, its end removes it, once
+    assert backend.jobs.extend_count("job_a", run=RUN, message="m1", until=at(60))
+    assert not backend.jobs.extend_count("job_a", run=RUN, message="m2", until=at(60))
+    assert backend.jobs.uncount("job_a", run=RUN, message="m1")
+    assert not backend.jobs.uncount("job_a", run=RUN, message="m1")
+    assert not backend.jobs.extend_count("job_a", run=RUN, message="m1", until=at(90))
+    assert backend.jobs.get_job("job_a").in_flight == {}  # type: ignore[union-attr]
+
+
+def test_a_redelivery_re_enters_its_own_entry_and_is_never_counted_twice(backend: Backend) -> None:
+    # Given a run whose receive (m1) entered and died, and another run in flight (m2)
+    create(backend, job())
+    assert backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
+    assert backend.jobs.count_and_read("job_a", run=OTHER, message="m2", until=at(30), now=T0)[0]
+    # When m1 comes back: it sees its own entry (the run started), and re-enters it
+    counted, before = backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(90), now=at(60))
+    assert counted and before is not None and f"{RUN}#m1" in before.in_flight
+    # Then its end removes the one entry; the other run's is left as it is
+    assert backend.jobs.uncount("job_a", run=RUN, message="m1")
+    assert backend.jobs.get_job("job_a").in_flight == {f"{OTHER}#m2": at(30)}  # type: ignore[union-attr]
 
 
 def test_a_cancelled_job_counts_no_run(backend: Backend) -> None:
     create(backend, job())
     assert backend.jobs.cancel_job("job_a", now=T0, stale=None)[0]
-    counted, stood = backend.jobs.count_and_read("job_a", until=at(30), now=at(1))
+    counted, stood = backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=at(1))
     assert not counted and stood is not None and stood.status == JobStatus.CANCELLED
-    assert backend.jobs.count_and_read("job_none", until=at(30), now=T0) == (False, None)
+    assert backend.jobs.count_and_read("job_none", run=RUN, message="m1", until=at(30), now=T0) == (
+        False,
+        None,
+    )
 
 
 def test_cancel_is_refused_while_a_start_marker_is_live_and_applies_once_it_lapses(backend: Backend) -> None:
@@ -280,9 +318,26 @@ def test_cancel_passes_a_slot_held_by_a_finished_run(backend: Backend) -> None:
 
 def test_cancel_is_refused_while_a_counted_run_is_live(backend: Backend) -> None:
     create(backend, job())
-    assert backend.jobs.count_and_read("job_a", until=at(30), now=T0)[0]
+    assert backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
     assert not backend.jobs.cancel_job("job_a", now=at(10), stale=None)[0]
     assert backend.jobs.cancel_job("job_a", now=at(31), stale=None)[0]
+
+
+def test_a_dead_runs_entry_lapses_on_its_own_though_the_jobs_other_runs_renew_theirs(
+    backend: Backend,
+) -> None:
+    # Given a run in flight whose receive died (its entry until 30 s), and a live run renewing its own
+    create(backend, job())
+    assert backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
+    assert backend.jobs.count_and_read("job_a", run=OTHER, message="m2", until=at(60), now=at(20))[0]
+    assert backend.jobs.extend_count("job_a", run=OTHER, message="m2", until=at(90))
+    # When the live run ends, and a cancel comes after the dead run's entry lapsed
+    assert not backend.jobs.cancel_job("job_a", now=at(40), stale=None)[0]  # OTHER still in flight
+    assert backend.jobs.uncount("job_a", run=OTHER, message="m2")
+    applied, after = backend.jobs.cancel_job("job_a", now=at(41), stale=None)
+    # Then it applies: no run is in flight (a bare count stayed at 1, its shared until renewed by
+    # the live run, and refused every cancel while the job kept running: tests/sim seed 137)
+    assert applied and after is not None and after.status == JobStatus.CANCELLED
 
 
 # -- shard leases -------------------------------------------------------------------------------------
@@ -334,3 +389,26 @@ def test_a_job_s_completion_can_free_its_slot_in_the_same_write(backend: Backend
         release_slot=True,
     )
     assert applied and after is not None and after.active_run is None
+
+
+def test_a_lapsed_slot_is_taken_from_its_holder_only_once_its_hold_ended_before_dead_before(
+    backend: Backend,
+) -> None:
+    # Given a job held by RUN (message m1) until 30 s, its holder dead
+    create(backend, job())
+    assert backend.jobs.hold_job("job_a", run=RUN, message="m1", until=at(30), now=T0, was_buffered=False)
+    # When another tick asks at 60 s, taking holders dead only if their hold ended before 20 s
+    # Then it is refused (the dead holder's redelivery has its turn first), and that one re-enters
+    assert not backend.jobs.hold_job(
+        "job_a", run=OTHER, message="m2", until=at(90), now=at(60), was_buffered=False, dead_before=at(20)
+    )
+    assert not backend.jobs.hold_and_read(
+        "job_a", run=OTHER, message="m2", until=at(90), now=at(60), dead_before=at(20)
+    )[0]
+    assert backend.jobs.hold_and_read(
+        "job_a", run=RUN, message="m1", until=at(90), now=at(60), dead_before=at(20)
+    )[0]
+    # and once the hold ended before dead_before, the other tick takes it
+    assert backend.jobs.hold_and_read(
+        "job_a", run=OTHER, message="m2", until=at(200), now=at(150), dead_before=at(100)
+    )[0]

@@ -16,6 +16,12 @@ Seed 90 (3 minutes) found a fast-path record lost to a 500: the run that execute
 SKIPPED by its redelivery (fixed in services/run.py, Worker._record; tests/unit/services/
 test_worker_record_faults.py). The strict xfails of test_workflows.py (Rearm and DeadLetter retried
 after a timeout that followed their write) are fixed in asl.py and pass there.
+
+Seeds 6, 7, 8 (issue 19, crash point run.after_handler): tests/unit/services/
+test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard the same mechanisms.
+Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
+seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
+test_worker_in_flight_runs.py.
 """
 
 from __future__ import annotations
@@ -28,5 +34,49 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         90, 3, 10, "2026-11-30T12:00:30.000Z is SKIPPED but its handler succeeded",
         "fast path: the record write answered a 500 after the handler ran; the redelivery skipped the run",
+    ),
+    (
+        7, 5, 10, "2026-11-30T12:08:00.000Z is CANCELLED but its handler succeeded",
+        "a worker died after the handler (run.after_handler); a cancel went through once its slot lapsed,"
+        " and the redelivery wrote the run that executed CANCELLED (now LOST: Worker._lost_to_cancel)",
+    ),
+    (
+        8, 5, 10, "2026-11-30T12:01:45.000Z is SKIPPED but its handler succeeded",
+        "a worker died after the handler; the next tick took its lapsed slot, and the redelivery, meeting"
+        " it there, wrote the run SKIPPED 'overlap' (now the slot waits for it: Worker._dead_before)",
+    ),
+    (
+        6, 5, 10, "2026-11-30T12:01:15.000Z is CANCELLED but its handler succeeded",
+        "leased path: died after the handler, its RUNNING row's slot taken by the next tick, the job"
+        " cancelled; the redelivery swept RUNNING -> PENDING -> CANCELLED (now it re-enters: LOST)",
+    ),
+    (
+        155, 5, 10, "cancel still refused",
+        "a counted (allow) run's worker died mid-run: the bare count never went back to zero, and the"
+        " job's live runs renewed its lease, so no cancel went through (now one in_flight entry per run)",
+    ),
+    (
+        163, 5, 10, "cancel still refused",
+        "as seed 155 (and its run stuck LEASED behind the refused cancels)",
+    ),
+    (
+        48, 5, 10, "stuck FAILED",
+        "a failure recorded, the worker dead before the hand-over, the job cancelled: the redelivery saw"
+        " its start marker, found the row not claimable and dropped itself (now _refused hands it over)",
+    ),
+    (
+        174, 5, 10, "stuck FAILED",
+        "fast path: a replayed run read stale showed the series before it; its failure was handed over"
+        " under that series' execution name, a no-op (now the record's row gives the replays)",
+    ),
+    (
+        24, 5, 10, "overlapped under overlap policy skip",
+        "SQS handed one message out twice at once: the twin took its live hold for a dead receive's,"
+        " ran beside it, and freed the slot while it ran (now a live hold of its own message: left)",
+    ),
+    (
+        9, 5, 10, "is CANCELLED but its handler succeeded",
+        "a counted (backfill) run and a leased RUNNING run whose workers died after the handler, the job"
+        " cancelled since: the redeliveries wrote CANCELLED (now LOST: the in_flight entry, the RUNNING row)",
     ),
 ]  # fmt: skip

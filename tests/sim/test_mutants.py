@@ -189,9 +189,11 @@ SIGNATURES: dict[str, re.Pattern[str]] = {
 # of 1..31; none of 1..51 at the simulator's own 1%). A bound is a few times the first finding.
 # Since the simulator plays long handlers as tasks of their own and the fixes of this stop,
 # early_hold_lapse is first found by seed 9 (python -m tests.sim --seeds 0 --mutants), seed 9 left
-# out below: its bound is 30.
+# out below: its bound is 30. Since the quiesce stops the client's planned actions (issue 19, a
+# planned resume undid the quiesce's pause) stamp_before_send is first found by seed 7 (a tick of
+# the quiesce's minute; early_hold_lapse by seed 7 too): its bound is 15.
 BOUNDS: dict[str, int] = {
-    "stamp_before_send": 5,
+    "stamp_before_send": 15,
     "unconditional_record": 5,
     "double_count": 40,
     "early_hold_lapse": 30,

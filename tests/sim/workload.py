@@ -86,6 +86,9 @@ class Workload:
         self.failures = failures
         self.accepted: dict[str, Accepted] = {}
         self.api = world.process("api")
+        # Set when the quiesce begins: the client's own planned actions stop there (a resume it had
+        # planned for later undid the quiesce's pause, and the drain's cancels met runs: seed 24).
+        self.stopped = False
 
     # -- calling the API like a client ---------------------------------------------------------------
     def call(self, what: str, job_id: str, fn: Callable[[Any], Any]) -> Any:
@@ -245,10 +248,19 @@ class Workload:
             at = rng.uniform(10, max(20, self.load_seconds - 120))
             action = rng.choice(["pause", "edit", "run_now", "backfill", "cancel"])
             if action == "pause":
-                self.w.loop.after(at, lambda: self.pause(job_id))
-                self.w.loop.after(at + rng.uniform(5, 240), lambda: self.resume(job_id))
+                self.w.loop.after(at, self._planned(lambda: self.pause(job_id)))
+                self.w.loop.after(at + rng.uniform(5, 240), self._planned(lambda: self.resume(job_id)))
             else:
-                self.w.loop.after(at, lambda a=action: getattr(self, a)(job_id))
+                self.w.loop.after(at, self._planned(lambda a=action: getattr(self, a)(job_id)))
+
+    def _planned(self, action: Callable[[], object]) -> Callable[[], None]:
+        """A client action planned for later: dropped once the quiesce has begun."""
+
+        def act() -> None:
+            if not self.stopped:
+                action()
+
+        return act
 
     def dag(self) -> None:
         now = self.w.loop.instant()
@@ -312,6 +324,7 @@ def simulate(seed: int, *, minutes: float = 10, scale: int = 12, fault_scale: fl
         w.loop.run_until(load.load_seconds + SETTLE_SECONDS)
         # Quiesce: recurring jobs are paused, then cancelled (a cancel answers 409 while a run is in
         # progress: it is tried again), and everything left drains.
+        load.stopped = True
         recurring = [j for j, a in load.accepted.items() if a.request.type == "recurring"]
         for job_id in recurring:
             load.pause(job_id)

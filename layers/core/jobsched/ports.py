@@ -88,7 +88,7 @@ class JobStore(ShardLeases, OperationStore, Protocol):
     recurring jobs) or by being counted. A cancel is a compare-and-set on the same item that is
     refused while any marker is live, and every marker write is refused on a cancelled job: a
     cancel and a run's start cannot both win. A marker whose holder stops renewing it lapses
-    at its `until`.
+    at its `until` (each in-flight entry at its own).
     """
 
     def create_with_idempotency(
@@ -165,11 +165,13 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         now: datetime,
         was_buffered: bool,
         stale: str | None = None,
+        dead_before: datetime | None = None,
     ) -> bool:
         """Make `run` (carried by SQS message `message`) the slot's holder until `until`.
 
         Applies when the job is not CANCELLED, no other live tick is buffered (none, it is `run`,
-        or its wait ended before `now`), and the slot is: unheld; lapsed (its until < now); held by
+        or its wait ended before `now`), and the slot is: unheld; lapsed (its until < dead_before,
+        default `now`: a later bound leaves a dead holder's redelivery its turn first); held by
         this very message (a redelivery); or held by `stale`, a run the caller knows finished.
         `was_buffered`: the write also empties the buffered slot (this tick was the one waiting).
         False (nothing written) otherwise, also when the job does not exist.
@@ -177,10 +179,19 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         ...
 
     def hold_and_read(
-        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+        self,
+        job_id: str,
+        *,
+        run: str,
+        message: str,
+        until: datetime,
+        now: datetime,
+        dead_before: datetime | None = None,
     ) -> tuple[bool, Job | None]:
         """hold_job without `stale` and `was_buffered`, answering the job in the same write:
-        (held, the job after the write; refused: as it stood, None if there is no job)."""
+        (held, the job as it stood before the write, None if there is no job). Before, not after:
+        a slot already held by this very message is a start marker a crashed receive left, and
+        shows its redelivery that the run started (Worker.process)."""
         ...
 
     def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
@@ -197,23 +208,29 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         """Push the slot's until to `until` if `run` holds it (the heartbeat); else False."""
         ...
 
-    def count_and_read(self, job_id: str, *, until: datetime, now: datetime) -> tuple[bool, Job | None]:
-        """Count one more run started on the job and push the count's until to `until`, unless
-        the job is CANCELLED or missing: (counted, the job after; refused: as it stood or None)."""
+    def count_and_read(
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+    ) -> tuple[bool, Job | None]:
+        """Set the in-flight entry of `run` carried by SQS message `message` (in_flight_key) to
+        `until`, unless the job is CANCELLED or missing. One entry per run and message: a
+        redelivery re-enters its own entry (never counted twice), and an entry whose receive died
+        lapses at its own until, whatever the job's other runs renew. (counted, the job as it stood
+        before the write; refused: as it stood; None if there is no job)."""
         ...
 
-    def uncount(self, job_id: str) -> bool:
-        """A counted run is over: count - 1 if the count is above zero; else False."""
+    def uncount(self, job_id: str, *, run: str, message: str) -> bool:
+        """The run's in-flight entry is over: removed; False (nothing written) if it is not there."""
         ...
 
-    def extend_count(self, job_id: str, *, until: datetime) -> bool:
-        """Push the count's until to `until` while the count is above zero; else False."""
+    def extend_count(self, job_id: str, *, run: str, message: str, until: datetime) -> bool:
+        """Push the run's in-flight entry to `until` (its heartbeat) while it is there; else False."""
         ...
 
     def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
         """SCHEDULED|PAUSED -> CANCELLED (version + 1, out of the due index), only while no start
         marker is live: the slot is unheld, lapsed, or held by `stale` (a run known finished),
-        and the count is zero or lapsed. (applied, the job after; refused: as it stood or None)."""
+        and every in-flight entry lapsed (until < now). (applied, the job after; refused: as it
+        stood or None)."""
         ...
 
     def list_jobs(

@@ -145,6 +145,11 @@ class SchedulePolicy(BaseModel):
     """At most this many ticks are handed over; then the job completes."""
 
 
+def in_flight_key(run: str, message: str) -> str:
+    """A run's entry in Job.in_flight: its tick (stored form) and the SQS message carrying it."""
+    return f"{run}#{message}"
+
+
 class Job(BaseModel):
     """A stored job definition."""
 
@@ -177,16 +182,17 @@ class Job(BaseModel):
     # - the slot (one-offs, and recurring jobs whose overlap policy guards): the run holding the
     #   job, the message carrying it, and its lease; and the one tick buffered behind it (buffer_one),
     #   with its kind and how long it waits for the slot;
-    # - the count (every other run: overlap "allow", backfills, dependants): runs started and not
-    #   yet finished, and the lease of the newest of them (a crashed run stops renewing it).
+    # - the runs in flight (every other run: overlap "allow", backfills, dependants): one entry per
+    #   run and message (in_flight_key) with its own lease. Not a bare count: a receive that died
+    #   left its entry to lapse on its own (the live runs' renewals kept a shared lease alive, and a
+    #   cancel was refused for ever, tests/sim seed 137), and its message's redelivery re-enters it.
     active_run: str | None = None
     active_until: datetime | None = None
     active_message: str | None = None
     buffered_run: str | None = None
     buffered_kind: str | None = None
     buffered_until: datetime | None = None
-    running: int = 0
-    running_until: datetime | None = None
+    in_flight: dict[str, datetime] = Field(default_factory=dict)
     # The DAG: this job's upstreams, the jobs that wait for it, and the schedule its periods come from
     # ("once" for chains rooted in one-off jobs, "<cron>@<timezone>" for recurring roots).
     depends_on: tuple[str, ...] = ()

@@ -260,7 +260,9 @@ class JobService:
         # Runs already handed to the queue must not fire. A worker that meets one of them checks
         # the job too, so a crash here (or a repeat cancel, which sweeps again) loses nothing.
         for run in recent:
-            if run.status == RunStatus.PENDING:
+            # (Not the slot's lapsed holder: its receive got past the hold, so it may have run; its
+            # redelivery records it truthfully, Worker._lost_to_cancel.)
+            if run.status == RunStatus.PENDING and times.stored(run.scheduled_for) != job.active_run:
                 self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
         if (tick := handed_over_one_off_tick(job, recent)) is not None:
             # A one-off's run gets no row before it runs (services/dispatch.py): the cancel writes
@@ -272,7 +274,7 @@ class JobService:
     def _in_progress(self, job: Job, now: datetime) -> str | None:
         """Raise 409 if a run of the job is in progress; else the slot's finished holder, if any."""
         busy = Conflict(f"job {job.job_id} has a run in progress; it cannot be cancelled mid-flight")
-        if job.running > 0 and job.running_until is not None and job.running_until >= now:
+        if any(until >= now for until in job.in_flight.values()):
             raise busy
         if job.active_run is None or job.active_until is None or job.active_until < now:
             return None

@@ -44,7 +44,7 @@ from aws_lambda_powertools import Logger
 from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
-from jobsched.domain.models import Execution, Job, RunError, RunMessage, takes_slot
+from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed
@@ -93,6 +93,9 @@ WAKE_RETRY_SECONDS = 2
 # the calls that failed through that.
 RECORD_TRIES = 4
 LOST_MESSAGE = "a worker died holding this run and the job is not idempotent: not re-run automatically"
+CANCELLED_LOST = (
+    "a worker died after this run started, before recording it; the job was cancelled since: not re-run"
+)
 
 
 class Outcome(StrEnum):
@@ -175,13 +178,37 @@ class Worker:
         sf = message.scheduled_for
         now = self.clock.now()
         until = now + timedelta(seconds=self.hold_seconds())
-        held = counted = False
+        held = counted = started = False
         if message.guard and message.kind != "backfill":
             held, job = self.jobs.hold_and_read(
+                message.job_id,
+                run=sf,
+                message=delivery.message_id,
+                until=until,
+                now=now,
+                dead_before=self._dead_before(now),
+            )
+            # The slot held by this very message already: a receive of it got past the hold and
+            # died (a crash after the handler ran leaves no other trace on the fast path). The run
+            # started: its gate (pause, edit, deadline, cancel) was passed then, and is not asked
+            # again (see _process).
+            started = job is not None and job.active_run == sf and job.active_message == delivery.message_id
+            if started and job is not None and _live(job.active_until, now):
+                # Not a dead receive's marker: a live one's (a heartbeat renews it; a dead receive's
+                # lapses before its message surfaces again). SQS handed this very message out twice
+                # at once: leave this copy to its visibility. Run beside its twin, its end freed the
+                # slot while the twin ran (an overlap; a cancel answered 200 mid-run: seed 24).
+                raise InFlightElsewhere(delivery.message_id)
+        else:
+            counted, job = self.jobs.count_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
             )
-        else:
-            counted, job = self.jobs.count_and_read(message.job_id, until=until, now=now)
+            # The same for a counted run: its own in-flight entry, left by a receive that got past
+            # the count and died (lapsed), or by a twin that runs now (live: leave this copy).
+            entry = job.in_flight.get(in_flight_key(sf, delivery.message_id)) if job else None
+            started = entry is not None
+            if entry is not None and _live(entry, now):
+                raise InFlightElsewhere(delivery.message_id)
         scope = run_scope(
             job_id=message.job_id,
             run_id=run_id_for(message.job_id, times.parse_stored(sf)),
@@ -189,12 +216,12 @@ class Worker:
         )
         try:
             with scope:  # every line logged during the run carries its keys
-                outcome, settled = self._process(message, job, delivery, held=held)
+                outcome, settled = self._process(message, job, delivery, held=held, started=started)
         except InFlightElsewhere:
             # Another receive of this very message (SQS redelivers one whose visibility ran out),
             # or the worker that took the run over, holds the run and its slot: give nothing back.
             if counted:
-                self.jobs.uncount(message.job_id)
+                self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
             raise
         except Exception:
             # Held up front, then an error (or a wait): give it back. (A run that got past its gate
@@ -203,26 +230,39 @@ class Worker:
             if held and job is not None:
                 self._release(job, sf)
             if counted:
-                self.jobs.uncount(message.job_id)
+                self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
             raise
         if held and job is not None and not settled:
             self._release(job, sf)  # held for a tick that did not start
         if counted:
-            self.jobs.uncount(message.job_id)
+            self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
         self.metrics.emit(telemetry.runs(outcome.value), 1, telemetry.COUNT)
         return outcome
 
     def _process(
-        self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool
+        self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool, started: bool
     ) -> tuple[Outcome, bool]:
-        """(what happened, whether the run got past its gate: then its hold is dealt with here)."""
+        """(what happened, whether the run got past its gate: then its hold is dealt with here).
+
+        `started`: a receive of this message held the slot and died. A run that executed is recorded
+        as executed, so its redelivery never writes SKIPPED or CANCELLED over it: it runs again (at
+        least once, under the same effect key) on a live job; on a job cancelled since (the cancel
+        went through once the dead receive's marker lapsed) it is recorded LOST, as for a
+        non-idempotent takeover: it may have run, and a cancelled job starts nothing.
+        """
         sf = message.scheduled_for
         if job is None or job.status == JobStatus.CANCELLED:
-            return self._cancelled(message, job), False
+            if started and job is not None:
+                return self._lost_to_cancel(job, sf, delivery, kind=message.kind), False
+            return self._cancelled(message, job, delivery), False
         # Backfills are an operator's explicit, rate-limited request for past ticks: no gate. A manual
         # run honours the overlap policy only.
         kind = message.kind
-        gate = None if kind == "backfill" else self._gate(job, sf, delivery, kind=kind, held=held)
+        gate = (
+            None
+            if kind == "backfill"
+            else self._gate(job, sf, delivery, kind=kind, held=held, started=started)
+        )
         if gate is not None:
             return gate, False
         holds = self._holds_slot(job, kind)
@@ -248,7 +288,7 @@ class Worker:
             self._release(job, sf)
         return outcome, holds
 
-    def _cancelled(self, message: RunMessage, job: Job | None) -> Outcome:
+    def _cancelled(self, message: RunMessage, job: Job | None, delivery: Delivery) -> Outcome:
         """The job was cancelled before this run started: the run never starts, and says so.
 
         A run whose worker died mid-run (LEASED/RUNNING, its lease expired: the cancel could then go
@@ -256,6 +296,11 @@ class Worker:
         forever, its message acknowledged, since RUNNING -> CANCELLED is no edge.
         """
         kind = message.kind
+        row = self.runs.get(message.job_id, message.scheduled_for) if job is not None else None
+        if job is not None and row is not None and row.status == RunStatus.RUNNING:
+            # RUNNING: its worker passed LEASED -> RUNNING and called the handler, then died (its
+            # lease lapsed, so the cancel went through). It may have run: LOST, not CANCELLED.
+            return self._lost_to_cancel(job, message.scheduled_for, delivery, kind=kind)
         self.runs.cancel(
             message.job_id,
             message.scheduled_for,
@@ -263,6 +308,42 @@ class Worker:
             create=None if job is None else NewRun(job.job_id, job.tenant, message.scheduled_for, kind),
         )
         return Outcome.CANCELLED
+
+    def _lost_to_cancel(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
+        """A run that started, whose worker died before recording it, on a job cancelled since:
+        LEASED (a claim: no row, PENDING, or a dead holder's lapsed lease) -> LOST. Not run again."""
+        now = self.clock.now()
+        owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
+        lease = Lease(
+            owner=owner,
+            message=delivery.message_id,
+            worker=self.worker_id,
+            until=now + timedelta(seconds=self.settings.lease_seconds),
+        )
+        claim = self.runs.claim(
+            job.job_id, sf, lease=lease, now=now, create=NewRun(job.job_id, job.tenant, sf, kind)
+        )
+        if not claim.applied:
+            # Recorded already: finished, lost by another copy, or FAILED by the dead receive before
+            # it handed the failure over (then hand it over here: nothing else would, seed 48).
+            return self._refused(job, claim.row, delivery)
+        self.runs.lose(job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", CANCELLED_LOST))
+        return Outcome.LOST
+
+    def _dead_before(self, now: datetime) -> datetime:
+        """A slot whose hold lapsed before this instant is taken from its holder, which died.
+
+        Not at once: a holder that died (or stalls) after its handler ran left no other trace than
+        the slot, and its message surfaces again about lease - hold seconds after the hold lapsed.
+        Until then the slot is its redelivery's (which re-enters it, and runs or records the run:
+        see _process); a tick that took it first skipped the redelivery as an overlap, writing
+        SKIPPED over a run that executed (tests/sim, issue 19).
+
+            holder: hold ... dies    hold lapses       message surfaces     dead_before passes it
+                    |----------------|-----------------|--------------------|
+                                      hold_seconds      lease - hold         hold (to be received)
+        """
+        return now - timedelta(seconds=self.settings.lease_seconds)
 
     def hold_seconds(self) -> int:
         # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
@@ -304,42 +385,21 @@ class Worker:
         bound = MAX_BUFFER_WAIT_SECONDS if timeout is None else min(MAX_BUFFER_WAIT_SECONDS, timeout)
         return max(self.settings.lease_seconds, bound + self.settings.lease_seconds)
 
-    def _gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool) -> Outcome | None:
+    def _gate(
+        self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool, started: bool = False
+    ) -> Outcome | None:
         """Whether the tick may start now: paused job, rescheduled job, starting deadline, the slot.
 
         The overlap check is a compare-and-set on the job at the moment the run is about to start
-        (ticks are handed over ahead of time, so this is the only moment that knows).
+        (ticks are handed over ahead of time, so this is the only moment that knows). A run that
+        `started` (its dead receive passed this gate) only re-takes its slot.
         """
         now = self.clock.now()
-        manual = kind == "manual"
-        if job.status == JobStatus.PAUSED and not manual and self._new_tick_of_pause(job, sf):
-            early = (times.parse_stored(sf) - now).total_seconds()
-            if early > 0:
-                # Not due yet (SQS delays round down: a message surfaces up to a second early). A
-                # resume before its second replans only the ticks already missed and counts on this
-                # very message for this one: leave it queued until it is due (acknowledged, the
-                # tick would be lost).
-                if held:
-                    self._release(job, sf)
-                self.queue.extend(delivery.receipt_handle, seconds=math.ceil(early))
-                raise WaitBehind(delivery.message_id)
-            # Not written: the resume decides the fate of every tick of the pause by the catch-up
-            # policy, handed over or not (services/schedule.py resume).
-            return Outcome.PAUSED
-        if kind == "scheduled" and not self._still_a_tick(job, sf):
-            # Handed over before an edit moved the schedule: the edited schedule has its own ticks.
-            return self._skip(job, sf, "rescheduled", kind=kind, first_attempt_only=True)
+        if not started:
+            decided = self._tick_gate(job, sf, delivery, kind=kind, held=held)
+            if decided is not None:
+                return decided
         policy = job.policy
-        late = (now - times.parse_stored(sf)).total_seconds()
-        deadline = policy.starting_deadline_seconds
-        if (
-            not manual
-            and deadline is not None
-            and late > deadline + jitter_offset(job.job_id, policy.jitter_seconds)
-        ):
-            skipped = self._skip(job, sf, "deadline", kind=kind, first_attempt_only=True)
-            if skipped is not None:
-                return skipped
         if not self._holds_slot(job, kind):
             return None
         until = now + timedelta(seconds=self.hold_seconds())
@@ -347,20 +407,32 @@ class Worker:
         if held and not buffered:
             return None
         msg = delivery.message_id
-        if self.jobs.hold_job(job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered):
+        dead = self._dead_before(now)
+        if self.jobs.hold_job(
+            job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered, dead_before=dead
+        ):
             return None
         current = self.jobs.get_job(job.job_id)
         if current is None or current.status == JobStatus.CANCELLED:
-            return self._cancelled(RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind), current)
+            cancelled = RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind)
+            return self._cancelled(cancelled, current, delivery)
         holder_live = current.active_run is not None and _live(current.active_until, now)
         if holder_live and current.active_run == sf and current.active_message != delivery.message_id:
             # Another copy of this very run's message holds the slot (a wake-up and its sleeping
             # original): that copy carries the run; this one is spare. (Never this message itself:
             # acknowledging it would leave the run with no message to finish or revive it.)
             return Outcome.DUPLICATE
-        stale = self._finished_holder(current) if holder_live else None
+        # (A lapsed hold is not yet a dead one, see _dead_before: a finished holder is replaced either way.)
+        stale = self._finished_holder(current) if current.active_run is not None else None
         if stale is not None and self.jobs.hold_job(
-            job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered, stale=stale
+            job.job_id,
+            run=sf,
+            message=msg,
+            until=until,
+            now=now,
+            was_buffered=buffered,
+            stale=stale,
+            dead_before=dead,
         ):
             return None
         if job.type == "one_off":
@@ -391,6 +463,41 @@ class Worker:
             return skipped
         # A retry of a run that already started once is not dropped for overlap: it waits.
         raise WaitBehind(delivery.message_id)
+
+    def _tick_gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool) -> Outcome | None:
+        """The tick's own gate, before the slot: a pause, an edit that moved the schedule, the
+        starting deadline (an outcome that ends the message here), or None: it may start."""
+        now = self.clock.now()
+        manual = kind == "manual"
+        if job.status == JobStatus.PAUSED and not manual and self._new_tick_of_pause(job, sf):
+            early = (times.parse_stored(sf) - now).total_seconds()
+            if early > 0:
+                # Not due yet (SQS delays round down: a message surfaces up to a second early). A
+                # resume before its second replans only the ticks already missed and counts on this
+                # very message for this one: leave it queued until it is due (acknowledged, the
+                # tick would be lost).
+                if held:
+                    self._release(job, sf)
+                self.queue.extend(delivery.receipt_handle, seconds=math.ceil(early))
+                raise WaitBehind(delivery.message_id)
+            # Not written: the resume decides the fate of every tick of the pause by the catch-up
+            # policy, handed over or not (services/schedule.py resume).
+            return Outcome.PAUSED
+        if kind == "scheduled" and not self._still_a_tick(job, sf):
+            # Handed over before an edit moved the schedule: the edited schedule has its own ticks.
+            return self._skip(job, sf, "rescheduled", kind=kind, first_attempt_only=True)
+        policy = job.policy
+        late = (now - times.parse_stored(sf)).total_seconds()
+        deadline = policy.starting_deadline_seconds
+        if (
+            not manual
+            and deadline is not None
+            and late > deadline + jitter_offset(job.job_id, policy.jitter_seconds)
+        ):
+            skipped = self._skip(job, sf, "deadline", kind=kind, first_attempt_only=True)
+            if skipped is not None:
+                return skipped
+        return None
 
     def _new_tick_of_pause(self, job: Job, sf: str) -> bool:
         """Whether `sf` came due during the job's pause and has not started (then it waits for the
@@ -529,6 +636,10 @@ class Worker:
                 if done.row is not None
                 else (done.previous.attempt if done.previous else 0) + 1
             )
+            # and the replay series too: a stale read of a replayed run shows the series before it,
+            # whose attempt's workflow exists already by name (tests/sim seed 174).
+            written = done.row if done.row is not None else done.previous
+            replays = written.replays if written is not None else 0
         return self._recorded(job, sf, attempt, error, replays, finished, retry_after=heartbeat.retry_after)
 
     def _run_leased(self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str) -> Outcome:
@@ -926,7 +1037,12 @@ class _Heartbeat:
         if self._claim == "slot":
             self._renew("slot", lambda: worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until))
         else:
-            self._renew("count", lambda: worker.jobs.extend_count(self._job_id, until=hold_until))
+            self._renew(
+                "count",
+                lambda: worker.jobs.extend_count(
+                    self._job_id, run=self._sf, message=self._delivery.message_id, until=hold_until
+                ),
+            )
 
     def _read_cancel_mark(self) -> bool:
         row = self._worker.runs.get(self._job_id, self._sf, consistent=False)

@@ -31,7 +31,7 @@ from jobsched.adapters.dynamodb.operations import Operations
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
-from jobsched.domain.models import Job
+from jobsched.domain.models import Job, in_flight_key
 from jobsched.domain.records import Cursor, DuePage, IdempotencyRecord
 from jobsched.domain.status import JobStatus
 from jobsched.errors import Conflict, TransientStoreError
@@ -330,7 +330,7 @@ class JobStore(ShardLeases, Operations):
         definition = {
             k: v
             for k, v in item.items()
-            if k not in ("PK", "SK", "version", "dispatched", "created_at", "dependants")
+            if k not in ("PK", "SK", "version", "dispatched", "created_at", "dependants", "in_flight")
         }
         optional = (
             "name",
@@ -392,7 +392,13 @@ class JobStore(ShardLeases, Operations):
     #   cancel: live marker -> refused -> 409
     #
     # Every condition is on the one job item, so a cancel and a run's start cannot both win. A
-    # holder that dies stops renewing its lease (active_until, running_until): its marker lapses.
+    # holder that dies stops renewing its lease (active_until, its in_flight entry): its marker lapses.
+    #
+    #   counted runs (in_flight: one entry per run and message, each with its own until)
+    #   run A: SET in_flight.<A#m1> = until   run B: SET in_flight.<B#m2> = until   (+1 in_flight_rev)
+    #   A dies (its entry lapses at its until; m1 comes back and re-enters <A#m1>, then removes it)
+    #   cancel: no entry -> CANCELLED; entries, all lapsed -> CANCELLED if in_flight_rev is still the
+    #   one it read (no entry set or renewed since); any live entry -> refused -> 409
     #
     # A healthy run of a `skip` job does not release the slot when its lease runs out before the
     # job's next tick (a write saved per run); a tick that finds a live slot checks whether that run
@@ -403,14 +409,16 @@ class JobStore(ShardLeases, Operations):
     _EXISTS = "attribute_exists(PK)"
     _NOT_CANCELLED = "#s <> :cancelled"
     _SLOT_UNHELD = "attribute_not_exists(active_run)"
-    _SLOT_LAPSED = "active_until < :now"  # its holder stopped renewing (died)
+    _SLOT_LAPSED = "active_until < :dead"  # its holder stopped renewing (died) long enough ago
     _SLOT_THIS_MESSAGE = "active_run = :run AND active_message = :msg"  # a redelivery of the holder
     _SLOT_STALE = "active_run = :stale"  # held by a run known to be finished (see above)
     # No other live tick waits for the next turn: none waits, it is this tick, or its wait lapsed.
     _NO_OTHER_BUFFERED = any_of(
         "attribute_not_exists(buffered_run)", "buffered_run = :run", "buffered_until < :now"
     )
-    _NO_LIVE_COUNT = any_of("attribute_not_exists(running)", "running <= :zero", "running_until < :now")
+    # No run in flight at all (the cheap case); with entries, see cancel_job.
+    _NO_IN_FLIGHT = any_of("attribute_not_exists(in_flight)", "size(in_flight) = :zero")
+    _IN_FLIGHT_AS_READ = "in_flight_rev = :rev"  # no entry set or renewed since the read
 
     def _slot_free(self, *, stale: bool) -> str:
         """The slot may be taken by :run (message :msg): its holder's own message always re-enters it
@@ -419,12 +427,15 @@ class JobStore(ShardLeases, Operations):
         free = any_of(self._SLOT_UNHELD, self._SLOT_LAPSED, self._SLOT_STALE if stale else "")
         return any_of(self._SLOT_THIS_MESSAGE, all_of(free, self._NO_OTHER_BUFFERED))
 
-    def _hold_values(self, run: str, message: str, until: datetime, now: datetime) -> dict[str, Any]:
+    def _hold_values(
+        self, run: str, message: str, until: datetime, now: datetime, dead_before: datetime | None = None
+    ) -> dict[str, Any]:
         return {
             ":run": enc(run),
             ":msg": enc(message),
             ":until": enc(times.stored(until)),
             ":now": enc(times.stored(now)),
+            ":dead": enc(times.stored(now if dead_before is None else dead_before)),
             ":cancelled": enc(JobStatus.CANCELLED.value),
         }
 
@@ -438,11 +449,12 @@ class JobStore(ShardLeases, Operations):
         now: datetime,
         was_buffered: bool,
         stale: str | None = None,
+        dead_before: datetime | None = None,
     ) -> bool:
         """Make `run` (carried by `message`) the job's holder: if the slot is free, lapsed, already
         this message's, or held by the finished run `stale`; never on a cancelled job."""
         update = "SET active_run = :run, active_until = :until, active_message = :msg"
-        values = self._hold_values(run, message, until, now)
+        values = self._hold_values(run, message, until, now, dead_before)
         if stale is not None:
             values[":stale"] = enc(stale)
         condition = all_of(self._NOT_CANCELLED, self._slot_free(stale=stale is not None))
@@ -451,9 +463,17 @@ class JobStore(ShardLeases, Operations):
         return self._guarded_update(job_id, update, condition, values, {"#s": "status"})
 
     def hold_and_read(
-        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+        self,
+        job_id: str,
+        *,
+        run: str,
+        message: str,
+        until: datetime,
+        now: datetime,
+        dead_before: datetime | None = None,
     ) -> tuple[bool, Job | None]:
-        """hold_job (without the buffered slot) that also answers the job: (held, the job or None)."""
+        """hold_job (without the buffered slot) that also answers the job as it stood before the
+        write (held or refused; ALL_OLD either way): (held, that job or None)."""
         applied, item = conditional(
             self.client.update_item,
             TableName=self.table,
@@ -461,8 +481,8 @@ class JobStore(ShardLeases, Operations):
             UpdateExpression="SET active_run = :run, active_until = :until, active_message = :msg",
             ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED, self._slot_free(stale=False)),
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues=self._hold_values(run, message, until, now),
-            ReturnValues="ALL_NEW",
+            ExpressionAttributeValues=self._hold_values(run, message, until, now, dead_before),
+            ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         return applied, self._job(item) if item else None
@@ -503,38 +523,69 @@ class JobStore(ShardLeases, Operations):
             {":run": enc(run), ":until": enc(times.stored(until))},
         )
 
-    def count_and_read(self, job_id: str, *, until: datetime, now: datetime) -> tuple[bool, Job | None]:
-        """Count a run as started on its job (never a cancelled one); (counted, the job or None)."""
-        applied, item = conditional(
+    def count_and_read(
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+    ) -> tuple[bool, Job | None]:
+        """Set the run's in-flight entry (never on a cancelled job); (counted, the job before or None).
+
+        A job item written without the in_flight map (before it existed) gets it with its first
+        entry: a nested SET needs the map, so the write that finds none writes the whole map.
+        """
+        key, until_value = in_flight_key(run, message), enc(times.stored(until))
+        into_map = (
+            "SET in_flight.#k = :until ADD in_flight_rev :one",
+            "attribute_exists(in_flight)",
+            {"#s": "status", "#k": key},
+            {":until": until_value},
+        )
+        new_map = (
+            "SET in_flight = :entry ADD in_flight_rev :one",
+            "attribute_not_exists(in_flight)",
+            {"#s": "status"},
+            {":entry": {"M": {key: until_value}}},
+        )
+        item: dict[str, Any] = {}
+        applied = False
+        # (A first entry that lost the race to make the map goes into the map the winner made.)
+        for update, has_map, names, values in (into_map, new_map, into_map):
+            applied, item = conditional(
+                self.client.update_item,
+                TableName=self.table,
+                Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+                UpdateExpression=update,
+                ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED, has_map),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={
+                    **values,
+                    ":one": enc(1),
+                    ":cancelled": enc(JobStatus.CANCELLED.value),
+                },
+                ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            if applied or not item or item["status"] == enc(JobStatus.CANCELLED.value):
+                break
+        return applied, self._job(item) if item else None
+
+    def uncount(self, job_id: str, *, run: str, message: str) -> bool:
+        """The run's in-flight entry is over (whatever its outcome)."""
+        return conditional(
             self.client.update_item,
             TableName=self.table,
             Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
-            UpdateExpression="SET running_until = :until ADD running :one",
-            ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":one": enc(1),
-                ":until": enc(times.stored(until)),
-                ":cancelled": enc(JobStatus.CANCELLED.value),
-            },
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-        return applied, self._job(item) if item else None
+            UpdateExpression="REMOVE in_flight.#k",
+            ConditionExpression="attribute_exists(in_flight.#k)",
+            ExpressionAttributeNames={"#k": in_flight_key(run, message)},
+        )[0]
 
-    def uncount(self, job_id: str) -> bool:
-        """A counted run is over (whatever its outcome)."""
-        return self._guarded_update(
-            job_id, "ADD running :minus", "running > :zero", {":minus": enc(-1), ":zero": enc(0)}
-        )
-
-    def extend_count(self, job_id: str, *, until: datetime) -> bool:
-        """Push the counted runs' lease to `until` (the heartbeat of one of them)."""
+    def extend_count(self, job_id: str, *, run: str, message: str, until: datetime) -> bool:
+        """Push the run's in-flight entry to `until` (its heartbeat)."""
         return self._guarded_update(
             job_id,
-            "SET running_until = :until",
-            "running > :zero",
-            {":until": enc(times.stored(until)), ":zero": enc(0)},
+            "SET in_flight.#k = :until ADD in_flight_rev :one",
+            "attribute_exists(in_flight.#k)",
+            {":until": enc(times.stored(until)), ":one": enc(1)},
+            {"#k": in_flight_key(run, message)},
         )
 
     def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
@@ -551,20 +602,33 @@ class JobStore(ShardLeases, Operations):
             ":zero": enc(0),
         }
         no_live_slot = any_of(self._SLOT_UNHELD, self._SLOT_LAPSED, self._SLOT_STALE if stale else "")
+        values[":dead"] = values[":now"]  # a cancel takes a lapsed holder for dead at once
         if stale:
             values[":stale"] = enc(stale)
-        applied, result = conditional(
-            self.client.update_item,
-            TableName=self.table,
-            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
-            UpdateExpression="SET #s = :t, updated_at = :now ADD version :one REMOVE next_run_at, due_key",
-            ConditionExpression=all_of(self._EXISTS, "#s IN (:s0, :s1)", no_live_slot, self._NO_LIVE_COUNT),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-        return applied, self._job(result) if result else None
+        update = "SET #s = :t, updated_at = :now ADD version :one REMOVE next_run_at, due_key"
+        no_run_in_flight = self._NO_IN_FLIGHT
+        for _ in range(2):
+            applied, result = conditional(
+                self.client.update_item,
+                TableName=self.table,
+                Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+                UpdateExpression=update,
+                ConditionExpression=all_of(self._EXISTS, "#s IN (:s0, :s1)", no_live_slot, no_run_in_flight),
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            stood = self._job(result) if result else None
+            if applied or stood is None or no_run_in_flight != self._NO_IN_FLIGHT:
+                break
+            if not stood.in_flight or any(until >= now for until in stood.in_flight.values()):
+                break  # refused for another reason, or a run is in flight: 409
+            # Every entry lapsed (their receives died): cancel if none was set or renewed since.
+            no_run_in_flight = self._IN_FLIGHT_AS_READ
+            values[":rev"] = result.get("in_flight_rev", enc(0))
+            del values[":zero"]  # (DynamoDB refuses a value the expression does not use)
+        return applied, stood
 
     def _guarded_update(
         self,

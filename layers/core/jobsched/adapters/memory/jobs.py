@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
-from jobsched.domain.models import Job
+from jobsched.domain.models import Job, in_flight_key
 from jobsched.domain.operations import Operation
 from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
 from jobsched.domain.status import JobStatus
@@ -256,20 +256,28 @@ class MemoryJobStore:
                     "buffered_run",
                     "buffered_kind",
                     "buffered_until",
-                    "running",
-                    "running_until",
+                    "in_flight",
                 )
             }
             self._put(job.model_copy(update={**kept, "version": current.version + 1}), written=job.updated_at)
             return True
 
     # -- start markers (the rules and their timeline: adapters/dynamodb/jobs.py) -------------------
-    def _slot_free(self, job: Job, *, run: str, message: str, now: datetime, stale: str | None) -> bool:
+    def _slot_free(
+        self,
+        job: Job,
+        *,
+        run: str,
+        message: str,
+        now: datetime,
+        stale: str | None,
+        dead_before: datetime | None = None,
+    ) -> bool:
         if job.active_run == run and job.active_message == message:
             return True  # the holder's own message re-enters (SQS handed it out again)
         free = (
             job.active_run is None
-            or _lapsed(job.active_until, now)
+            or _lapsed(job.active_until, now if dead_before is None else dead_before)
             or (stale is not None and job.active_run == stale)
         )
         return free and self._no_other_buffered(job, run=run, now=now)
@@ -288,13 +296,16 @@ class MemoryJobStore:
         now: datetime,
         was_buffered: bool,
         stale: str | None = None,
+        dead_before: datetime | None = None,
     ) -> bool:
         """Take the slot for `run` (see the port for when)."""
         with self._lock:
             job = self.jobs.get(job_id)
             if job is None or job.status == JobStatus.CANCELLED:
                 return False
-            if not self._slot_free(job, run=run, message=message, now=now, stale=stale):
+            if not self._slot_free(
+                job, run=run, message=message, now=now, stale=stale, dead_before=dead_before
+            ):
                 return False
             changes: dict[str, Any] = {"active_run": run, "active_until": until, "active_message": message}
             if was_buffered:
@@ -303,18 +314,27 @@ class MemoryJobStore:
             return True
 
     def hold_and_read(
-        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+        self,
+        job_id: str,
+        *,
+        run: str,
+        message: str,
+        until: datetime,
+        now: datetime,
+        dead_before: datetime | None = None,
     ) -> tuple[bool, Job | None]:
-        """hold_job that answers the job."""
+        """hold_job that answers the job as it stood before the write."""
         with self._lock:
             job = self.jobs.get(job_id)
             if job is None:
                 return False, None
+            before = self._read(job_id)
             if job.status == JobStatus.CANCELLED or not self._slot_free(
-                job, run=run, message=message, now=now, stale=None
+                job, run=run, message=message, now=now, stale=None, dead_before=dead_before
             ):
-                return False, self._read(job_id)
-            return True, self._update(job, active_run=run, active_until=until, active_message=message)
+                return False, before
+            self._update(job, active_run=run, active_until=until, active_message=message)
+            return True, before
 
     def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
         """Take the buffered slot for `run`."""
@@ -344,32 +364,38 @@ class MemoryJobStore:
             self._update(job, active_until=until)
             return True
 
-    def count_and_read(self, job_id: str, *, until: datetime, now: datetime) -> tuple[bool, Job | None]:
-        """Count a run started, unless the job is cancelled or missing."""
+    def count_and_read(
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
+    ) -> tuple[bool, Job | None]:
+        """Set the run's in-flight entry, unless the job is cancelled or missing."""
         with self._lock:
             job = self.jobs.get(job_id)
             if job is None:
                 return False, None
+            before = self._read(job_id)
             if job.status == JobStatus.CANCELLED:
-                return False, self._read(job_id)
-            return True, self._update(job, running=job.running + 1, running_until=until)
+                return False, before
+            self._update(job, in_flight={**job.in_flight, in_flight_key(run, message): until})
+            return True, before
 
-    def uncount(self, job_id: str) -> bool:
-        """A counted run is over."""
+    def uncount(self, job_id: str, *, run: str, message: str) -> bool:
+        """The run's entry is over."""
         with self._lock:
             job = self.jobs.get(job_id)
-            if job is None or job.running <= 0:
+            key = in_flight_key(run, message)
+            if job is None or key not in job.in_flight:
                 return False
-            self._update(job, running=job.running - 1)
+            self._update(job, in_flight={k: v for k, v in job.in_flight.items() if k != key})
             return True
 
-    def extend_count(self, job_id: str, *, until: datetime) -> bool:
-        """The counted runs' heartbeat."""
+    def extend_count(self, job_id: str, *, run: str, message: str, until: datetime) -> bool:
+        """The run's heartbeat."""
         with self._lock:
             job = self.jobs.get(job_id)
-            if job is None or job.running <= 0:
+            key = in_flight_key(run, message)
+            if job is None or key not in job.in_flight:
                 return False
-            self._update(job, running_until=until)
+            self._update(job, in_flight={**job.in_flight, key: until})
             return True
 
     def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
@@ -383,7 +409,7 @@ class MemoryJobStore:
                 or _lapsed(job.active_until, now)
                 or (stale is not None and job.active_run == stale)
             )
-            no_live_count = job.running <= 0 or _lapsed(job.running_until, now)
+            no_live_count = all(_lapsed(until, now) for until in job.in_flight.values())
             if job.status not in (JobStatus.SCHEDULED, JobStatus.PAUSED) or not (
                 no_live_slot and no_live_count
             ):

@@ -1,0 +1,203 @@
+"""A run whose worker died after its handler ran is recorded as executed (tests/sim, issue 19).
+
+The fast path writes nothing on the run row before the handler: the one trace of a started run is
+its start marker on the job, the slot held by its message. Its redelivery met the tick's gate
+(a pause, an edit, a cancel that went through once the marker lapsed) and wrote SKIPPED or
+CANCELLED over a run that executed (seeds 4, 5, 6, 7, 9 of 10,000).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
+from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.handlers import RunContext
+from jobsched.ports import Crash, no_crash
+from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
+from tests.unit.services.conftest import T0, World
+
+VISIBILITY = 300  # the world's queue: a message not acknowledged surfaces again after this long
+
+
+def crash_once_at(point: str) -> Any:
+    """A worker process that dies the first time it reaches `point`."""
+    left = [1]
+
+    def crash(reached: str) -> None:
+        if reached == point and left[0]:
+            left[0] -= 1
+            raise Crash(point)
+
+    return crash
+
+
+def _effect(world: World) -> list[tuple[str, int]]:
+    calls: list[tuple[str, int]] = []
+
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        calls.append((ctx.effect_key, ctx.attempt))
+        return {"ok": True}
+
+    world.handler("test.effect", effect)
+    return calls
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "leased"])
+def test_a_run_whose_worker_died_after_its_handler_is_not_cancelled_by_a_later_cancel(
+    world: World, fast_path: bool
+) -> None:
+    # Given a one-off due now, whose worker dies after the handler ran, before recording it
+    calls = _effect(world)
+    request = CreateJobRequest(type="one_off", handler="test.effect", run_at=T0 + timedelta(seconds=5))
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.advance(5)
+    world.svc.worker.fast_path = fast_path
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    # When its start marker (and the leased path's row lease) lapsed, a cancel answers 200, and the
+    # message comes back
+    world.clock.advance(VISIBILITY + 1)
+    world.svc.job_service.cancel(job_id, tenant="t")
+    world.svc.worker.crash = no_crash
+    outcomes = world.deliver()
+    # Then the run is recorded LOST (it may have run; a cancelled job starts nothing), not CANCELLED
+    # as if it never ran; the handler ran once. Before, the redelivery wrote CANCELLED.
+    assert outcomes == [Outcome.LOST] and len(calls) == 1
+    [run] = world.runs.recent(job_id, limit=5)
+    assert run.status == RunStatus.LOST and run.error is not None
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.status == JobStatus.CANCELLED
+
+
+def test_a_run_whose_worker_died_after_its_handler_runs_again_though_an_edit_moved_the_schedule(
+    world: World,
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran
+    calls = _effect(world)
+    request = CreateJobRequest(type="recurring", handler="test.effect", cron_expr="* * * * *", catchup="one")
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.clock.set(T0 + timedelta(seconds=60))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    # When an edit moves the schedule off 12:01, and the tick's message comes back
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
+    world.svc.worker.crash = no_crash
+    world.clock.advance(VISIBILITY)
+    outcomes = world.deliver()
+    # Then the run goes on and is recorded as executed: the handler ran again (at least once) under
+    # the same effect key (it started before the edit). Before, the redelivery met the edit's gate
+    # and wrote it SKIPPED ("rescheduled").
+    assert Outcome.SUCCEEDED in outcomes
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.status == RunStatus.SUCCEEDED
+    assert len(calls) == 2 and calls[0] == calls[1]
+
+
+def test_a_dead_holders_slot_waits_for_its_redelivery_before_the_next_tick_takes_it(world: World) -> None:
+    # Given a `skip` job ticking every 15 s, whose first run's (12:00:15) worker dies after the
+    # handler ran (its slot's hold lapses at 12:02:45; its message surfaces again at 12:05:15); a
+    # later tick's handler that is still running when that message comes back (it plays it then)
+    a = T0 + timedelta(seconds=15)
+    calls: list[str] = []
+
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        calls.append(str(ctx.scheduled_for))
+        if ctx.scheduled_for != a and world.clock.now() < a + timedelta(seconds=VISIBILITY):
+            world.clock.set(a + timedelta(seconds=VISIBILITY + 1))
+            world.deliver()
+        return {"ok": True}
+
+    world.handler("test.effect", effect)
+    request = CreateJobRequest(type="recurring", handler="test.effect", cron_expr="*/15 * * * * *")
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.set(a)
+    world.svc.dispatcher.dispatch_all()
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When the ticks after it come, past the lapse of its hold, and its message comes back
+    for step in range(1, 26):
+        world.clock.set(a + timedelta(seconds=15 * step))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    # Then the run that executed is recorded as executed: the ticks after the lapse were skipped for
+    # overlap (the dead run held the slot), and its redelivery re-entered the slot and ran it again.
+    # Before, the next tick took the lapsed slot, and the redelivery, meeting it there, wrote the run
+    # that executed SKIPPED ("overlap").
+    run = world.runs.get(job_id, a)
+    assert run is not None and run.status == RunStatus.SUCCEEDED
+    assert calls.count(str(a)) == 2
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "leased"])
+def test_a_failed_run_whose_worker_died_before_handing_it_over_is_handed_over_after_a_cancel(
+    world: World, fast_path: bool
+) -> None:
+    # Given a retried one-off whose first attempt failed and was recorded FAILED, its worker dead
+    # before it handed the failure to the workflow (run.after_record)
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        raise RuntimeError("fails")
+
+    world.handler("test.fails", effect)
+    request = CreateJobRequest(
+        type="one_off", handler="test.fails", run_at=T0 + timedelta(seconds=5), max_attempts=3
+    )
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.advance(5)
+    world.svc.worker.fast_path = fast_path
+    world.svc.worker.crash = crash_once_at("run.after_record")
+    with pytest.raises(Crash):
+        world.deliver()
+    # When its markers lapsed, a cancel answers 200, and the message comes back
+    world.clock.advance(VISIBILITY + 1)
+    world.svc.job_service.cancel(job_id, tenant="t")
+    world.svc.worker.crash = no_crash
+    world.deliver()
+    # Then the failure is handed over (the workflow ends it: re-armed, its retry then cancelled, or
+    # dead-lettered), not left FAILED with no workflow and no message for good (tests/sim seed 48:
+    # the redelivery, seeing the start marker, found the row not claimable and dropped itself)
+    [run] = world.runs.recent(job_id, limit=5)
+    assert run.status == RunStatus.FAILED
+    assert [p["attempt"] for p in world.machines.started.values()] == [1]
+
+
+def test_a_duplicate_delivery_while_its_twin_runs_is_left_alone_and_runs_nothing(world: World) -> None:
+    # Given a one-off whose message SQS hands out twice at once: while the first receive's handler
+    # runs, the second receive of the very same message is processed
+    calls: list[int] = []
+    twin: list[object] = []
+    [received] = [None]
+
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        calls.append(ctx.attempt)
+        if len(calls) == 1:
+            assert received is not None
+            try:
+                twin.append(world.svc.worker.process(Delivery(received.message_id, "twin", received.body)))
+            except InFlightElsewhere as exc:
+                twin.append(type(exc).__name__)
+        return {"ok": True}
+
+    world.handler("test.effect", effect)
+    request = CreateJobRequest(type="one_off", handler="test.effect", run_at=T0 + timedelta(seconds=5))
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.advance(5)
+    [received] = world.queue.receive()
+    # When both receives are processed
+    outcome = world.svc.worker.process(Delivery(received.message_id, received.receipt_handle, received.body))
+    # Then the twin is left in the queue (its visibility governs; it finds the run finished later) and
+    # runs nothing: the handler ran once. Before, the twin took the live hold of its own message for
+    # a dead receive's, ran the handler beside it, and its end freed the slot while the first ran
+    # (tests/sim seed 24: an overlap under skip, and a cancel answered 200 while a run ran)
+    assert outcome == Outcome.SUCCEEDED and twin == ["InFlightElsewhere"] and calls == [1]
+    run = world.runs.get(job_id, T0 + timedelta(seconds=5))
+    assert run is not None and run.status == RunStatus.SUCCEEDED
