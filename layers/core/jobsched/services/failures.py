@@ -13,13 +13,12 @@ from jobsched.domain import cursors, times
 from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
 from jobsched.domain.models import Execution, Job, RunMessage, takes_slot
 from jobsched.domain.results import DeadLetterPage, Replay
-from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.domain.status import RunStatus
 from jobsched.domain.targets import describe, final_error_type
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, Metrics, NoMetrics, RunStore, StateMachines
 from jobsched.services.alerts import AlertService, policy_of
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
-from jobsched.services.jobs import handed_over_one_off_tick, pending_one_off_run
 from jobsched.settings import Settings
 
 MAX_PAGE = 100
@@ -215,9 +214,6 @@ class FailureService:
             raise NotFound(f"run '{run_id}' not found", field="run_id") from None
         job = self.jobs.get_job(job_id)
         run = self.runs.get(job_id, scheduled_for) if job and job.tenant == tenant else None
-        owned = job is not None and job.tenant == tenant and job.status == JobStatus.SCHEDULED
-        if run is None and job is not None and owned and handed_over_one_off_tick(job, []) == scheduled_for:
-            run = pending_one_off_run(job, scheduled_for)  # handed over, no row yet: 409 PENDING
         if job is None or run is None or run.run_id != run_id:
             raise NotFound(f"run '{run_id}' not found", field="run_id")
         if run.status != RunStatus.DEAD_LETTER:
