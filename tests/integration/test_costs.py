@@ -149,9 +149,7 @@ def test_a_healthy_run_reads_no_more_than_its_own_items(svc: Services, pump: Pum
         tenant="t",
         idempotency_key="o",
     )
-    assert counter.calls == Counter(
-        {"DynamoDB.PutItem": 1, "SQS.SendMessageBatch": 1, "DynamoDB.UpdateItem": 1}
-    )
+    assert counter.calls == Counter({"DynamoDB.PutItem": 1, "SQS.SendMessageBatch": 1, "DynamoDB.UpdateItem": 1})
     counter.reset()
     pump.run_due(T0 + timedelta(seconds=5))
     # the run's start marker on its job (the slot: the write answers the job, so it is not read),
@@ -161,9 +159,7 @@ def test_a_healthy_run_reads_no_more_than_its_own_items(svc: Services, pump: Pum
     assert counter.calls == Counter({"DynamoDB.GetItem": 2, "DynamoDB.UpdateItem": 3})
 
 
-@pytest.mark.parametrize(
-    ("due_in", "by"), [(timedelta(seconds=30), "api"), (timedelta(hours=3), "dispatcher")]
-)
+@pytest.mark.parametrize(("due_in", "by"), [(timedelta(seconds=30), "api"), (timedelta(hours=3), "dispatcher")])
 def test_aws_calls_per_healthy_one_off_run(
     svc: Services, pump: Pump, clock: FakeClock, due_in: timedelta, by: str
 ) -> None:

@@ -18,9 +18,9 @@ entry as the durable "not yet handed over" marker until SQS holds the message.
 
 No run row is written here for a recurring tick or a one-off: the worker writes it, once, when it
 records the outcome (see services/run.py), so a healthy run costs one history write rather than one
-per status. (A dependant's row is written PENDING before sending; a one-off's cancel writes the row
-of its handed-over run CANCELLED itself, see JobService.cancel.) Ticks the catch-up policy drops
-are written SKIPPED here, with their reason, since no worker will see them.
+per status. (A dependant's row is written PENDING before sending; a one-off's cancel writes the
+row of its handed-over run CANCELLED itself, see JobService.cancel.) Ticks the catch-up policy drops are written SKIPPED here, with their reason, since no
+worker will see them.
 
 The next tick is cron_next(after=scheduled_for) of the last tick handed over, never a function of
 now or of completion, so a late pass neither drifts nor skips: every tick inside the window is

@@ -169,8 +169,7 @@ class RunService:
         """The run with its attempts; another tenant's (or an unknown) run is not found."""
         job, scheduled_for = self._resolve(run_id, tenant)
         row = self.runs.get(job.job_id, times.stored(scheduled_for))
-        handed_over = job.status == JobStatus.SCHEDULED and handed_over_one_off_tick(job, []) == scheduled_for
-        if row is None and handed_over:
+        if row is None and job.status == JobStatus.SCHEDULED and handed_over_one_off_tick(job, []) == scheduled_for:
             row = pending_one_off_run(job, scheduled_for)  # handed over, no row before it runs
         if row is None:
             raise NotFound(f"run '{run_id}' not found", field="run_id")
@@ -205,9 +204,7 @@ class RunService:
             if marked.row is None:
                 # No row to carry the mark (a fast-path run writes it when it ends): this rare cancel
                 # writes it PENDING, the run's own write then moves it on, and marks it.
-                self.runs.put_pending(
-                    job_id=job.job_id, tenant=job.tenant, scheduled_for=scheduled_for, now=now
-                )
+                self.runs.put_pending(job_id=job.job_id, tenant=job.tenant, scheduled_for=scheduled_for, now=now)
                 marked = self.runs.request_cancel(job.job_id, sf, now=now, pending_too=True)
             if marked.applied and marked.row is not None:
                 return self._stopping(job, marked.row, run_id)
