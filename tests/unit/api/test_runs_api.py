@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from jobsched.api import build_app
 from jobsched.domain import times
 from jobsched.domain.keys import parse_run_id
-from jobsched.domain.records import Lease, NewRun, Transition
+from jobsched.domain.records import Lease, Transition
 from jobsched.handlers import RunContext
 from jobsched.services import runs as runs_module
 from jobsched.services.runs import LogLinks
@@ -39,7 +39,7 @@ def one_off(app: APIGatewayRestResolver, *, handler: str = "demo.echo", seconds:
 
 
 def the_run_id(world: World, job_id: str) -> str:
-    [run] = world.svc.job_service.get(job_id, tenant="team-a").runs  # shown PENDING before it has a row
+    [run] = world.runs.recent(job_id, limit=5)
     return run.run_id
 
 
@@ -73,8 +73,7 @@ def test_another_tenants_run_and_a_malformed_run_id_are_not_found(world: World) 
     assert call(app, "GET", "/api/runs/not-a-run", headers=A)[0] == 404
     assert call(app, "GET", "/api/runs/job_nope-123", headers=A)[0] == 404
     # ... and B's attempt cancelled nothing
-    assert call(app, "GET", f"/api/runs/{run_id}", headers=A)[1]["status"] == "PENDING"
-    assert world.runs.get(*_key(run_id)) is None
+    assert world.runs.get(*_key(run_id)).status.value == "PENDING"  # type: ignore[union-attr]
 
 
 def _key(run_id: str) -> tuple[str, str]:
@@ -114,9 +113,7 @@ class ClaimFirst:
     def cancel(self, job_id: str, scheduled_for: str, **kwargs: Any) -> Transition:
         now = self.world.clock.now()
         lease = Lease(owner="w1/x", message="m1", worker="w1", until=now + timedelta(seconds=60))
-        # (as the worker claims: creating the row, which a one-off's handed-over run does not have yet)
-        create = NewRun(job_id, "team-a", scheduled_for)
-        assert self.inner.claim(job_id, scheduled_for, lease=lease, now=now, create=create).applied
+        assert self.inner.claim(job_id, scheduled_for, lease=lease, now=now).applied
         return self.inner.cancel(job_id, scheduled_for, **kwargs)  # type: ignore[no-any-return]
 
 

@@ -16,10 +16,10 @@ Stamping before sending (the order a first sketch might take) would open a windo
 crash leaves the job advanced and the run never sent: a lost tick. Stamping last keeps the due
 entry as the durable "not yet handed over" marker until SQS holds the message.
 
-No run row is written here for a recurring tick or a one-off: the worker writes it, once, when it
-records the outcome (see services/run.py), so a healthy run costs one history write rather than one
-per status. (A dependant's row is written PENDING before sending; a one-off's cancel writes the
-row of its handed-over run CANCELLED itself, see JobService.cancel.) Ticks the catch-up policy drops are written SKIPPED here, with their reason, since no
+No run row is written here for a recurring tick: the worker writes it, once, when it records the
+outcome (see services/run.py), so a healthy run costs one history write rather than one per
+status. (A one-off's row is written PENDING before sending, so it is visible and cancellable from
+the start.) Ticks the catch-up policy drops are written SKIPPED here, with their reason, since no
 worker will see them.
 
 The next tick is cron_next(after=scheduled_for) of the last tick handed over, never a function of
@@ -354,12 +354,10 @@ class Dispatcher:
             self._alert(plan, now=now)
             offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
             for tick in plan.run:
-                if entry.type == "dependent":
-                    # A dependant's run is written now, so it is seen PENDING (and cancelled with
-                    # its job) before it runs. A recurring tick's and a one-off's row come from the
-                    # worker, in one write (see the module docstring): a one-off's cancel writes its
-                    # CANCELLED row itself and its job's view shows the handed-over run as PENDING
-                    # (JobService.cancel, get), so no run here needs a write before it runs.
+                if entry.type != "recurring":
+                    # A one-off's single run is its whole life: its row is written now, so it is
+                    # seen PENDING (and cancelled with its job) before it runs. A recurring job's
+                    # ticks get their row from the worker, in one write (see the module docstring).
                     row = self.runs.put_pending(
                         job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now
                     )

@@ -15,9 +15,8 @@ from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.firing import next_fire
-from jobsched.domain.keys import run_id_for
-from jobsched.domain.models import Execution, Job, SchedulePolicy
-from jobsched.domain.records import DueEntry, NewRun
+from jobsched.domain.models import Job, SchedulePolicy
+from jobsched.domain.records import DueEntry
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.domain.targets import HttpTarget, PythonTarget, TargetSpec
@@ -207,9 +206,6 @@ class JobService:
         """The job and its newest runs; another tenant's job is not found."""
         job = self.owned(job_id, tenant)
         runs = self.runs.recent(job.job_id, limit=RECENT_EXECUTIONS)
-        if job.status == JobStatus.SCHEDULED and (tick := handed_over_one_off_tick(job, runs)) is not None:
-            # Handed over, not run yet: PENDING, though nothing was written for it (see cancel).
-            runs = [pending_one_off_run(job, tick), *runs]
         return JobDetail(job=job, runs=runs, next_run_at=next_run_shown(job, now=self.clock.now()))
 
     def graph(self, job_id: str, *, tenant: str) -> Graph:
@@ -264,11 +260,6 @@ class JobService:
             # redelivery records it truthfully, Worker._lost_to_cancel.)
             if run.status == RunStatus.PENDING and times.stored(run.scheduled_for) != job.active_run:
                 self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
-        if (tick := handed_over_one_off_tick(job, recent)) is not None:
-            # A one-off's run gets no row before it runs (services/dispatch.py): the cancel writes
-            # it, CANCELLED, so its history says so (a worker that meets its message writes the same).
-            sf = times.stored(tick)
-            self.runs.cancel(job.job_id, sf, now=self.clock.now(), create=NewRun(job.job_id, job.tenant, sf))
         return Control(job_id=job.job_id, status=JobStatus.CANCELLED)
 
     def _in_progress(self, job: Job, now: datetime) -> str | None:
@@ -362,24 +353,6 @@ class JobService:
         self.dispatcher.hand_over(
             [DueEntry.of(job)], now=now, until=until, missed_before=missed_before, queued_before=queued_before
         )
-
-
-def handed_over_one_off_tick(job: Job, runs: list[Execution]) -> datetime | None:
-    """A one-off's tick when it was handed to the queue and `runs` (its rows) have none for it."""
-    if job.type != "one_off" or job.run_at is None or job.dispatched <= 0:
-        return None
-    return None if any(r.scheduled_for == job.run_at for r in runs) else job.run_at
-
-
-def pending_one_off_run(job: Job, tick: datetime) -> Execution:
-    """How a handed-over one-off's run is shown before it has a row: PENDING, attempt 0."""
-    return Execution(
-        run_id=run_id_for(job.job_id, tick),
-        job_id=job.job_id,
-        tenant=job.tenant,
-        scheduled_for=tick,
-        status=RunStatus.PENDING,
-    )
 
 
 def next_run_shown(job: Job, *, now: datetime) -> datetime | None:

@@ -45,10 +45,10 @@ from jobsched.domain.keys import parse_run_id, run_id_for
 from jobsched.domain.logs import LogLine
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import NewRun
-from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
+from jobsched.domain.status import HELD, TERMINAL, RunStatus
 from jobsched.errors import Conflict, NotFound
 from jobsched.ports import Clock, RunLogs, RunStore
-from jobsched.services.jobs import JobService, handed_over_one_off_tick, pending_one_off_run
+from jobsched.services.jobs import JobService
 
 RunStopper = Callable[[Job, Execution], None]
 """Asks a running run's target to stop (ECS StopTask, Step Functions StopExecution): issue 15's."""
@@ -169,8 +169,6 @@ class RunService:
         """The run with its attempts; another tenant's (or an unknown) run is not found."""
         job, scheduled_for = self._resolve(run_id, tenant)
         row = self.runs.get(job.job_id, times.stored(scheduled_for))
-        if row is None and job.status == JobStatus.SCHEDULED and handed_over_one_off_tick(job, []) == scheduled_for:
-            row = pending_one_off_run(job, scheduled_for)  # handed over, no row before it runs
         if row is None:
             raise NotFound(f"run '{run_id}' not found", field="run_id")
         return RunDetail(run=row, logs_url=self.logs.url(row.run_id) if self.logs else None)
@@ -201,11 +199,6 @@ class RunService:
             # The run holds its job's slot: it has started, maybe on the fast path, whose row stays
             # PENDING (or absent) until its first heartbeat. Mark it instead of cancelling it.
             marked = self.runs.request_cancel(job.job_id, sf, now=now, pending_too=True)
-            if marked.row is None:
-                # No row to carry the mark (a fast-path run writes it when it ends): this rare cancel
-                # writes it PENDING, the run's own write then moves it on, and marks it.
-                self.runs.put_pending(job_id=job.job_id, tenant=job.tenant, scheduled_for=scheduled_for, now=now)
-                marked = self.runs.request_cancel(job.job_id, sf, now=now, pending_too=True)
             if marked.applied and marked.row is not None:
                 return self._stopping(job, marked.row, run_id)
             if marked.row is None:
