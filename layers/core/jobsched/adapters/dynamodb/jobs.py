@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from jobsched.adapters.aws import Refused, aws_call
@@ -100,10 +100,10 @@ class JobStore(ShardLeases, Operations):
             applied, old = conditional(self.client.put_item, **put)
             return None if applied else self._record_of(old or self._get(job_pk(job.job_id), "META"), job)
         # After the job: a refused edge's reason is read by its position (reasons[1:]).
-        edges: list[Any] = [self._edge(upstream, job, add=True) for upstream in job.depends_on]
+        items: list[Any] = [{"Put": put}, *(self._edge(u, job, add=True) for u in job.depends_on)]
         try:
             with aws_call(DYNAMODB):
-                self.client.transact_write_items(TransactItems=[{"Put": put}, *edges])
+                self.client.transact_write_items(TransactItems=items)
         except Refused as exc:
             reasons = exc.reasons
             first = reasons[0] if reasons else {}
