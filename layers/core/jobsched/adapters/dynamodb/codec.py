@@ -101,8 +101,10 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         ),
         **({"payload_ref": enc(ref)} if ref else {"payload": enc(text)}),
         "timezone": enc(job.timezone),
-        "retry": enc(job.retry.model_dump_json()),
-        "policy": enc(job.policy.model_dump_json()),
+        # Only what differs from the defaults: the item stays one write unit (every hot write rewrites
+        # it); a stored job keeps the defaults of the version that reads it.
+        "retry": enc(job.retry.model_dump_json(exclude_defaults=True)),
+        "policy": enc(job.policy.model_dump_json(exclude_defaults=True)),
         "dispatched": enc(job.dispatched),
         # The runs in flight, a map from the start (count_and_read sets one entry of it: a nested
         # path needs its map to exist). A run-time attribute: save_definition leaves it as it is.
