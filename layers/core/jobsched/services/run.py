@@ -422,8 +422,7 @@ class Worker:
             # original): that copy carries the run; this one is spare. (Never this message itself:
             # acknowledging it would leave the run with no message to finish or revive it.)
             return Outcome.DUPLICATE
-        # (A lapsed hold is not yet a dead one, see _dead_before: a finished holder is replaced either way.)
-        stale = self._finished_holder(current) if current.active_run is not None else None
+        stale = self._finished_holder(current) if holder_live else None
         if stale is not None and self.jobs.hold_job(
             job.job_id,
             run=sf,
