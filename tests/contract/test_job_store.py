@@ -389,26 +389,3 @@ def test_a_job_s_completion_can_free_its_slot_in_the_same_write(backend: Backend
         release_slot=True,
     )
     assert applied and after is not None and after.active_run is None
-
-
-def test_a_lapsed_slot_is_taken_from_its_holder_only_once_its_hold_ended_before_dead_before(
-    backend: Backend,
-) -> None:
-    # Given a job held by RUN (message m1) until 30 s, its holder dead
-    create(backend, job())
-    assert backend.jobs.hold_job("job_a", run=RUN, message="m1", until=at(30), now=T0, was_buffered=False)
-    # When another tick asks at 60 s, taking holders dead only if their hold ended before 20 s
-    # Then it is refused (the dead holder's redelivery has its turn first), and that one re-enters
-    assert not backend.jobs.hold_job(
-        "job_a", run=OTHER, message="m2", until=at(90), now=at(60), was_buffered=False, dead_before=at(20)
-    )
-    assert not backend.jobs.hold_and_read(
-        "job_a", run=OTHER, message="m2", until=at(90), now=at(60), dead_before=at(20)
-    )[0]
-    assert backend.jobs.hold_and_read(
-        "job_a", run=RUN, message="m1", until=at(90), now=at(60), dead_before=at(20)
-    )[0]
-    # and once the hold ended before dead_before, the other tick takes it
-    assert backend.jobs.hold_and_read(
-        "job_a", run=OTHER, message="m2", until=at(200), now=at(150), dead_before=at(100)
-    )[0]

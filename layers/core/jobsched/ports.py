@@ -165,13 +165,11 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         now: datetime,
         was_buffered: bool,
         stale: str | None = None,
-        dead_before: datetime | None = None,
     ) -> bool:
         """Make `run` (carried by SQS message `message`) the slot's holder until `until`.
 
         Applies when the job is not CANCELLED, no other live tick is buffered (none, it is `run`,
-        or its wait ended before `now`), and the slot is: unheld; lapsed (its until < dead_before,
-        default `now`: a later bound leaves a dead holder's redelivery its turn first); held by
+        or its wait ended before `now`), and the slot is: unheld; lapsed (its until < now); held by
         this very message (a redelivery); or held by `stale`, a run the caller knows finished.
         `was_buffered`: the write also empties the buffered slot (this tick was the one waiting).
         False (nothing written) otherwise, also when the job does not exist.
@@ -179,14 +177,7 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         ...
 
     def hold_and_read(
-        self,
-        job_id: str,
-        *,
-        run: str,
-        message: str,
-        until: datetime,
-        now: datetime,
-        dead_before: datetime | None = None,
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
     ) -> tuple[bool, Job | None]:
         """hold_job without `stale` and `was_buffered`, answering the job in the same write:
         (held, the job as it stood before the write, None if there is no job). Before, not after:

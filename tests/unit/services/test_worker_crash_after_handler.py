@@ -101,43 +101,6 @@ def test_a_run_whose_worker_died_after_its_handler_runs_again_though_an_edit_mov
     assert len(calls) == 2 and calls[0] == calls[1]
 
 
-def test_a_dead_holders_slot_waits_for_its_redelivery_before_the_next_tick_takes_it(world: World) -> None:
-    # Given a `skip` job ticking every 15 s, whose first run's (12:00:15) worker dies after the
-    # handler ran (its slot's hold lapses at 12:02:45; its message surfaces again at 12:05:15); a
-    # later tick's handler that is still running when that message comes back (it plays it then)
-    a = T0 + timedelta(seconds=15)
-    calls: list[str] = []
-
-    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-        calls.append(str(ctx.scheduled_for))
-        if ctx.scheduled_for != a and world.clock.now() < a + timedelta(seconds=VISIBILITY):
-            world.clock.set(a + timedelta(seconds=VISIBILITY + 1))
-            world.deliver()
-        return {"ok": True}
-
-    world.handler("test.effect", effect)
-    request = CreateJobRequest(type="recurring", handler="test.effect", cron_expr="*/15 * * * * *")
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
-    world.clock.set(a)
-    world.svc.dispatcher.dispatch_all()
-    world.svc.worker.crash = crash_once_at("run.after_handler")
-    with pytest.raises(Crash):
-        world.deliver()
-    world.svc.worker.crash = no_crash
-    # When the ticks after it come, past the lapse of its hold, and its message comes back
-    for step in range(1, 26):
-        world.clock.set(a + timedelta(seconds=15 * step))
-        world.svc.dispatcher.dispatch_all()
-        world.deliver()
-    # Then the run that executed is recorded as executed: the ticks after the lapse were skipped for
-    # overlap (the dead run held the slot), and its redelivery re-entered the slot and ran it again.
-    # Before, the next tick took the lapsed slot, and the redelivery, meeting it there, wrote the run
-    # that executed SKIPPED ("overlap").
-    run = world.runs.get(job_id, a)
-    assert run is not None and run.status == RunStatus.SUCCEEDED
-    assert calls.count(str(a)) == 2
-
-
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "leased"])
 def test_a_failed_run_whose_worker_died_before_handing_it_over_is_handed_over_after_a_cancel(
     world: World, fast_path: bool

@@ -181,12 +181,7 @@ class Worker:
         held = counted = started = False
         if message.guard and message.kind != "backfill":
             held, job = self.jobs.hold_and_read(
-                message.job_id,
-                run=sf,
-                message=delivery.message_id,
-                until=until,
-                now=now,
-                dead_before=self._dead_before(now),
+                message.job_id, run=sf, message=delivery.message_id, until=until, now=now
             )
             # The slot held by this very message already: a receive of it got past the hold and
             # died (a crash after the handler ran leaves no other trace on the fast path). The run
@@ -330,21 +325,6 @@ class Worker:
         self.runs.lose(job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", CANCELLED_LOST))
         return Outcome.LOST
 
-    def _dead_before(self, now: datetime) -> datetime:
-        """A slot whose hold lapsed before this instant is taken from its holder, which died.
-
-        Not at once: a holder that died (or stalls) after its handler ran left no other trace than
-        the slot, and its message surfaces again about lease - hold seconds after the hold lapsed.
-        Until then the slot is its redelivery's (which re-enters it, and runs or records the run:
-        see _process); a tick that took it first skipped the redelivery as an overlap, writing
-        SKIPPED over a run that executed (tests/sim, issue 19).
-
-            holder: hold ... dies    hold lapses       message surfaces     dead_before passes it
-                    |----------------|-----------------|--------------------|
-                                      hold_seconds      lease - hold         hold (to be received)
-        """
-        return now - timedelta(seconds=self.settings.lease_seconds)
-
     def hold_seconds(self) -> int:
         # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
         return max(2, self.settings.lease_seconds // 2)
@@ -407,10 +387,7 @@ class Worker:
         if held and not buffered:
             return None
         msg = delivery.message_id
-        dead = self._dead_before(now)
-        if self.jobs.hold_job(
-            job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered, dead_before=dead
-        ):
+        if self.jobs.hold_job(job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered):
             return None
         current = self.jobs.get_job(job.job_id)
         if current is None or current.status == JobStatus.CANCELLED:
@@ -424,14 +401,7 @@ class Worker:
             return Outcome.DUPLICATE
         stale = self._finished_holder(current) if holder_live else None
         if stale is not None and self.jobs.hold_job(
-            job.job_id,
-            run=sf,
-            message=msg,
-            until=until,
-            now=now,
-            was_buffered=buffered,
-            stale=stale,
-            dead_before=dead,
+            job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered, stale=stale
         ):
             return None
         if job.type == "one_off":
@@ -907,7 +877,9 @@ class Worker:
         timeout = job.retry.timeout_seconds
         return self.targets.for_spec(spec, timeout_seconds=None if timeout is None else timeout * 0.95)
 
-    def _call(self, job: Job, ctx: RunContext) -> tuple[object, tuple[str, str] | None, float | None]:
+    def _call(
+        self, job: Job, ctx: RunContext
+    ) -> tuple[object, tuple[str, str] | None, float | None]:
         envelope = {
             "job_id": ctx.job_id,
             "run_id": ctx.run_id,

@@ -299,10 +299,8 @@ class JobStore(ShardLeases, Operations):
         values_of_src = [f":s{i}" for i in range(len(src))]
         update = "SET #s = :t, updated_at = :now ADD version :one"
         values[":one"] = enc(1)
-        removes = [
-            *(("next_run_at", "due_key") if leave_index else ()),
-            *(("active_run", "active_until", "active_message") if release_slot else ()),
-        ]
+        removes = [*(("next_run_at", "due_key") if leave_index else ()),
+                   *(("active_run", "active_until", "active_message") if release_slot else ())]
         if removes:
             update += " REMOVE " + ", ".join(removes)
         applied, result = conditional(
@@ -409,7 +407,7 @@ class JobStore(ShardLeases, Operations):
     _EXISTS = "attribute_exists(PK)"
     _NOT_CANCELLED = "#s <> :cancelled"
     _SLOT_UNHELD = "attribute_not_exists(active_run)"
-    _SLOT_LAPSED = "active_until < :dead"  # its holder stopped renewing (died) long enough ago
+    _SLOT_LAPSED = "active_until < :now"  # its holder stopped renewing (died)
     _SLOT_THIS_MESSAGE = "active_run = :run AND active_message = :msg"  # a redelivery of the holder
     _SLOT_STALE = "active_run = :stale"  # held by a run known to be finished (see above)
     # No other live tick waits for the next turn: none waits, it is this tick, or its wait lapsed.
@@ -427,15 +425,12 @@ class JobStore(ShardLeases, Operations):
         free = any_of(self._SLOT_UNHELD, self._SLOT_LAPSED, self._SLOT_STALE if stale else "")
         return any_of(self._SLOT_THIS_MESSAGE, all_of(free, self._NO_OTHER_BUFFERED))
 
-    def _hold_values(
-        self, run: str, message: str, until: datetime, now: datetime, dead_before: datetime | None = None
-    ) -> dict[str, Any]:
+    def _hold_values(self, run: str, message: str, until: datetime, now: datetime) -> dict[str, Any]:
         return {
             ":run": enc(run),
             ":msg": enc(message),
             ":until": enc(times.stored(until)),
             ":now": enc(times.stored(now)),
-            ":dead": enc(times.stored(now if dead_before is None else dead_before)),
             ":cancelled": enc(JobStatus.CANCELLED.value),
         }
 
@@ -449,12 +444,11 @@ class JobStore(ShardLeases, Operations):
         now: datetime,
         was_buffered: bool,
         stale: str | None = None,
-        dead_before: datetime | None = None,
     ) -> bool:
         """Make `run` (carried by `message`) the job's holder: if the slot is free, lapsed, already
         this message's, or held by the finished run `stale`; never on a cancelled job."""
         update = "SET active_run = :run, active_until = :until, active_message = :msg"
-        values = self._hold_values(run, message, until, now, dead_before)
+        values = self._hold_values(run, message, until, now)
         if stale is not None:
             values[":stale"] = enc(stale)
         condition = all_of(self._NOT_CANCELLED, self._slot_free(stale=stale is not None))
@@ -463,14 +457,7 @@ class JobStore(ShardLeases, Operations):
         return self._guarded_update(job_id, update, condition, values, {"#s": "status"})
 
     def hold_and_read(
-        self,
-        job_id: str,
-        *,
-        run: str,
-        message: str,
-        until: datetime,
-        now: datetime,
-        dead_before: datetime | None = None,
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
     ) -> tuple[bool, Job | None]:
         """hold_job (without the buffered slot) that also answers the job as it stood before the
         write (held or refused; ALL_OLD either way): (held, that job or None)."""
@@ -481,7 +468,7 @@ class JobStore(ShardLeases, Operations):
             UpdateExpression="SET active_run = :run, active_until = :until, active_message = :msg",
             ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED, self._slot_free(stale=False)),
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues=self._hold_values(run, message, until, now, dead_before),
+            ExpressionAttributeValues=self._hold_values(run, message, until, now),
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -602,7 +589,6 @@ class JobStore(ShardLeases, Operations):
             ":zero": enc(0),
         }
         no_live_slot = any_of(self._SLOT_UNHELD, self._SLOT_LAPSED, self._SLOT_STALE if stale else "")
-        values[":dead"] = values[":now"]  # a cancel takes a lapsed holder for dead at once
         if stale:
             values[":stale"] = enc(stale)
         update = "SET #s = :t, updated_at = :now ADD version :one REMOVE next_run_at, due_key"

@@ -263,21 +263,12 @@ class MemoryJobStore:
             return True
 
     # -- start markers (the rules and their timeline: adapters/dynamodb/jobs.py) -------------------
-    def _slot_free(
-        self,
-        job: Job,
-        *,
-        run: str,
-        message: str,
-        now: datetime,
-        stale: str | None,
-        dead_before: datetime | None = None,
-    ) -> bool:
+    def _slot_free(self, job: Job, *, run: str, message: str, now: datetime, stale: str | None) -> bool:
         if job.active_run == run and job.active_message == message:
             return True  # the holder's own message re-enters (SQS handed it out again)
         free = (
             job.active_run is None
-            or _lapsed(job.active_until, now if dead_before is None else dead_before)
+            or _lapsed(job.active_until, now)
             or (stale is not None and job.active_run == stale)
         )
         return free and self._no_other_buffered(job, run=run, now=now)
@@ -296,16 +287,13 @@ class MemoryJobStore:
         now: datetime,
         was_buffered: bool,
         stale: str | None = None,
-        dead_before: datetime | None = None,
     ) -> bool:
         """Take the slot for `run` (see the port for when)."""
         with self._lock:
             job = self.jobs.get(job_id)
             if job is None or job.status == JobStatus.CANCELLED:
                 return False
-            if not self._slot_free(
-                job, run=run, message=message, now=now, stale=stale, dead_before=dead_before
-            ):
+            if not self._slot_free(job, run=run, message=message, now=now, stale=stale):
                 return False
             changes: dict[str, Any] = {"active_run": run, "active_until": until, "active_message": message}
             if was_buffered:
@@ -314,14 +302,7 @@ class MemoryJobStore:
             return True
 
     def hold_and_read(
-        self,
-        job_id: str,
-        *,
-        run: str,
-        message: str,
-        until: datetime,
-        now: datetime,
-        dead_before: datetime | None = None,
+        self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
     ) -> tuple[bool, Job | None]:
         """hold_job that answers the job as it stood before the write."""
         with self._lock:
@@ -330,7 +311,7 @@ class MemoryJobStore:
                 return False, None
             before = self._read(job_id)
             if job.status == JobStatus.CANCELLED or not self._slot_free(
-                job, run=run, message=message, now=now, stale=None, dead_before=dead_before
+                job, run=run, message=message, now=now, stale=None
             ):
                 return False, before
             self._update(job, active_run=run, active_until=until, active_message=message)
