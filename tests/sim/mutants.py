@@ -145,12 +145,14 @@ def skip_on_pause() -> Iterator[None]:
     """A tick of a pause is written SKIPPED "paused" by the worker (the defect issue 18 item 3 fixed)."""
     original_gate: Callable[..., Outcome | None] = Worker._gate
 
-    def gate(self: Worker, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool) -> Outcome | None:
+    def gate(
+        self: Worker, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool, started: bool = False
+    ) -> Outcome | None:
         if job.status == JobStatus.PAUSED and kind != "manual" and self._new_tick_of_pause(job, sf):
             skipped = self._skip(job, sf, "paused", kind=kind, first_attempt_only=True)
             if skipped is not None:
                 return skipped
-        return original_gate(self, job, sf, delivery, kind=kind, held=held)
+        return original_gate(self, job, sf, delivery, kind=kind, held=held, started=started)
 
     with _patched(Worker, _gate=gate):
         yield
