@@ -144,7 +144,7 @@ def test_a_run_that_starts_after_the_cancel_read_but_before_its_write_makes_the_
     assert job is not None and job.status == JobStatus.SCHEDULED
 
 
-def test_a_run_whose_worker_died_mid_run_ends_cancelled_when_its_job_is_cancelled(
+def test_a_run_whose_worker_died_mid_run_ends_lost_when_its_job_is_cancelled(
     svc: Services, pump: Pump, clock: FakeClock
 ) -> None:
     # Given a one-off whose worker died mid-run, on the leased path (its row RUNNING, attempt 1)
@@ -159,8 +159,9 @@ def test_a_run_whose_worker_died_mid_run_ends_cancelled_when_its_job_is_cancelle
     clock.advance(svc.settings.lease_seconds + 1)
     assert svc.job_service.cancel(job_id, tenant="t").status == "CANCELLED"
     pump.expire_leases(svc.settings.lease_seconds)
-    assert pump.run_due()["cancelled"] == 1
-    # Then the run ends CANCELLED with its attempt kept, not RUNNING forever with no message left
+    assert pump.run_due()["lost"] == 1
+    # Then the run ends LOST (its handler ran: CANCELLED would say it never did; issue 19), taken
+    # over once to be written so (attempt 2, which did not run again), not RUNNING forever
     [run] = svc.job_service.get(job_id, tenant="t").runs
-    assert (run.status, run.attempt) == ("CANCELLED", 1)
+    assert (run.status, run.attempt) == ("LOST", 2)
     assert pump.receive_all() == []
