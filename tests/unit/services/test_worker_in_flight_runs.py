@@ -22,12 +22,8 @@ from tests.unit.services.conftest import T0, World
 from tests.unit.services.test_worker_crash_after_handler import VISIBILITY, crash_once_at
 
 
-@pytest.mark.parametrize("point", ["run.after_lease", "run.after_handler"])
-def test_a_cancel_between_runs_of_a_busy_allow_job_applies_after_a_worker_died_mid_run(
-    world: World, point: str
-) -> None:
-    # Given an `allow` job ticking every 15 s whose first run's (12:00:15) worker dies mid-run
-    a = T0 + timedelta(seconds=15)
+def allow_job(world: World, cron_expr: str) -> tuple[str, list[str]]:
+    """An `allow` job whose handler records each tick it ran for: its id and that record."""
     calls: list[str] = []
 
     def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -36,9 +32,18 @@ def test_a_cancel_between_runs_of_a_busy_allow_job_applies_after_a_worker_died_m
 
     world.handler("test.effect", effect)
     request = CreateJobRequest(
-        type="recurring", handler="test.effect", cron_expr="*/15 * * * * *", overlap_policy="allow"
+        type="recurring", handler="test.effect", cron_expr=cron_expr, overlap_policy="allow"
     )
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    return world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id, calls
+
+
+@pytest.mark.parametrize("point", ["run.after_lease", "run.after_handler"])
+def test_a_cancel_between_runs_of_a_busy_allow_job_applies_after_a_worker_died_mid_run(
+    world: World, point: str
+) -> None:
+    # Given an `allow` job ticking every 15 s whose first run's (12:00:15) worker dies mid-run
+    a = T0 + timedelta(seconds=15)
+    job_id, calls = allow_job(world, "*/15 * * * * *")
     world.clock.set(a)
     world.svc.dispatcher.dispatch_all()
     world.svc.worker.crash = crash_once_at(point)
@@ -66,17 +71,7 @@ def test_a_counted_run_whose_worker_died_after_its_handler_is_lost_not_cancelled
     world: World,
 ) -> None:
     # Given an `allow` job's tick whose worker dies after the handler ran, before recording it
-    calls: list[str] = []
-
-    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
-        calls.append(str(ctx.scheduled_for))
-        return {"ok": True}
-
-    world.handler("test.effect", effect)
-    request = CreateJobRequest(
-        type="recurring", handler="test.effect", cron_expr="* * * * *", overlap_policy="allow"
-    )
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    job_id, calls = allow_job(world, "* * * * *")
     world.svc.dispatcher.dispatch_all()
     world.clock.set(T0 + timedelta(seconds=60))
     world.svc.worker.crash = crash_once_at("run.after_handler")
