@@ -21,7 +21,7 @@ Seeds 6, 7, 8 (issue 19, crash point run.after_handler): tests/unit/services/
 test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard the same mechanisms.
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
-test_worker_in_flight_runs.py.
+test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py.
 """
 
 from __future__ import annotations
@@ -78,5 +78,14 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         9, 5, 10, "is CANCELLED but its handler succeeded",
         "a counted (backfill) run and a leased RUNNING run whose workers died after the handler, the job"
         " cancelled since: the redeliveries wrote CANCELLED (now LOST: the in_flight entry, the RUNNING row)",
+    ),
+    (
+        28, 5, 10, "2026-11-30T12:02:50.000Z is SKIPPED but its handler succeeded",
+        "fast path: a handler stalled past its leases (no heartbeat); its redelivery met the next tick in"
+        " the slot and wrote it SKIPPED, refusing its outcome (now its record replaces: UNSTARTED_RECORDS)",
+    ),
+    (
+        49, 5, 10, "2026-11-30T12:07:45.000Z is CANCELLED but its handler succeeded",
+        "as seed 28, a cancel found the stalled run idle and wrote it CANCELLED",
     ),
 ]  # fmt: skip
