@@ -43,7 +43,7 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         8, 5, 10, "2026-11-30T12:01:45.000Z is SKIPPED but its handler succeeded",
         "a worker died after the handler; the next tick took its lapsed slot, and the redelivery, meeting"
-        " it there, wrote the run SKIPPED 'overlap' (now the slot waits for it: Worker._dead_before)",
+        " it there, wrote the run SKIPPED 'overlap' (now the taker keeps its start on its row)",
     ),
     (
         6, 5, 10, "2026-11-30T12:01:15.000Z is CANCELLED but its handler succeeded",
@@ -87,5 +87,10 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         49, 5, 10, "2026-11-30T12:07:45.000Z is CANCELLED but its handler succeeded",
         "as seed 28, a cancel found the stalled run idle and wrote it CANCELLED",
+    ),
+    (
+        82, 5, 10, "2026-11-30T12:02:40.000Z is SKIPPED but its handler succeeded",
+        "a worker died after the handler; a later tick took its lapsed slot (its start marker), and the"
+        " redelivery, the schedule edited since, wrote it SKIPPED 'rescheduled' (now: as seed 8)",
     ),
 ]  # fmt: skip
