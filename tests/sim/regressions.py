@@ -21,7 +21,8 @@ Seeds 6, 7, 8 (issue 19, crash point run.after_handler): tests/unit/services/
 test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard the same mechanisms.
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
-test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py.
+test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
+test_worker_crash_after_handler.py.
 """
 
 from __future__ import annotations
@@ -92,5 +93,10 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         82, 5, 10, "2026-11-30T12:02:40.000Z is SKIPPED but its handler succeeded",
         "a worker died after the handler; a later tick took its lapsed slot (its start marker), and the"
         " redelivery, the schedule edited since, wrote it SKIPPED 'rescheduled' (now: as seed 8)",
+    ),
+    (
+        4, 5, 10, "2026-11-30T12:01:00.000Z stuck FAILED",
+        "a failure recorded, the worker dead before the hand-over, a later tick in its slot, the job"
+        " cancelled: the redelivery took the run for one that never started (now _cancelled hands it over)",
     ),
 ]  # fmt: skip

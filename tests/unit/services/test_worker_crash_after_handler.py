@@ -167,6 +167,44 @@ def test_a_failed_run_whose_worker_died_before_handing_it_over_is_handed_over_af
     assert [p["attempt"] for p in world.machines.started.values()] == [1]
 
 
+def test_a_failed_run_whose_worker_died_before_handing_it_over_and_whose_slot_was_taken_is_handed_over(
+    world: World,
+) -> None:
+    # Given a job every three minutes whose 12:03 attempt failed and was recorded FAILED, its worker
+    # dead before it handed the failure to the workflow (run.after_record)
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        if ctx.scheduled_for == T0 + timedelta(minutes=3):
+            raise RuntimeError("fails")
+        return {"ok": True}
+
+    world.handler("test.fails", effect)
+    request = CreateJobRequest(
+        type="recurring", handler="test.fails", cron_expr="*/3 * * * *", max_attempts=3
+    )
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.set(T0 + timedelta(minutes=3))
+    world.svc.dispatcher.dispatch_all()
+    world.svc.worker.crash = crash_once_at("run.after_record")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When the 12:06 tick takes its lapsed slot (where its start marker was), the job is cancelled,
+    # and the 12:03 message comes back
+    world.clock.set(T0 + timedelta(minutes=6))
+    world.svc.dispatcher.dispatch_all()
+    assert world.deliver() == [Outcome.SUCCEEDED]
+    world.clock.advance(1)
+    assert world.svc.job_service.cancel(job_id, tenant="t").status == "CANCELLED"
+    world.clock.set(T0 + timedelta(minutes=3, seconds=VISIBILITY + 1))
+    world.deliver()
+    # Then its failure is handed over (the workflow ends it), not left FAILED with no workflow for
+    # good (tests/sim seed 4: the redelivery met the cancelled job as a run that never started)
+    run = world.runs.get(job_id, T0 + timedelta(minutes=3))
+    assert run is not None and run.status == RunStatus.FAILED
+    assert [p["attempt"] for p in world.machines.started.values()] == [1]
+
+
 def test_a_duplicate_delivery_while_its_twin_runs_is_left_alone_and_runs_nothing(world: World) -> None:
     # Given a one-off whose message SQS hands out twice at once: while the first receive's handler
     # runs, the second receive of the very same message is processed

@@ -349,6 +349,11 @@ class Worker:
             # RUNNING: its worker passed LEASED -> RUNNING and called the handler, then died (its
             # lease lapsed, so the cancel went through). It may have run: LOST, not CANCELLED.
             return self._lost_to_cancel(job, message.scheduled_for, delivery, kind=kind)
+        if job is not None and row is not None and row.status == RunStatus.FAILED:
+            # Its failure recorded, its worker died before handing it to the workflow, and a later
+            # run took the slot where its start marker was: hand it over here, as _refused does
+            # (nothing else would: stuck FAILED, tests/sim seed 4).
+            return self._refused(job, row, delivery)
         self.runs.cancel(
             message.job_id,
             message.scheduled_for,
