@@ -99,4 +99,9 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a failure recorded, the worker dead before the hand-over, a later tick in its slot, the job"
         " cancelled: the redelivery took the run for one that never started (now _cancelled hands it over)",
     ),
+    (
+        293, 5, 10, "stuck PENDING",
+        "a replay's ReplayRearm applied and its answer timed out: the retried write, refused, ended Stale"
+        " and nothing was sent (now the retry accepts its own row, as Rearm does)",
+    ),
 ]  # fmt: skip

@@ -385,23 +385,26 @@ class MemoryRunStore:
             self.dead[key] = (dl_key, dl_sk, dead_at)
             return True
 
-    def replay_rearm(self, job_id: str, scheduled_for: str) -> bool:
-        """ReplayRearm: DEAD_LETTER -> PENDING, attempt 0, replays + 1, out of the dead-letter index."""
+    def replay_rearm(self, job_id: str, scheduled_for: str, *, replays: int) -> bool:
+        """ReplayRearm: DEAD_LETTER (or PENDING at attempt 0 of series `replays`: a retry of its own
+        write) -> PENDING, attempt 0, series `replays`, out of the dead-letter index."""
         check_path(RunStatus.DEAD_LETTER, RunStatus.PENDING)
         key = (job_id, scheduled_for)
+
+        def rearmable(r: Execution | None) -> bool:
+            own = r is not None and (r.status, r.attempt, r.replays) == (RunStatus.PENDING, 0, replays)
+            return own or (r is not None and r.status == RunStatus.DEAD_LETTER)
+
         with self._lock:
-            row = self.rows.get(key)
             changes: dict[str, Any] = {
                 "status": RunStatus.PENDING,
                 "attempt": 0,
-                "replays": (row.replays if row else 0) + 1,
+                "replays": replays,
                 "lease_owner": None,
                 "lease_until": None,
                 "lease_message": None,
             }
-            if not self._workflow_write(
-                key, lambda r: r is not None and r.status == RunStatus.DEAD_LETTER, changes
-            ):
+            if not self._workflow_write(key, rearmable, changes):
                 return False
             self.dead.pop(key, None)
             return True
