@@ -22,7 +22,7 @@ test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard t
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
-test_worker_crash_after_handler.py.
+test_worker_crash_after_handler.py; seed 230: test_pause_edit.py.
 """
 
 from __future__ import annotations
@@ -103,5 +103,10 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         293, 5, 10, "stuck PENDING",
         "a replay's ReplayRearm applied and its answer timed out: the retried write, refused, ended Stale"
         " and nothing was sent (now the retry accepts its own row, as Rearm does)",
+    ),
+    (
+        230, 5, 10, "was due and is missing",
+        "an edit during a pause: the resume decides the pause's ticks over the new schedule, and the old"
+        " schedule's ticks of the pause kept no row (now the edit records them SKIPPED 'rescheduled')",
     ),
 ]  # fmt: skip
