@@ -246,3 +246,30 @@ def test_request_cancel_with_pending_too_marks_a_pending_row(backend: Backend) -
     assert lease_row.applied
     row = backend.runs.get(JOB, SF)
     assert row is not None and row.status == RunStatus.RUNNING and row.cancel_requested_at == T0
+
+
+def test_the_fast_path_record_replaces_a_record_that_the_run_never_started(backend: Backend) -> None:
+    # A handler that ran while its worker stalled past its leases: meanwhile the fleet wrote the run
+    # SKIPPED or CANCELLED (attempt 0). The attempt that ran is what the run did.
+    other = times.stored(at(120))
+    assert backend.runs.skip(JOB, SF, reason="overlap", now=T0, create=NEW).applied
+    assert backend.runs.cancel(JOB, other, now=T0, create=NewRun(JOB, "t1", other)).applied
+    assert backend.runs.record_unleased(JOB, SF, worker="w1", end=ok(), create=NEW).applied
+    assert backend.runs.record_unleased(JOB, other, worker="w1", end=failed(), create=NEW).applied
+    skipped, cancelled = backend.runs.get(JOB, SF), backend.runs.get(JOB, other)
+    assert skipped is not None and (skipped.status, skipped.attempt, skipped.reason) == (
+        RunStatus.SUCCEEDED, 1, None
+    )
+    assert cancelled is not None and (cancelled.status, cancelled.attempt) == (RunStatus.FAILED, 1)
+
+
+def test_nothing_but_a_fast_path_record_moves_a_run_out_of_skipped_or_cancelled(backend: Backend) -> None:
+    assert backend.runs.skip(JOB, SF, reason="overlap", now=T0, create=NEW).applied
+    assert not backend.runs.claim(JOB, SF, lease=lease(), now=at(1), create=NEW).applied
+    assert not backend.runs.persist_running(
+        JOB, SF, lease=lease(), started_at=at(1), now=at(1), create=NEW
+    ).applied
+    assert not backend.runs.cancel(JOB, SF, now=at(1), create=NEW).applied
+    # and a second record loses to the first, as on a PENDING run
+    assert backend.runs.record_unleased(JOB, SF, worker="w1", end=ok(), create=NEW).applied
+    assert not backend.runs.record_unleased(JOB, SF, worker="w2", end=ok(), create=NEW).applied

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jobsched.domain import times
-from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import Crash, FakeClock
 from jobsched.services.dispatch import Dispatcher
@@ -365,3 +365,40 @@ def test_a_worker_whose_run_was_taken_over_leaves_the_message_to_the_taker(
     c = dataclasses.replace(svc.worker, worker_id="worker-c", crash=lambda point: None)
     assert c.process(Delivery(message["MessageId"], "receipt-c", message["Body"])) == Outcome.SUCCEEDED
     assert runs_by_key(svc, job.job_id) == {T0 + timedelta(seconds=5): "SUCCEEDED"}
+
+
+def test_a_worker_killed_after_its_handler_whose_slot_a_later_tick_took_is_retried_not_skipped(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran (fast path: its
+    # start marker, the slot held by its message, is the only trace it leaves), and an edit that
+    # moves the schedule to every five minutes
+    ledger = Ledger()
+    registry = HandlerRegistry()
+    registry.register("test.ledger", ledger.handler)
+    svc.worker.registry = svc.job_service.registry = registry
+    svc.worker.crash = CrashAt("run.after_handler")
+    clock.advance(0.5)
+    job = svc.job_service.submit(
+        CreateJobRequest(type="recurring", handler="test.ledger", cron_expr="* * * * *", catchup="one"),
+        tenant="t",
+        idempotency_key="w",
+    )
+    svc.dispatcher.dispatch_all()
+    assert pump.run_due(T0 + timedelta(seconds=60))["crashed"] == 1
+    svc.worker.crash = lambda point: None
+    svc.schedule.edit(job.job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
+    # When the 12:05 tick takes the lapsed slot (the dead run's marker) while the 12:01 message is
+    # still in flight, and then the 12:01 message surfaces again
+    clock.set(T0 + timedelta(seconds=240))
+    svc.dispatcher.dispatch_all()
+    assert pump.run_due(T0 + timedelta(seconds=300)) == Counter({"succeeded": 1})
+    pump.expire_leases(svc.settings.lease_seconds)
+    outcome = pump.run_due()
+    # Then 12:01 is taken over as a retry and recorded as executed, not SKIPPED "rescheduled"
+    rows = runs_by_key(svc, job.job_id)
+    assert rows[T0 + timedelta(seconds=60)] == "SUCCEEDED" and outcome["succeeded"] == 1
+    run = svc.runs.get(job.job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.attempt == 2
+    key = f"{job.job_id}-{int((T0 + timedelta(seconds=60)).timestamp() * 1000)}"
+    assert [attempt for effect_key, attempt in ledger.calls if effect_key == key] == [1, 2]

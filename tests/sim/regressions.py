@@ -21,7 +21,8 @@ Seeds 6, 7, 8 (issue 19, crash point run.after_handler): tests/unit/services/
 test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard the same mechanisms.
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
-test_worker_in_flight_runs.py.
+test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
+test_worker_crash_after_handler.py; seed 230: test_pause_edit.py.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         8, 5, 10, "2026-11-30T12:01:45.000Z is SKIPPED but its handler succeeded",
         "a worker died after the handler; the next tick took its lapsed slot, and the redelivery, meeting"
-        " it there, wrote the run SKIPPED 'overlap' (now the slot waits for it: Worker._dead_before)",
+        " it there, wrote the run SKIPPED 'overlap' (now the taker keeps its start on its row)",
     ),
     (
         6, 5, 10, "2026-11-30T12:01:15.000Z is CANCELLED but its handler succeeded",
@@ -78,5 +79,34 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         9, 5, 10, "is CANCELLED but its handler succeeded",
         "a counted (backfill) run and a leased RUNNING run whose workers died after the handler, the job"
         " cancelled since: the redeliveries wrote CANCELLED (now LOST: the in_flight entry, the RUNNING row)",
+    ),
+    (
+        28, 5, 10, "2026-11-30T12:02:50.000Z is SKIPPED but its handler succeeded",
+        "fast path: a handler stalled past its leases (no heartbeat); its redelivery met the next tick in"
+        " the slot and wrote it SKIPPED, refusing its outcome (now its record replaces: UNSTARTED_RECORDS)",
+    ),
+    (
+        49, 5, 10, "2026-11-30T12:07:45.000Z is CANCELLED but its handler succeeded",
+        "as seed 28, a cancel found the stalled run idle and wrote it CANCELLED",
+    ),
+    (
+        82, 5, 10, "2026-11-30T12:02:40.000Z is SKIPPED but its handler succeeded",
+        "a worker died after the handler; a later tick took its lapsed slot (its start marker), and the"
+        " redelivery, the schedule edited since, wrote it SKIPPED 'rescheduled' (now: as seed 8)",
+    ),
+    (
+        4, 5, 10, "2026-11-30T12:01:00.000Z stuck FAILED",
+        "a failure recorded, the worker dead before the hand-over, a later tick in its slot, the job"
+        " cancelled: the redelivery took the run for one that never started (now _cancelled hands it over)",
+    ),
+    (
+        293, 5, 10, "stuck PENDING",
+        "a replay's ReplayRearm applied and its answer timed out: the retried write, refused, ended Stale"
+        " and nothing was sent (now the retry accepts its own row, as Rearm does)",
+    ),
+    (
+        230, 5, 10, "was due and is missing",
+        "an edit during a pause: the resume decides the pause's ticks over the new schedule, and the old"
+        " schedule's ticks of the pause kept no row (now the edit records them SKIPPED 'rescheduled')",
     ),
 ]  # fmt: skip

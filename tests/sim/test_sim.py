@@ -49,12 +49,6 @@ def test_a_regression_seed_no_longer_shows_the_bug_it_found(
     assert not [v for v in result.violations if violation in v], bug
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open findings of the simulator, reported with their seeds (issue 19): a fast-path record "
-    "lost to a 500 leaves a run that executed to be SKIPPED/CANCELLED, runs stuck LEASED/RUNNING/FAILED, "
-    "missing ticks and overlaps not yet classified as bugs or sim modelling errors",
-)
 def test_every_invariant_holds_on_the_ci_subset_of_seeds() -> None:
     failing = {s: r.violations for s in CI_SEEDS if (r := simulate(s, minutes=5, scale=10)).violations}
     assert not failing, {s: v[:3] for s, v in failing.items()}

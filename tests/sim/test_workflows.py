@@ -375,6 +375,28 @@ def test_a_timeout_after_rearm_wrote_still_enqueues_the_retry(world: World) -> N
     assert execution.entered[-2:] == ["Enqueue", "Done"] and execution.retries == 1
 
 
+def test_a_timeout_after_replay_rearm_wrote_still_enqueues_the_replayed_run(world: World) -> None:
+    # Given a dead-lettered one-off, and a replay whose ReplayRearm write applies and whose answer
+    # times out (DynamoDB 500 after the write)
+    switch = Switch()
+    world.handlers.register("test.switch", switch)
+    job_id = world.one_off("test.switch", max_attempts=1)
+    world.settle()
+    assert world.run_of(job_id).status == RunStatus.DEAD_LETTER
+    world.after_write["ReplayRearm"] = 1
+    # When the cause is fixed and the run replayed
+    switch.failing = False
+    world.svc.failures.replay(world.run_of(job_id).run_id, tenant="t")
+    world.settle()
+    # Then the retried ReplayRearm accepts the row its first try wrote (PENDING, attempt 0, the same
+    # series), and the run is sent and runs: before, it ended Stale and the run stayed PENDING with
+    # no message for good (tests/sim seed 293)
+    run = world.run_of(job_id)
+    assert (run.status, run.attempt, run.replays) == (RunStatus.SUCCEEDED, 1, 1)
+    replay = world.executions("failure")[-1]
+    assert replay.entered[-2:] == ["Enqueue", "Done"] and replay.retries == 1
+
+
 def test_a_timeout_after_dead_letter_wrote_still_fails_the_job_alerts_and_propagates(world: World) -> None:
     # Given a -> b, a fails for good, and DeadLetter's answer times out after its write
     world.after_write["DeadLetter"] = 1

@@ -248,7 +248,7 @@ def _rearm(f: Fakes, p: Mapping[str, Any], v: Mapping[str, Any]) -> Json:
 
 
 def _replay_rearm(f: Fakes, p: Mapping[str, Any], v: Mapping[str, Any]) -> Json:
-    return _refused(f.runs.replay_rearm(*_run_key(p)))
+    return _refused(f.runs.replay_rearm(*_run_key(p), replays=_n(v[":replays"])))
 
 
 def _dead_letter(f: Fakes, p: Mapping[str, Any], v: Mapping[str, Any]) -> Json:
@@ -367,9 +367,9 @@ UPDATES: dict[tuple[str, str], _UpdateOp] = {
         "(#s = :failed OR #s = :pending) AND attempt = :attempt",
     ): _rearm,
     (  # ReplayRearm
-        "SET #s = :pending, attempt = :zero, replays = if_not_exists(replays, :zero) + :one "
+        "SET #s = :pending, attempt = :zero, replays = :replays "
         "REMOVE dl_key, dl_sk, lease_owner, lease_until, lease_message",
-        "#s = :dead",
+        "#s = :dead OR (#s = :pending AND attempt = :zero AND replays = :replays)",
     ): _replay_rearm,
     (  # DeadLetter
         "SET #s = :dead, dl_key = :dl_key, dl_sk = :dl_sk, dead_at = :dead_at",

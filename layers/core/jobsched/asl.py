@@ -142,6 +142,9 @@ def _failure_asl() -> dict[str, Any]:
             #               the retry is refused, Stale, nothing sent (the cancel or the worker owns it)
             #   DeadLetter: FAILED@n ──write──> DEAD_LETTER@n ──answer lost──> retry: same values again
             #   meanwhile:  a replay (DEAD_LETTER -> PENDING@0): refused, Stale, no second alert
+            #   ReplayRearm: DEAD_LETTER ──write──> PENDING@0, series r ──answer lost──> retry: PENDING@0
+            #               of series r is its own write: applies again, enqueues (a replay left
+            #               PENDING with no message for good: tests/sim seed 293)
             "Rearm": {
                 **_update(
                     "SET #s = :pending REMOVE lease_owner, lease_until, lease_message",
@@ -153,14 +156,14 @@ def _failure_asl() -> dict[str, Any]:
             "ReplayRearm": {
                 "Next": "ReplayOfJobRun",
                 **_update(
-                    "SET #s = :pending, attempt = :zero, replays = if_not_exists(replays, :zero) + :one "
+                    "SET #s = :pending, attempt = :zero, replays = :replays "
                     "REMOVE dl_key, dl_sk, lease_owner, lease_until, lease_message",
-                    "#s = :dead",
+                    "#s = :dead OR (#s = :pending AND attempt = :zero AND replays = :replays)",
                     {
                         ":pending": {"S": "PENDING"},
                         ":dead": {"S": "DEAD_LETTER"},
                         ":zero": {"N": "0"},
-                        ":one": {"N": "1"},
+                        ":replays": {"N.$": "States.Format('{}', $.replays)"},
                     },
                 ),
             },

@@ -98,6 +98,9 @@ class ReplayInput(_RunKeys):
     action: Literal["replay"] = "replay"
     now: str
     """Stored form: when the job, failed by this run, is SCHEDULED again."""
+    replays: int
+    """The series this replay starts: the run's replays + 1 (written as is, so a retried write of
+    it finds its own first try's row and goes on, as Rearm does)."""
 
 
 class DagItem(_Input):

@@ -305,7 +305,9 @@ class RunStore(Protocol):
         self, job_id: str, scheduled_for: str, *, worker: str, end: AttemptEnd, create: NewRun
     ) -> Transition:
         """PENDING (or no row: created) -> LEASED -> RUNNING -> end.status in one write, attempt + 1:
-        the fast path's only write; refused when another delivery holds or recorded the run."""
+        the fast path's only write; refused when another delivery holds or recorded the run. A row
+        that says the run never started (status.UNSTARTED_RECORDS at attempt 0) is replaced: this
+        attempt ran, unseen by the fleet (its worker stalled past its leases)."""
         ...
 
     def skip(

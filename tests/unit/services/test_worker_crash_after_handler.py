@@ -101,6 +101,40 @@ def test_a_run_whose_worker_died_after_its_handler_runs_again_though_an_edit_mov
     assert len(calls) == 2 and calls[0] == calls[1]
 
 
+def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_once_a_later_tick_took_its_slot(
+    world: World,
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran, and an edit that
+    # moves the schedule to every five minutes
+    calls = _effect(world)
+    request = CreateJobRequest(type="recurring", handler="test.effect", cron_expr="* * * * *", catchup="one")
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.clock.set(T0 + timedelta(seconds=60))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
+    # When the 12:05 tick takes the dead run's lapsed slot (its start marker) and succeeds, and then
+    # the 12:01 message comes back, every minute until all is settled
+    world.clock.set(T0 + timedelta(seconds=300))
+    world.svc.dispatcher.dispatch_all()
+    assert world.deliver() == [Outcome.SUCCEEDED]
+    for minute in range(6, 16):
+        world.clock.set(T0 + timedelta(seconds=60 * minute))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    # Then 12:01 is recorded as executed: taken over as attempt 2 (at least once, one effect key).
+    # Before, its redelivery found the 12:05 hold where its marker was and, the schedule moved, wrote
+    # a run that executed SKIPPED "rescheduled" (tests/sim seed 82).
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and (run.status, run.attempt) == (RunStatus.SUCCEEDED, 2)
+    first = [c for c in calls if c[1] == 1]
+    assert [c[0] for c in calls].count(first[0][0]) == 2
+
+
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "leased"])
 def test_a_failed_run_whose_worker_died_before_handing_it_over_is_handed_over_after_a_cancel(
     world: World, fast_path: bool
@@ -130,6 +164,44 @@ def test_a_failed_run_whose_worker_died_before_handing_it_over_is_handed_over_af
     # the redelivery, seeing the start marker, found the row not claimable and dropped itself)
     [run] = world.runs.recent(job_id, limit=5)
     assert run.status == RunStatus.FAILED
+    assert [p["attempt"] for p in world.machines.started.values()] == [1]
+
+
+def test_a_failed_run_whose_worker_died_before_handing_it_over_and_whose_slot_was_taken_is_handed_over(
+    world: World,
+) -> None:
+    # Given a job every three minutes whose 12:03 attempt failed and was recorded FAILED, its worker
+    # dead before it handed the failure to the workflow (run.after_record)
+    def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        if ctx.scheduled_for == T0 + timedelta(minutes=3):
+            raise RuntimeError("fails")
+        return {"ok": True}
+
+    world.handler("test.fails", effect)
+    request = CreateJobRequest(
+        type="recurring", handler="test.fails", cron_expr="*/3 * * * *", max_attempts=3
+    )
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.set(T0 + timedelta(minutes=3))
+    world.svc.dispatcher.dispatch_all()
+    world.svc.worker.crash = crash_once_at("run.after_record")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When the 12:06 tick takes its lapsed slot (where its start marker was), the job is cancelled,
+    # and the 12:03 message comes back
+    world.clock.set(T0 + timedelta(minutes=6))
+    world.svc.dispatcher.dispatch_all()
+    assert world.deliver() == [Outcome.SUCCEEDED]
+    world.clock.advance(1)
+    assert world.svc.job_service.cancel(job_id, tenant="t").status == "CANCELLED"
+    world.clock.set(T0 + timedelta(minutes=3, seconds=VISIBILITY + 1))
+    world.deliver()
+    # Then its failure is handed over (the workflow ends it), not left FAILED with no workflow for
+    # good (tests/sim seed 4: the redelivery met the cancelled job as a run that never started)
+    run = world.runs.get(job_id, T0 + timedelta(minutes=3))
+    assert run is not None and run.status == RunStatus.FAILED
     assert [p["attempt"] for p in world.machines.started.values()] == [1]
 
 

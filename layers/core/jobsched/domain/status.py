@@ -8,6 +8,9 @@
        ├──> CANCELLED (its job was cancelled before the run was leased)
        └──> SKIPPED (overlap policy, starting deadline, paused job; missed ticks are born SKIPPED)
 
+    CANCELLED | SKIPPED (no attempt) ══> SUCCEEDED | FAILED: the run's own late outcome, see
+    UNSTARTED_RECORDS (not an edge anyone else may take)
+
 Every transition is written as a DynamoDB conditional update whose condition is "the stored
 status is one of the legal sources of the target" (plus the lease owner where one is held), so
 two processes racing on one run cannot both win, and a stale process cannot move a run back.
@@ -72,6 +75,14 @@ LEGAL_EDGES: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
         (RunStatus.UPSTREAM_FAILED, RunStatus.PENDING),
     }
 )
+
+# Records that a run never started (written with attempt 0) which the run's own outcome replaces:
+# a fast-path handler ran while its worker stalled past every lease (no heartbeat, not even the
+# first one that persists RUNNING), so the fleet took it for dead, and a redelivery found the next
+# tick in the slot (SKIPPED) or a cancel found nothing running (CANCELLED). The handler did run: a
+# run that executed is recorded as executed (RunStore.record_unleased). No claim, start or cancel
+# moves out of them: only the record of an attempt that already ran.
+UNSTARTED_RECORDS: frozenset[RunStatus] = frozenset({RunStatus.CANCELLED, RunStatus.SKIPPED})
 
 TERMINAL: frozenset[RunStatus] = frozenset({RunStatus.SUCCEEDED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED})
 HELD: frozenset[RunStatus] = frozenset({RunStatus.LEASED, RunStatus.RUNNING})

@@ -232,6 +232,7 @@ class FailureService:
             # Its job, FAILED by this run's dead letter, is SCHEDULED again before the run is enqueued.
             **_job_keys(self.settings, job, run),
             now=times.stored(self.clock.now()),
+            replays=run.replays + 1,
         )
         self.state_machines.start_failure(
             execution_name("replay", run_id, str(run.replays)), replay.model_dump(mode="json")

@@ -48,7 +48,7 @@ from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flig
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed
-from jobsched.errors import StoreUnreachable, TransientStoreError
+from jobsched.errors import JobschedError, StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.logcontext import run_scope
 from jobsched.ports import (
@@ -92,6 +92,9 @@ WAKE_RETRY_SECONDS = 2
 # store failed each time: a throttle, a 500, a timeout). boto3 retries each call already; these are
 # the calls that failed through that.
 RECORD_TRIES = 4
+# The lease owner and worker written on a run whose holder's start marker a later run took over
+# (Worker._keep_dead_holders_start): its worker is not known, only that it died or stalled.
+DEAD_HOLDER = "dead-holder"
 LOST_MESSAGE = "a worker died holding this run and the job is not idempotent: not re-run automatically"
 CANCELLED_LOST = (
     "a worker died after this run started, before recording it; the job was cancelled since: not re-run"
@@ -194,6 +197,8 @@ class Worker:
                 # at once: leave this copy to its visibility. Run beside its twin, its end freed the
                 # slot while the twin ran (an overlap; a cancel answered 200 mid-run: seed 24).
                 raise InFlightElsewhere(delivery.message_id)
+            if held and job is not None and job.active_run not in (None, sf):
+                self._keep_dead_holders_start(job)
         else:
             counted, job = self.jobs.count_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
@@ -233,6 +238,54 @@ class Worker:
             self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
         self.metrics.emit(telemetry.runs(outcome.value), 1, telemetry.COUNT)
         return outcome
+
+    def _keep_dead_holders_start(self, old: Job) -> None:
+        """This run took over a slot that its holder never released, so the holder's start marker is
+        gone: keep it on the holder's run row, if the holder did not record its run.
+
+        A healthy run leaves its hold to lapse (a release would cost a write) and has recorded its
+        end: nothing to do. A holder whose worker died, or stalled past its leases, before recording
+        its run has its message redelivered later; with its marker replaced by this hold, that
+        redelivery could not tell its run started, and met the tick's gate as a fresh tick: the next
+        tick in the slot (SKIPPED), an edit (SKIPPED "rescheduled"), a cancel (CANCELLED), over a run
+        that may have executed (tests/sim seeds 82, 114). Its row is moved PENDING (or absent) ->
+        RUNNING under a lease that has lapsed already, as the holder's first heartbeat would have
+        written it, so its redelivery takes it over as a retry, or records it LOST, like any run
+        whose worker died. One eventually consistent read per takeover of an unreleased slot; the
+        write only for a dead holder (a stale read of a finished row makes the write lose, harmless).
+        """
+        holder = old.active_run
+        assert holder is not None
+        now = self.clock.now()
+        for attempt in (1, 2):  # best effort: a failed try is tried once more, then logged
+            try:
+                row = self.runs.get(old.job_id, holder, consistent=False)
+                if row is not None and row.status != RunStatus.PENDING:
+                    return  # recorded: its row tells its redelivery how it ended, or that it started
+                # When it was last seen alive: the hold's last renewal (its start is not known).
+                renewed = old.active_until
+                seen = now if renewed is None else renewed - timedelta(seconds=self.hold_seconds())
+                lease = Lease(
+                    owner=f"{DEAD_HOLDER}/{old.active_message}",
+                    message=old.active_message or "",
+                    worker=DEAD_HOLDER,
+                    until=now,
+                )
+                self.runs.persist_running(
+                    old.job_id,
+                    holder,
+                    lease=lease,
+                    started_at=min(seen, now),
+                    now=now,
+                    create=NewRun(old.job_id, old.tenant, holder),
+                )
+                return
+            except JobschedError as exc:
+                if attempt == 2:
+                    logger.warning(
+                        "could not keep a dead holder's start on its run",
+                        extra={"job_id": old.job_id, "sf": holder, "error": repr(exc)},
+                    )
 
     def _process(
         self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool, started: bool
@@ -296,6 +349,11 @@ class Worker:
             # RUNNING: its worker passed LEASED -> RUNNING and called the handler, then died (its
             # lease lapsed, so the cancel went through). It may have run: LOST, not CANCELLED.
             return self._lost_to_cancel(job, message.scheduled_for, delivery, kind=kind)
+        if job is not None and row is not None and row.status == RunStatus.FAILED:
+            # Its failure recorded, its worker died before handing it to the workflow, and a later
+            # run took the slot where its start marker was: hand it over here, as _refused does
+            # (nothing else would: stuck FAILED, tests/sim seed 4).
+            return self._refused(job, row, delivery)
         self.runs.cancel(
             message.job_id,
             message.scheduled_for,

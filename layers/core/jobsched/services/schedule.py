@@ -22,7 +22,7 @@ from jobsched.domain.results import Backfill, Control, RunPage
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
-from jobsched.services.dispatch import jitter_offset
+from jobsched.services.dispatch import MAX_MISSED_PER_PASS, jitter_offset
 from jobsched.services.jobs import JobService, next_run_shown
 
 MAX_BACKFILL_TICKS = 1000
@@ -210,16 +210,42 @@ class ScheduleService:
                 "updated_at": now,
             }
         )
+        rescheduled_pause = False
         if changed & _SCHEDULE_FIELDS and job.type == "recurring":
             self.job_service.validate_schedule(updated.cron_expr or "", updated.timezone, new_policy)
             tick = self._next_tick_after_edit(updated, now)
             if job.status == JobStatus.PAUSED:
-                updated = updated.model_copy(update={"resume_from": tick})
+                # The pause goes on under the new schedule from now: the resume decides its ticks.
+                updated = updated.model_copy(update={"resume_from": tick, "paused_at": now})
+                rescheduled_pause = True
             else:
                 updated = updated.model_copy(update={"next_run_at": tick})
         self._save(job, updated)
+        if rescheduled_pause:
+            self._skip_rescheduled_ticks_of_pause(job, now=now)
         self.job_service.hand_over_if_due_soon(updated)
         return self.job_service.owned(job_id, tenant)
+
+    def _skip_rescheduled_ticks_of_pause(self, job: Job, *, now: datetime) -> None:
+        """Record SKIPPED "rescheduled" the old schedule's ticks that came due during the pause.
+
+        A paused job's ticks are decided at its resume, by the catch-up policy, over the schedule it
+        then has: an edit during the pause would leave the old schedule's ticks of the pause with no
+        row at all (tests/sim seeds 59, 118, 230). The edit replaced them, as it replaces ticks
+        handed over before it (the worker skips those "rescheduled"). At most MAX_MISSED_PER_PASS,
+        the oldest: the catch-up policies' own bound (a later tick of a longer pause keeps no row).
+        Written after the edit's write, so a refused edit records nothing.
+        """
+        first = self._first_tick_of_pause(job)
+        if first is None or first > now:
+            return
+        assert job.cron_expr is not None  # _first_tick_of_pause: a recurring job's
+        end = min(now, job.policy.end_at) if job.policy.end_at else now
+        schedule = cron.parse(job.cron_expr, job.timezone)
+        for tick in schedule.ticks(first - timedelta(milliseconds=1), end, limit=MAX_MISSED_PER_PASS):
+            self.runs.put_pending(
+                job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, skipped="rescheduled"
+            )
 
     def _rewire(self, job: Job, depends_on: list[str], *, tenant: str, others: set[str]) -> Job:
         """Move a dependent job's upstream edges (cycle-checked) in one transaction."""

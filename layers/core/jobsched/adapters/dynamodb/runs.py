@@ -27,7 +27,7 @@ from jobsched.domain import times
 from jobsched.domain.keys import job_pk, run_id_for, run_sk
 from jobsched.domain.models import Execution
 from jobsched.domain.records import AttemptEnd, Cursor, DeadLetter, Lease, NewRun, Transition
-from jobsched.domain.status import HELD, RunStatus, check_path, sources_of
+from jobsched.domain.status import HELD, UNSTARTED_RECORDS, RunStatus, check_path, sources_of
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -196,9 +196,11 @@ class RunStore:
             via=(RunStatus.LEASED, RunStatus.RUNNING),
             now=end.finished_at,
             set_values={"worker": worker, "started_at": times.stored(end.started_at), **_end_values(end)},
+            remove=("reason",),
             increment_attempt=True,
             create_if_missing=create,
             append_attempt=_attempt_values(end),
+            supersede_unstarted=True,
         )
 
     def skip(
@@ -265,6 +267,7 @@ class RunStore:
         append_attempt: Mapping[str, str | int] | None = None,
         first_attempt_only: bool = False,
         via: Sequence[RunStatus] = (),
+        supersede_unstarted: bool = False,
     ) -> Transition:
         """Move one run to `target` if its stored status is a legal source of it (the one legal-edge check).
 
@@ -289,7 +292,9 @@ class RunStore:
         #                  (owner) its lease is this owner's: moves out of a lease are its holder's;
         #                  (first_attempt_only) no attempt started yet: a retry is never skipped;
         #   lease_lapsed   (takeover) the row is held, but its holder stopped renewing: it died;
-        #   absent         (create) there is no row yet: this write creates it.
+        #   absent         (create) there is no row yet: this write creates it;
+        #   unstarted      (supersede) the row says the run never started (UNSTARTED_RECORDS, no
+        #                  attempt): this attempt ran unseen, and its record replaces that one.
         at_a_source = [f"#s IN ({', '.join(f':src{i}' for i in range(len(sources)))})"]
         if owner is not None and first not in (RunStatus.LEASED,):
             at_a_source.append("lease_owner = :owner")
@@ -303,6 +308,16 @@ class RunStore:
             values.update({f":held{i}": enc(s) for i, s in enumerate(held)})
             allowed.append(
                 all_of(f"#s IN ({', '.join(f':held{i}' for i in range(len(held)))})", "lease_until < :now")
+            )
+        if supersede_unstarted:
+            unstarted = sorted(s.value for s in UNSTARTED_RECORDS)
+            values.update({f":unst{i}": enc(s) for i, s in enumerate(unstarted)})
+            values[":attempt0"] = enc(0)
+            allowed.append(
+                all_of(
+                    f"#s IN ({', '.join(f':unst{i}' for i in range(len(unstarted)))})",
+                    any_of("attribute_not_exists(attempt)", "attempt = :attempt0"),
+                )
             )
         sets = ["#s = :t", "updated_at = :now"]
         if create_if_missing is not None:

@@ -17,7 +17,7 @@ from jobsched.domain import times
 from jobsched.domain.keys import job_pk, run_id_for, run_sk
 from jobsched.domain.models import AttemptRecord, Execution, RunError
 from jobsched.domain.records import AttemptEnd, Cursor, DeadLetter, Lease, NewRun, Transition
-from jobsched.domain.status import HELD, RunStatus, check_path, sources_of
+from jobsched.domain.status import HELD, UNSTARTED_RECORDS, RunStatus, check_path, sources_of
 
 Key = tuple[str, str]  # (job_id, stored scheduled_for)
 
@@ -84,6 +84,7 @@ class MemoryRunStore:
         append: AttemptEnd | None = None,
         first_attempt_only: bool = False,
         via: Sequence[RunStatus] = (),
+        supersede_unstarted: bool = False,
     ) -> Transition:
         first = via[0] if via else target
         for source in sources_of(first):
@@ -105,7 +106,13 @@ class MemoryRunStore:
                 and row.lease_until < now
             )
             absent = create is not None and row is None
-            if not (at_a_source or lease_lapsed or absent):
+            unstarted = (
+                supersede_unstarted
+                and row is not None
+                and row.status in UNSTARTED_RECORDS
+                and row.attempt == 0
+            )
+            if not (at_a_source or lease_lapsed or absent or unstarted):
                 return Transition(applied=False, row=row)
             base = row or self._created(create)  # type: ignore[arg-type]
             update: dict[str, Any] = {"status": target, **(changes or {})}
@@ -195,10 +202,11 @@ class MemoryRunStore:
             target=end.status,
             via=(RunStatus.LEASED, RunStatus.RUNNING),
             now=end.finished_at,
-            changes={"worker": worker, "started_at": end.started_at, **_end_changes(end)},
+            changes={"worker": worker, "started_at": end.started_at, "reason": None, **_end_changes(end)},
             increment_attempt=True,
             create=create,
             append=end,
+            supersede_unstarted=True,
         )
 
     def skip(
@@ -377,23 +385,26 @@ class MemoryRunStore:
             self.dead[key] = (dl_key, dl_sk, dead_at)
             return True
 
-    def replay_rearm(self, job_id: str, scheduled_for: str) -> bool:
-        """ReplayRearm: DEAD_LETTER -> PENDING, attempt 0, replays + 1, out of the dead-letter index."""
+    def replay_rearm(self, job_id: str, scheduled_for: str, *, replays: int) -> bool:
+        """ReplayRearm: DEAD_LETTER (or PENDING at attempt 0 of series `replays`: a retry of its own
+        write) -> PENDING, attempt 0, series `replays`, out of the dead-letter index."""
         check_path(RunStatus.DEAD_LETTER, RunStatus.PENDING)
         key = (job_id, scheduled_for)
+
+        def rearmable(r: Execution | None) -> bool:
+            own = r is not None and (r.status, r.attempt, r.replays) == (RunStatus.PENDING, 0, replays)
+            return own or (r is not None and r.status == RunStatus.DEAD_LETTER)
+
         with self._lock:
-            row = self.rows.get(key)
             changes: dict[str, Any] = {
                 "status": RunStatus.PENDING,
                 "attempt": 0,
-                "replays": (row.replays if row else 0) + 1,
+                "replays": replays,
                 "lease_owner": None,
                 "lease_until": None,
                 "lease_message": None,
             }
-            if not self._workflow_write(
-                key, lambda r: r is not None and r.status == RunStatus.DEAD_LETTER, changes
-            ):
+            if not self._workflow_write(key, rearmable, changes):
                 return False
             self.dead.pop(key, None)
             return True
