@@ -107,7 +107,10 @@ class JobschedScheduler(Construct):
         # AWS-owned/managed keys instead, no key to pay for or to lose).
         self.key = self._key() if kms_keys == "customer" else None
         storage = Storage(
-            self, "Storage", specs=(*resources.TABLES, resources.ALERTS_TABLE, *resources.LIMIT_TABLES), key=self.key
+            self,
+            "Storage",
+            specs=(*resources.TABLES, resources.ALERTS_TABLE, *resources.LIMIT_TABLES),
+            key=self.key,
         )
         queues = Queues(self, "Queues", key=self.key)
         jobs = storage.tables[resources.JOBS_TABLE.logical_id]

@@ -323,7 +323,9 @@ class RunStore(Protocol):
         while attempt is 0 (a retry of a run that started is never skipped)."""
         ...
 
-    def note_wait(self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun) -> int:
+    def note_wait(
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
+    ) -> int:
         """A PENDING run (or no row: created PENDING, attempt 0) waits: its row keeps `reason` and
         counts the wait; answers the waits counted so far (this one included), or 0 when the row is
         past PENDING (nothing written). The reason stays on the row when the run goes on."""

@@ -16,6 +16,8 @@ from jobsched import constants as c
 from jobsched import ports
 from jobsched.adapters.alerts import DynamoDBAlertStore, NoAlertStore, NoAlertTopic, SnsAlertPublisher
 from jobsched.adapters.dynamodb import JobStore, RunStore
+from jobsched.adapters.dynamodb.limits import DynamoDBLimitStore, DynamoDBQuotaStore
+from jobsched.adapters.memory.limits import MemoryLimitStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
@@ -129,6 +131,8 @@ class Services:
     dag: DagService
     signing_secrets: ports.SigningSecrets | None = None
     alerts: AlertService | None = None
+    limits: ports.LimitStore | None = None
+    quotas: ports.QuotaStore | None = None
 
     @property
     def signing_secret(self) -> Callable[[str], str]:
@@ -204,6 +208,12 @@ def build(
         ),
         alert_store=alert_store,
         alert_publisher=alert_publisher,
+        limits=DynamoDBLimitStore(client=dynamodb, table=settings.limits_table)
+        if settings.limits_table
+        else None,
+        quotas=DynamoDBQuotaStore(client=dynamodb, table=settings.quotas_table)
+        if settings.quotas_table
+        else None,
     )
 
 
@@ -222,8 +232,12 @@ def compose(
     alert_store: ports.AlertStore | None = None,
     alert_publisher: ports.AlertPublisher | None = None,
     metrics: ports.Metrics | None = None,
+    limits: ports.LimitStore | None = None,
+    quotas: ports.QuotaStore | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
+
+    `limits` None: concurrency keys held in this process only (tests); `quotas` None: the defaults.
 
     `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
     `alert_store`, `alert_publisher` None: no alerts (jobsched.adapters.memory has fakes for tests).
@@ -237,6 +251,7 @@ def compose(
     if not settings.demo_handlers:  # fail-closed: a deployed stack knows no demo.* unless asked
         handlers = handlers.without(DEMO_HANDLERS)
     metrics = metrics or ports.NoMetrics()
+    limits = limits or MemoryLimitStore()
     alerts = AlertService(
         store=alert_store or NoAlertStore(),
         publisher=alert_publisher or NoAlertTopic(),
@@ -278,6 +293,7 @@ def compose(
         targets=targets,
         alerts=alerts,
         metrics=metrics,
+        limits=limits,
     )
     service = JobService(
         jobs=jobs,
@@ -305,4 +321,6 @@ def compose(
         dag,
         signing_secrets,
         alerts,
+        limits,
+        quotas,
     )

@@ -205,6 +205,7 @@ class ScheduleService:
                 "timezone": fields.get("timezone") or job.timezone,
                 "tags": dict(fields["tags"]) if fields.get("tags") is not None else job.tags,
                 "alerts": fields["alerts"] if "alerts" in changed else job.alerts,
+                "concurrency": fields["concurrency"] if "concurrency" in changed else job.concurrency,
                 "retry": new_retry,
                 "policy": new_policy,
                 "updated_at": now,

@@ -345,6 +345,7 @@ class JobStore(ShardLeases, Operations):
             "target_type",
             "tags",
             "alerts",
+            "concurrency",
         )
         names: dict[str, str] = {}
         values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}

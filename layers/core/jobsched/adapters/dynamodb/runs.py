@@ -222,7 +222,9 @@ class RunStore:
             create_if_missing=create,
         )
 
-    def note_wait(self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun) -> int:
+    def note_wait(
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
+    ) -> int:
         """A PENDING run (or no row: created PENDING, attempt 0) keeps `reason` and counts the wait
         (`waits`); answers the count, or 0 when the row is past PENDING (nothing written). Not a
         status change, so not a _transition: PENDING stays PENDING, created like put_pending's row."""

@@ -224,7 +224,9 @@ class MemoryRunStore:
             create=create,
         )
 
-    def note_wait(self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun) -> int:
+    def note_wait(
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
+    ) -> int:
         """A PENDING run (or no row: created) keeps `reason` and counts the wait; 0 past PENDING."""
         key = (job_id, scheduled_for)
         with self._lock:
