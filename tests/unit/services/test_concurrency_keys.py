@@ -17,7 +17,13 @@ from tests.unit.services.conftest import T0, World
 
 
 def keyed_one_off(
-    world: World, *, key: str = "db", limit: int = 1, seconds: float = 5, handler: str = "demo.echo", tenant: str = "t"
+    world: World,
+    *,
+    key: str = "db",
+    limit: int = 1,
+    seconds: float = 5,
+    handler: str = "demo.echo",
+    tenant: str = "t",
 ) -> str:
     request = CreateJobRequest(
         type="one_off",
@@ -28,7 +34,9 @@ def keyed_one_off(
     return world.svc.job_service.submit(request, tenant=tenant, idempotency_key=None).job_id
 
 
-def occupy(world: World, *, tenant: str = "t", key: str = "db", holder: str = "other", seconds: float = 600) -> None:
+def occupy(
+    world: World, *, tenant: str = "t", key: str = "db", holder: str = "other", seconds: float = 600
+) -> None:
     """Another run holds a slot of (tenant, key) for `seconds`."""
     assert world.svc.worker.limits is not None
     now = world.clock.now()
