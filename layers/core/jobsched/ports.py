@@ -235,6 +235,11 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         Eventually consistent: a job just created or changed may be missing or stale."""
         ...
 
+    def count_jobs(self, tenant: str, *, statuses: Iterable[JobStatus], stop_at: int) -> int:
+        """How many of the tenant's jobs have one of `statuses`, counted up to `stop_at` at least (it
+        may stop there). From the listing index: eventually consistent, as list_jobs."""
+        ...
+
     def due_page(self, due_key: str, *, until: datetime, cursor: Cursor | None, limit: int) -> DuePage:
         """Up to `limit` entries of due-index partition `due_key` with next_run_at <= until, oldest
         first, from `cursor`; the page's cursor is None after the last page. The index is

@@ -31,6 +31,7 @@ from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.failures import FailureService
 from jobsched.services.jobs import JobService
+from jobsched.services.limits import TenantQuotas
 from jobsched.services.run import Worker
 from jobsched.services.schedule import ScheduleService
 from jobsched.settings import Settings
@@ -304,6 +305,7 @@ def compose(
         dag=dag,
         targets=targets,
         signing_secrets=signing_secrets,
+        quotas=TenantQuotas(store=quotas, limits=limits, clock=clock),
     )
     schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
     return Services(

@@ -39,6 +39,16 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
+class QuotaErrorResponse(BaseModel):
+    """The body of a 429: the error, and the quota it is over with its limit (jobsched.domain.limits)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: ErrorDetail
+    quota: str
+    limit: int
+
+
 class JobCreated(BaseModel):
     """The 201 answer to POST /api/jobs (also what an idempotent repeat answers)."""
 
@@ -477,6 +487,7 @@ __all__ = [
     "OperationView",
     "PatchJobRequest",
     "PercentilesView",
+    "QuotaErrorResponse",
     "ReplayAccepted",
     "RunCancelResult",
     "RunDetailView",

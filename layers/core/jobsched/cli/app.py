@@ -12,7 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobsched import constants as c
-from jobsched.cli import ops, render
+from jobsched.cli import admin, ops, render
 from jobsched.cli.http import Unreachable, request
 
 
@@ -507,6 +507,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-simulate", action="store_true", help="the plan only")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_capacity)
+    admin.add_admin(sub)
     return top
 
 

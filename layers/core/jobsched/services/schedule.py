@@ -212,7 +212,11 @@ class ScheduleService:
             }
         )
         if changed & _SCHEDULE_FIELDS and job.type == "recurring":
-            self.job_service.validate_schedule(updated.cron_expr or "", updated.timezone, new_policy)
+            schedule = self.job_service.validate_schedule(
+                updated.cron_expr or "", updated.timezone, new_policy
+            )
+            if self.job_service.quotas is not None:
+                self.job_service.quotas.check_cron_interval(tenant, schedule)
             tick = self._next_tick_after_edit(updated, now)
             if job.status == JobStatus.PAUSED:
                 updated = updated.model_copy(update={"resume_from": tick})
@@ -293,7 +297,11 @@ class ScheduleService:
             raise ValidationFailed("to: a backfill covers the past; `to` is in the future", field="to")
         if end - start > MAX_BACKFILL_RANGE:
             raise ValidationFailed(f"to: the range is longer than {MAX_BACKFILL_RANGE.days} days", field="to")
-        return job, self.backfill_range(job, start, end)
+        ticks = self.backfill_range(job, start, end)
+        if self.job_service.quotas is not None:
+            # Counted when planned: a request that fails after this has used its ticks of the day.
+            self.job_service.quotas.take_backfill(tenant, len(ticks))
+        return job, ticks
 
     @staticmethod
     def backfill_range(job: Job, start: datetime, end: datetime) -> list[datetime]:
