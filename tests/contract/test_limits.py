@@ -186,3 +186,23 @@ def test_note_wait_writes_nothing_on_a_row_past_pending(backend: Backend) -> Non
     assert backend.runs.note_wait("job_a", sf, reason="waited for x", now=T0, create=new) == 0
     row = backend.runs.get("job_a", sf)
     assert row is not None and row.status == RunStatus.SKIPPED and row.reason == "overlap"
+
+
+# --- JobStore.count_jobs (max_jobs) -------------------------------------------------------------
+
+
+def test_count_jobs_counts_the_tenants_jobs_of_the_statuses_asked_only(backend: Backend) -> None:
+    from jobsched.domain.status import JobStatus
+    from tests.contract.conftest import create, job
+
+    for n in range(3):
+        create(backend, job(f"job_s{n}"))
+    create(backend, job("job_p", status=JobStatus.PAUSED))
+    create(backend, job("job_c", status=JobStatus.CANCELLED))
+    create(backend, job("job_other", tenant="t2"))
+    live = (JobStatus.SCHEDULED, JobStatus.PAUSED)
+    assert backend.jobs.count_jobs("t1", statuses=live, stop_at=100) == 4
+    assert backend.jobs.count_jobs("t1", statuses=(JobStatus.CANCELLED,), stop_at=100) == 1
+    assert backend.jobs.count_jobs("t2", statuses=live, stop_at=100) == 1
+    assert backend.jobs.count_jobs("t3", statuses=live, stop_at=100) == 0
+    assert backend.jobs.count_jobs("t1", statuses=live, stop_at=2) >= 2
