@@ -17,7 +17,7 @@ from jobsched import ports
 from jobsched.adapters.alerts import DynamoDBAlertStore, NoAlertStore, NoAlertTopic, SnsAlertPublisher
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.dynamodb.limits import DynamoDBLimitStore, DynamoDBQuotaStore
-from jobsched.adapters.memory.limits import MemoryLimitStore
+from jobsched.adapters.limits import MemoryLimitStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
