@@ -167,3 +167,19 @@ def test_a_quota_is_read_once_per_ttl_not_once_per_request(world: World) -> None
     assert call(app, "POST", "/api/jobs", headers=A, body=ONE_OFF)[0] == 201
     # Then the quota was read twice: once per TTL
     assert reads == ["team-a", "team-a"]
+
+
+def test_a_request_without_concurrency_hashes_as_it_did_before_the_field_existed() -> None:
+    # Given the digest main computed for this body before `concurrency` existed
+    import hashlib
+    import json
+
+    from jobsched.domain.commands import CreateJobRequest
+    from jobsched.services.jobs import request_hash
+
+    request = CreateJobRequest.model_validate(ONE_OFF)
+    before = request.model_dump(mode="json")
+    before.pop("concurrency")
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    # Then an Idempotency-Key retried across the upgrade still matches its record
+    assert request_hash(request) == digest

@@ -69,7 +69,12 @@ def job_id_for_key(tenant: str, key: str) -> str:
 
 def request_hash(request: CreateJobRequest) -> str:
     """A digest of the normalised request: the same body (defaults filled in) hashes the same."""
-    canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    # A field added since (concurrency) is left out while unset: a retry of a request made before it
+    # existed, with the same body, hashes as it did then.
+    unset_new = {"concurrency"} if request.concurrency is None else set()
+    canonical = json.dumps(
+        request.model_dump(mode="json", exclude=unset_new), sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
