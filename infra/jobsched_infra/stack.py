@@ -106,11 +106,18 @@ class JobschedScheduler(Construct):
         # One customer-managed key for the tables, queues, topic, logs and workflows (`-c kms=aws-owned`:
         # AWS-owned/managed keys instead, no key to pay for or to lose).
         self.key = self._key() if kms_keys == "customer" else None
-        storage = Storage(self, "Storage", specs=(*resources.TABLES, resources.ALERTS_TABLE), key=self.key)
+        storage = Storage(
+            self,
+            "Storage",
+            specs=(*resources.TABLES, resources.ALERTS_TABLE, *resources.LIMIT_TABLES),
+            key=self.key,
+        )
         queues = Queues(self, "Queues", key=self.key)
         jobs = storage.tables[resources.JOBS_TABLE.logical_id]
         runs = storage.tables[resources.RUNS_TABLE.logical_id]
         alerts = storage.tables[resources.ALERTS_TABLE.logical_id]
+        limits = storage.tables[resources.LIMITS_TABLE.logical_id]
+        quotas = storage.tables[resources.QUOTAS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
         workflows = Workflows(self, "Workflows", key=self.key)
@@ -128,6 +135,8 @@ class JobschedScheduler(Construct):
             c.DAG_WORKFLOW_ARN_ENV: dag_workflow.state_machine_arn,
             c.ALERT_TOPIC_ARN_ENV: topic.topic_arn,
             c.ALERTS_TABLE_ENV: alerts.table_name,
+            c.LIMITS_TABLE_ENV: limits.table_name,
+            c.QUOTAS_TABLE_ENV: quotas.table_name,
             c.SHARD_COUNT_ENV: str(shard_count),
             c.LEASE_SECONDS_ENV: str(lease_seconds),
             c.TICK_SECONDS_ENV: str(int(TICK.to_seconds())),
@@ -275,6 +284,13 @@ class JobschedScheduler(Construct):
             # (not topic.grant_publish: it adds kms:GenerateDataKey* on the key; _grant_key grants
             # exactly the key calls SNS makes.)
             fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[topic.topic_arn]))
+        # Tenant limits (jobsched.adapters.dynamodb.limits): the worker takes, renews and frees
+        # concurrency-key slots (a consistent GetItem, a conditional PutItem, UpdateItem); the api
+        # takes a day's backfill budget (UpdateItem) and reads quotas (GetItem). Quotas are written by
+        # an operator's own credentials only (`jobsched admin quota`): no function may write them.
+        self.table_access[worker_fn][limits] = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+        self.table_access[api_fn][limits] = ("dynamodb:UpdateItem",)
+        self.table_access[api_fn][quotas] = ("dynamodb:GetItem",)
         self.index_access = {
             # the dead letters, and GET /api/jobs (newest first, or by next run)
             api_fn: [
@@ -357,8 +373,10 @@ class JobschedScheduler(Construct):
             for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
             + [failure_workflow.role, dag_workflow.role]
         ]
-        for table in (jobs, runs, alerts):
+        for table in (jobs, runs, alerts, limits):
             self._only_the_stack_reads_and_writes(table, stack_roles)
+        # (Not the quotas table: an operator's own credentials write it, `jobsched admin quota`; no
+        # stack role may write it, and the api reads it only: see the grants above.)
         if self.key is not None:
             self._grant_key(self.key, stack_roles)
         self.shard_guard = self._shard_guard(shard_count)

@@ -154,8 +154,11 @@ def test_a_healthy_run_reads_no_more_than_its_own_items(svc: Services, pump: Pum
         tenant="t",
         idempotency_key="o",
     )
+    # (and the tenant's quota: its item, read once per 30 s per warm API Lambda, and a COUNT of its
+    # live jobs in the listing index for max_jobs: services/limits.py)
     assert counter.calls == Counter(
         {"DynamoDB.PutItem": 2, "SQS.SendMessageBatch": 1, "DynamoDB.UpdateItem": 1}
+        | {"DynamoDB.GetItem": 1, "DynamoDB.Query": 1}
     )
     counter.reset()
     pump.run_due(T0 + timedelta(seconds=5))
@@ -191,12 +194,13 @@ def test_aws_calls_per_healthy_one_off_run(
     # Then its whole life cost (a pass's own shard-lease writes and bucket reads are fixed per pass,
     # whatever is due: left out): create 1 PutItem; hand-over the PENDING run row (1 PutItem),
     # 1 SendMessageBatch and the stamp (1 UpdateItem); run: hold, outcome, COMPLETED (3 UpdateItem),
-    # the run row and the job (2 GetItem)
+    # the run row and the job (2 GetItem); the create's quota read (1 GetItem, cached 30 s per warm
+    # API Lambda; its max_jobs COUNT is a Query, left out with the others)
     calls = spent - Counter({"DynamoDB.Query": 10**9})
     if by == "dispatcher":
         calls -= Counter({"DynamoDB.UpdateItem": 2 * svc.settings.shard_count})
     assert calls == Counter(
-        {"DynamoDB.PutItem": 2, "SQS.SendMessageBatch": 1, "DynamoDB.UpdateItem": 4, "DynamoDB.GetItem": 2}
+        {"DynamoDB.PutItem": 2, "SQS.SendMessageBatch": 1, "DynamoDB.UpdateItem": 4, "DynamoDB.GetItem": 3}
     )
     assert "DynamoDB.TransactWriteItems" not in spent
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from jobsched.domain.alerts import Alert
+from jobsched.domain.limits import Quota
 from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.logs import LogPage
 from jobsched.domain.models import Execution, Job
@@ -234,6 +235,11 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         Eventually consistent: a job just created or changed may be missing or stale."""
         ...
 
+    def count_jobs(self, tenant: str, *, statuses: Iterable[JobStatus], stop_at: int) -> int:
+        """How many of the tenant's jobs have one of `statuses`, counted up to `stop_at` at least (it
+        may stop there). From the listing index: eventually consistent, as list_jobs."""
+        ...
+
     def due_page(self, due_key: str, *, until: datetime, cursor: Cursor | None, limit: int) -> DuePage:
         """Up to `limit` entries of due-index partition `due_key` with next_run_at <= until, oldest
         first, from `cursor`; the page's cursor is None after the last page. The index is
@@ -322,6 +328,14 @@ class RunStore(Protocol):
     ) -> Transition:
         """PENDING (or no row: created) -> SKIPPED with `reason`; with first_attempt_only, only
         while attempt is 0 (a retry of a run that started is never skipped)."""
+        ...
+
+    def note_wait(
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
+    ) -> int:
+        """A PENDING run (or no row: created PENDING, attempt 0) waits: its row keeps `reason` and
+        counts the wait; answers the waits counted so far (this one included), or 0 when the row is
+        past PENDING (nothing written). The reason stays on the row when the run goes on."""
         ...
 
     def cancel(
@@ -609,3 +623,53 @@ class CrashPoints(Protocol):
 
 def no_crash(point: str) -> None:
     """The production crash points: none."""
+
+
+class LimitStore(Protocol):
+    """Tenant-scoped limits that runs and requests take: concurrency-key slots and daily budgets.
+
+    A key's slots are a holder set, not a bare count: each holder has its own expiry, renewed by
+    its run's heartbeat, so a worker that dies holding a slot frees it when its expiry passes (a
+    count would leak the slot for ever).
+    """
+
+    def acquire(
+        self, tenant: str, key: str, *, holder: str, limit: int, until: datetime, now: datetime
+    ) -> bool:
+        """Take a slot of (tenant, key) for `holder` until `until` if fewer than `limit` holders are
+        live (expiry >= now); a holder already in the set is renewed (True). Atomic: racing callers
+        never leave more than `limit` live holders. False: the key is full (nothing written)."""
+        ...
+
+    def extend(self, tenant: str, key: str, *, holder: str, until: datetime) -> bool:
+        """Push `holder`'s expiry to `until` if it is still in the set; else False."""
+        ...
+
+    def release(self, tenant: str, key: str, *, holder: str) -> None:
+        """Remove `holder` from the set (a holder not in it: nothing happens)."""
+        ...
+
+    def holders(self, tenant: str, key: str, *, now: datetime) -> dict[str, datetime]:
+        """The live holders of (tenant, key) and their expiry."""
+        ...
+
+    def take_budget(self, tenant: str, name: str, *, day: str, amount: int, limit: int) -> bool:
+        """Add `amount` to the tenant's `name` usage of `day` if the total stays <= `limit`; else
+        nothing is added (False). Atomic: racing requests never pass the limit together."""
+        ...
+
+
+class QuotaStore(Protocol):
+    """Operator-set tenant quotas (written with operator credentials, never by a tenant request)."""
+
+    def get_quota(self, tenant: str) -> Quota | None:
+        """The tenant's quota, or None (then the defaults apply)."""
+        ...
+
+    def put_quota(self, tenant: str, quota: Quota) -> None:
+        """Set the tenant's quota (every field; the fields not given by the operator at their defaults)."""
+        ...
+
+    def list_quotas(self) -> dict[str, Quota]:
+        """Every tenant that has a quota set, and its quota."""
+        ...

@@ -270,6 +270,18 @@ ALERTS_TABLE = TableSpec(
 )
 
 
+# Tenant limits the runs take (jobsched.adapters.dynamodb.limits): PK "TENANT#<tenant>", SK
+# "KEY#<key>" per concurrency key (a holder set with expiries, one GetItem and one conditional put
+# per run of a job that names a key; jobs without one never touch this table) and SK
+# "BUDGET#<name>#<day>" per daily budget (a backfill's ticks), TTL'd. Its own table, so the grants
+# on it are the worker's (keys) and the api's (budgets) alone, and no job read ever meets a holder set.
+LIMITS_TABLE = TableSpec(logical_id="LimitsTable", suffix="limits", ttl_attribute="expires_at")
+# Operator-set tenant quotas: PK "TENANT#<tenant>", SK "QUOTA". Written by an operator's own
+# credentials (`jobsched admin quota set`), which no function has: the api only reads it (GetItem,
+# cached per warm Lambda), so no tenant request can change a quota.
+QUOTAS_TABLE = TableSpec(logical_id="QuotasTable", suffix="quotas")
+LIMIT_TABLES: tuple[TableSpec, ...] = (LIMITS_TABLE, QUOTAS_TABLE)
+
 @dataclass(frozen=True, slots=True)
 class KeySpec:
     """A symmetric customer-managed KMS key, with yearly rotation, and its alias "alias/<prefix>-<suffix>"."""
@@ -384,7 +396,7 @@ def create_local_resources(
     """Create (or find) every resource for `prefix`; return {logical_id: name, queue URL or ARN}."""
     out: dict[str, str] = {}
     existing = set(dynamodb.list_tables().get("TableNames", []))
-    for table in (*TABLES, SIGNING_SECRETS_TABLE, ALERTS_TABLE):
+    for table in (*TABLES, SIGNING_SECRETS_TABLE, ALERTS_TABLE, *LIMIT_TABLES):
         name = physical_name(prefix, table)
         if name not in existing:
             dynamodb.create_table(**_table_kwargs(name, table))

@@ -26,6 +26,10 @@ class Settings(BaseModel):
     alert_topic_arn: str = ""
     # Raised alerts, kept for GET /api/alerts (empty: alerts are published only, not kept).
     alerts_table: str = ""
+    # Concurrency-key holder sets and daily budgets, and the operator-set quotas (empty: kept in
+    # this process only, for tests; quotas then the defaults).
+    limits_table: str = ""
+    quotas_table: str = ""
     execution_dlq_url: str = ""
     shard_count: int = Field(default=8, ge=1, le=1024)
     # How far ahead of now the dispatcher hands ticks to SQS. It must cover one tick interval
@@ -79,6 +83,8 @@ class Settings(BaseModel):
             "dag_workflow_arn": c.DAG_WORKFLOW_ARN_ENV,
             "alert_topic_arn": c.ALERT_TOPIC_ARN_ENV,
             "alerts_table": c.ALERTS_TABLE_ENV,
+            "limits_table": c.LIMITS_TABLE_ENV,
+            "quotas_table": c.QUOTAS_TABLE_ENV,
             "execution_dlq_url": c.EXECUTION_DLQ_URL_ENV,
             "shard_count": c.SHARD_COUNT_ENV,
             "lookahead_seconds": c.LOOKAHEAD_SECONDS_ENV,
@@ -123,6 +129,10 @@ class Settings(BaseModel):
         }
         if self.alerts_table:
             env[c.ALERTS_TABLE_ENV] = self.alerts_table
+        if self.limits_table:
+            env[c.LIMITS_TABLE_ENV] = self.limits_table
+        if self.quotas_table:
+            env[c.QUOTAS_TABLE_ENV] = self.quotas_table
         if self.signing_secrets_table:
             env[c.SIGNING_SECRETS_TABLE_ENV] = self.signing_secrets_table
             env[c.SIGNING_KEY_ARN_ENV] = self.signing_key_arn

@@ -16,6 +16,8 @@ from jobsched import constants as c
 from jobsched import ports
 from jobsched.adapters.alerts import DynamoDBAlertStore, NoAlertStore, NoAlertTopic, SnsAlertPublisher
 from jobsched.adapters.dynamodb import JobStore, RunStore
+from jobsched.adapters.dynamodb.limits import DynamoDBLimitStore, DynamoDBQuotaStore
+from jobsched.adapters.limits import MemoryLimitStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
@@ -29,6 +31,7 @@ from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher
 from jobsched.services.failures import FailureService
 from jobsched.services.jobs import JobService
+from jobsched.services.limits import TenantQuotas
 from jobsched.services.run import Worker
 from jobsched.services.schedule import ScheduleService
 from jobsched.settings import Settings
@@ -129,6 +132,8 @@ class Services:
     dag: DagService
     signing_secrets: ports.SigningSecrets | None = None
     alerts: AlertService | None = None
+    limits: ports.LimitStore | None = None
+    quotas: ports.QuotaStore | None = None
 
     @property
     def signing_secret(self) -> Callable[[str], str]:
@@ -204,6 +209,12 @@ def build(
         ),
         alert_store=alert_store,
         alert_publisher=alert_publisher,
+        limits=DynamoDBLimitStore(client=dynamodb, table=settings.limits_table)
+        if settings.limits_table
+        else None,
+        quotas=DynamoDBQuotaStore(client=dynamodb, table=settings.quotas_table)
+        if settings.quotas_table
+        else None,
     )
 
 
@@ -222,8 +233,12 @@ def compose(
     alert_store: ports.AlertStore | None = None,
     alert_publisher: ports.AlertPublisher | None = None,
     metrics: ports.Metrics | None = None,
+    limits: ports.LimitStore | None = None,
+    quotas: ports.QuotaStore | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
+
+    `limits` None: concurrency keys held in this process only (tests); `quotas` None: the defaults.
 
     `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
     `alert_store`, `alert_publisher` None: no alerts (jobsched.adapters.memory has fakes for tests).
@@ -237,6 +252,7 @@ def compose(
     if not settings.demo_handlers:  # fail-closed: a deployed stack knows no demo.* unless asked
         handlers = handlers.without(DEMO_HANDLERS)
     metrics = metrics or ports.NoMetrics()
+    limits = limits or MemoryLimitStore()
     alerts = AlertService(
         store=alert_store or NoAlertStore(),
         publisher=alert_publisher or NoAlertTopic(),
@@ -278,6 +294,7 @@ def compose(
         targets=targets,
         alerts=alerts,
         metrics=metrics,
+        limits=limits,
     )
     service = JobService(
         jobs=jobs,
@@ -288,6 +305,7 @@ def compose(
         dag=dag,
         targets=targets,
         signing_secrets=signing_secrets,
+        quotas=TenantQuotas(store=quotas, limits=limits, clock=clock),
     )
     schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
     return Services(
@@ -305,4 +323,6 @@ def compose(
         dag,
         signing_secrets,
         alerts,
+        limits,
+        quotas,
     )

@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from botocore.exceptions import BotoCoreError
 
 from jobsched.api.openapi import MAX_BODY_BYTES
+from jobsched.domain.limits import QuotaExceeded
 from jobsched.domain.targets import TARGET_TYPES, target_field
 from jobsched.errors import JobschedError, PayloadTooLarge
 
@@ -94,6 +95,12 @@ def install(app: APIGatewayRestResolver) -> None:
     def _bad_response(exc: ResponseValidationError) -> Response[Any]:
         logger.error("a response does not fit its model", extra={"errors": str(exc.errors())[:2000]})
         return error(500, "internal_error", "internal error; the request may be retried")
+
+    @app.exception_handler(QuotaExceeded)  # type: ignore[untyped-decorator]
+    def _over_quota(exc: QuotaExceeded) -> Response[Any]:
+        # The error as every other, and which quota and its limit, for a client to act on.
+        body = {"error": {"code": exc.code, "message": exc.message}, "quota": exc.quota, "limit": exc.limit}
+        return Response(status_code=429, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
 
     @app.exception_handler(JobschedError)  # type: ignore[untyped-decorator]
     def _domain(exc: JobschedError) -> Response[Any]:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.limits import Concurrency
 from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter
 from jobsched.domain.models import Backoff, RunError
 from jobsched.domain.targets import TargetSpec
@@ -36,6 +37,16 @@ class ErrorResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     error: ErrorDetail
+
+
+class QuotaErrorResponse(BaseModel):
+    """The body of a 429: the error, and the quota it is over with its limit (jobsched.domain.limits)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: ErrorDetail
+    quota: str
+    limit: int
 
 
 class JobCreated(BaseModel):
@@ -120,6 +131,7 @@ class JobView(BaseModel):
     dependants: list[str] = Field(default_factory=list)
     tags: dict[str, str] = Field(default_factory=dict)
     alerts: AlertPolicy | None = None
+    concurrency: Concurrency | None = None
     next_run_at: str | None
     created_at: str
     updated_at: str
@@ -475,6 +487,7 @@ __all__ = [
     "OperationView",
     "PatchJobRequest",
     "PercentilesView",
+    "QuotaErrorResponse",
     "ReplayAccepted",
     "RunCancelResult",
     "RunDetailView",

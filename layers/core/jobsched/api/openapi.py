@@ -14,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, content_types
 
 from jobsched import __version__
-from jobsched.api.models import ErrorResponse
+from jobsched.api.models import ErrorResponse, QuotaErrorResponse
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -23,8 +23,10 @@ _ERRORS = {
     404: "No such job or run for this tenant (on create: the job an Idempotency-Key made is gone)",
     409: "Conflicts with the current state (or the Idempotency-Key was used for another request)",
     413: f"The body is larger than {MAX_BODY_BYTES} bytes",
+    429: "Over one of the tenant's quotas (operator-set, docs/quotas.md): the body names it and its limit",
     503: "A dependency timed out or throttled: retry (with the same Idempotency-Key, if any)",
 }
+_ERROR_MODELS: dict[int, type[ErrorResponse | QuotaErrorResponse]] = {429: QuotaErrorResponse}
 # powertools' own validation-error schemas: the API never answers with them (see the module doc).
 _POWERTOOLS_ERROR_SCHEMAS = ("HTTPValidationError", "ValidationError", "ResponseValidationError")
 
@@ -35,7 +37,7 @@ def answers(status: int, description: str, *errors: int) -> dict[int, Any]:
     for code in errors:
         out[code] = {
             "description": _ERRORS[code],
-            "content": {content_types.APPLICATION_JSON: {"model": ErrorResponse}},
+            "content": {content_types.APPLICATION_JSON: {"model": _ERROR_MODELS.get(code, ErrorResponse)}},
         }
     return out
 

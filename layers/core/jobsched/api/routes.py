@@ -113,7 +113,7 @@ def build_app(
     def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
 
-    @app.post("/api/jobs", responses=answers(201, "Created", 400, 404, 409, 413, 503))
+    @app.post("/api/jobs", responses=answers(201, "Created", 400, 404, 409, 413, 429, 503))
     def create_job(
         body: Annotated[CreateJobRequest, Body()],
         idempotency_key: Annotated[str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower())] = None,
@@ -233,7 +233,7 @@ def build_app(
         control = views.job_control(schedule.run_now(job_id, tenant=tenant(app)))
         return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=control)
 
-    @app.patch("/api/jobs/<job_id>", responses=answers(200, "The edited job", 400, 404, 409, 413, 503))
+    @app.patch("/api/jobs/<job_id>", responses=answers(200, "The edited job", 400, 404, 409, 413, 429, 503))
     def edit_job(
         job_id: Annotated[str, Path(max_length=64)], body: Annotated[PatchJobRequest, Body()]
     ) -> JobView:
@@ -241,7 +241,7 @@ def build_app(
         return views.job_view(service.get(job_id, tenant=tenant(app)))
 
     @app.post(
-        "/api/jobs/<job_id>/backfill", responses=answers(202, "Backfill queued", 400, 404, 409, 413, 503)
+        "/api/jobs/<job_id>/backfill", responses=answers(202, "Backfill queued", 400, 404, 409, 413, 429, 503)
     )
     def backfill_job(
         job_id: Annotated[str, Path(max_length=64)], body: Annotated[BackfillRequest, Body()]

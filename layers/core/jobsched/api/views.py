@@ -151,6 +151,7 @@ def job_view(detail: results.JobDetail) -> JobView:
         dependants=list(job.dependants),
         tags=dict(job.tags),
         alerts=job.alerts,
+        concurrency=job.concurrency,
         next_run_at=_iso(detail.next_run_at),
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),

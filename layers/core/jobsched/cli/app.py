@@ -12,7 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobsched import constants as c
-from jobsched.cli import ops, render
+from jobsched.cli import admin, ops, render
 from jobsched.cli.http import Unreachable, request
 
 
@@ -65,6 +65,7 @@ _JOB_FLAGS = (
     ("catchup", "catchup"),
     ("max_catchup", "max_catchup"),
     ("jitter", "jitter_seconds"),
+    ("concurrency", "concurrency"),
 )
 # The flag that says when a job runs, and the type it implies when --type is not given.
 _TYPE_OF_FLAG = (
@@ -332,6 +333,20 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catchup", choices=get_args(CatchupPolicy), help="catch-up policy (recurring)")
     p.add_argument("--max-catchup", type=int, help="with --catchup all: how many missed ticks still run")
     p.add_argument("--jitter", type=int, help="jitter_seconds (recurring)")
+    p.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        metavar="KEY:LIMIT",
+        help="at most LIMIT runs of the tenant's concurrency key KEY at once (docs/api.md)",
+    )
+
+
+def _concurrency(text: str) -> dict[str, Any]:
+    """--concurrency KEY:LIMIT as the body's {"key", "limit"} (the API checks both)."""
+    key, sep, limit = text.rpartition(":")
+    if not sep or not limit.isdigit():
+        raise argparse.ArgumentTypeError("must be KEY:LIMIT, e.g. db:2")
+    return {"key": key, "limit": int(limit)}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -507,6 +522,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-simulate", action="store_true", help="the plan only")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_capacity)
+    admin.add_admin(sub)
     return top
 
 

@@ -24,6 +24,7 @@ from pydantic import (
 
 from jobsched import cron
 from jobsched.domain.alerts import AlertPolicy
+from jobsched.domain.limits import Concurrency
 from jobsched.domain.listing import checked_tags
 from jobsched.domain.models import (
     LATEST_TIME,
@@ -148,6 +149,8 @@ class CreateJobRequest(BaseModel):
     tags: Annotated[dict[str, str], AfterValidator(checked_tags)] = Field(default_factory=dict)
     alerts: AlertPolicy | None = None
     """What the scheduler alerts on (jobsched.domain.alerts); absent: no alerts."""
+    concurrency: Concurrency | None = None
+    """{"key", "limit"}: at most `limit` runs of the tenant's `key` at once (jobsched.domain.limits)."""
     # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
     overlap_policy: OverlapPolicy = "skip"
     catchup: CatchupPolicy = "one"
@@ -316,6 +319,8 @@ class PatchJobRequest(BaseModel):
     """The job's whole tag set, replacing the one it had ({} clears it)."""
     alerts: AlertPolicy | None = None
     """The job's whole alert policy, replacing the one it had (null clears it)."""
+    concurrency: Concurrency | None = None
+    """The job's concurrency key and limit, replacing the ones it had (null clears them)."""
 
     @field_validator(
         "handler",

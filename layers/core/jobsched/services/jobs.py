@@ -15,6 +15,7 @@ from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.firing import next_fire
+from jobsched.domain.limits import QuotaExceeded
 from jobsched.domain.models import Job, SchedulePolicy
 from jobsched.domain.records import DueEntry
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
@@ -24,6 +25,7 @@ from jobsched.errors import Conflict, IdempotencyConflict, JobschedError, NotFou
 from jobsched.ports import Clock, JobStore, RunStore, SigningSecrets, Targets, TargetSource
 from jobsched.services.dag import DagService
 from jobsched.services.dispatch import Dispatcher, jitter_offset
+from jobsched.services.limits import LIVE_STATUSES, TenantQuotas
 
 # A one-off may be a little in the past (client clock skew, a slow retry): it then fires at once.
 RUN_AT_PAST_TOLERANCE = timedelta(minutes=5)
@@ -67,7 +69,12 @@ def job_id_for_key(tenant: str, key: str) -> str:
 
 def request_hash(request: CreateJobRequest) -> str:
     """A digest of the normalised request: the same body (defaults filled in) hashes the same."""
-    canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    # A field added since (concurrency) is left out while unset: a retry of a request made before it
+    # existed, with the same body, hashes as it did then.
+    unset_new = {"concurrency"} if request.concurrency is None else set()
+    canonical = json.dumps(
+        request.model_dump(mode="json", exclude=unset_new), sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -83,6 +90,8 @@ class JobService:
     dag: DagService
     targets: TargetSource
     signing_secrets: SigningSecrets | None = None
+    # The tenants' quotas (services/limits.py); None: no quota is checked.
+    quotas: TenantQuotas | None = None
 
     def check_target(self, target: TargetSpec, *, tenant: str, shorthand: bool = False) -> None:
         """A 400 naming the field, before anything is written, for a target this deployment cannot
@@ -160,6 +169,7 @@ class JobService:
             next_run_at = None
         else:
             next_run_at = self._first_tick(request, now)
+        self._check_quotas(request, tenant=tenant, key=key)
         job = Job(
             job_id=job_id_for_key(tenant, key) if key else new_job_id(),
             tenant=tenant,
@@ -176,6 +186,7 @@ class JobService:
             idempotent=request.idempotent,
             tags=dict(request.tags),
             alerts=request.alerts,
+            concurrency=request.concurrency,
             depends_on=tuple(request.depends_on),
             root_schedule=root_schedule,
             next_run_at=next_run_at,
@@ -313,6 +324,23 @@ class JobService:
         if policy.end_at and tick > policy.end_at:
             raise ValidationFailed("end_at: the schedule has no tick before end_at", field="end_at")
         return tick
+
+    def _check_quotas(self, request: CreateJobRequest, *, tenant: str, key: str | None) -> None:
+        """429 over the tenant's max_jobs, or a schedule more frequent than its min_cron_interval.
+
+        A create retried with its Idempotency-Key (its job exists: the id derives from the key) is
+        no new job: it answers what the first one did, at the quota or not."""
+        if self.quotas is None:
+            return
+        if request.type == "recurring" and request.cron_expr:
+            self.quotas.check_cron_interval(tenant, cron.parse(request.cron_expr, request.timezone))
+        try:
+            self.quotas.check_jobs(
+                tenant, lambda stop_at: self.jobs.count_jobs(tenant, statuses=LIVE_STATUSES, stop_at=stop_at)
+            )
+        except QuotaExceeded:
+            if key is None or self.jobs.get_job(job_id_for_key(tenant, key)) is None:
+                raise
 
     @staticmethod
     def validate_schedule(cron_expr: str, timezone: str, policy: SchedulePolicy) -> cron.CronSchedule:

@@ -21,6 +21,21 @@ state change is a compare-and-set that only the current holder can win:
     crash after the result is written, before the ack -> the message surfaces again, finds the
         run finished and is dropped: no second effect
 
+A job with a concurrency key takes a slot of (tenant, key) once past its gate, before the handler
+(LimitStore: a holder set, each holder "<scheduled_for>#<message id>" with its own expiry, renewed
+by the heartbeat):
+
+    gate passed ──> acquire ──full──> note the wait on the run row (PENDING, its reason), send a
+        │                             copy of the message delayed 1, 2, 4 .. 30 s, ack this one
+        │ taken                       (a new message: its receive count starts again, so a wait
+        v                             never pushes a run toward the redrive queue)
+    run ──> release the slot at the outcome (an error too)
+
+    crash after the copy is sent, before the ack -> two messages of one run: the second finds the
+        run finished (or held) and is dropped, as any duplicate
+    crash holding a slot -> nothing renews it: it lapses within the hold (lease / 2), and the
+        message's redelivery (same message id, same holder) takes it again
+
 Over 600 lines on purpose: this is one multi-step path (gate, start markers, fast or leased
 path, heartbeat, record, hand-over) whose crash points are read against the timeline above;
 split, each half would need the other's docstring. The target call goes behind ports.Target.
@@ -44,6 +59,7 @@ from aws_lambda_powertools import Logger
 from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
+from jobsched.domain.limits import key_wait_seconds, wait_reason
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
@@ -55,6 +71,7 @@ from jobsched.ports import (
     Clock,
     CrashPoints,
     JobStore,
+    LimitStore,
     Metrics,
     NoMetrics,
     RunQueue,
@@ -113,6 +130,7 @@ class Outcome(StrEnum):
     LOST = "lost"
     SKIPPED = "skipped"
     REFUSED = "refused"  # from a sender the stack does not trust (domain.senders): nothing ran or was written
+    WAITING = "waiting"  # its concurrency key was full: a delayed copy of the message carries the run
 
 
 class InFlightElsewhere(Exception):
@@ -168,6 +186,9 @@ class Worker:
     alerts: AlertService | None = None
     # Lateness, duration and outcome of each run (jobsched.telemetry): EMF on AWS.
     metrics: Metrics = field(default_factory=NoMetrics)
+    # Concurrency-key slots (jobs with `concurrency` only). None: such a job's runs cannot start
+    # here, so they wait (the composition root always gives one).
+    limits: LimitStore | None = None
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -314,6 +335,10 @@ class Worker:
         if gate is not None:
             return gate, False
         holds = self._holds_slot(job, kind)
+        if job.concurrency is not None and not self._take_key(job, sf, delivery):
+            if holds:
+                self._release(job, sf)
+            return self._wait_for_key(message, job, delivery), holds
         # Released on a failure and on every way out but a process death (BaseException: Crash,
         # SystemExit), which releases nothing: the hold then expires with its lease, as on AWS. A
         # success releases when a tick may be waiting for the slot (buffer_one always; skip when the
@@ -321,11 +346,13 @@ class Worker:
         try:
             outcome = self._run(job, sf, delivery, kind=message.kind)
         except InFlightElsewhere:
-            raise  # the run's holder keeps the slot (see process)
+            raise  # the run's holder keeps the slot (see process), and its key's (the same holder)
         except Exception:
+            self._free_key(job, sf, delivery)
             if holds:
                 self._release(job, sf)
             raise
+        self._free_key(job, sf, delivery)
         if holds and outcome == Outcome.SUCCEEDED and job.type == "one_off":
             return outcome, True  # the job's COMPLETED write freed the slot
         if holds and (
@@ -382,6 +409,48 @@ class Worker:
             return self._refused(job, claim.row, delivery)
         self.runs.lose(job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", CANCELLED_LOST))
         return Outcome.LOST
+
+    @staticmethod
+    def _key_holder(sf: str, delivery: Delivery) -> str:
+        """The run's holder in its key's set: a redelivery of the message (a dead receive's) is the
+        same holder, so it takes its own slot back instead of a second one."""
+        return f"{sf}#{delivery.message_id}"
+
+    def _take_key(self, job: Job, sf: str, delivery: Delivery) -> bool:
+        """A slot of the job's concurrency key for this run, until the hold's end (renewed by beats)."""
+        assert job.concurrency is not None
+        if self.limits is None:
+            return False
+        now = self.clock.now()
+        return self.limits.acquire(
+            job.tenant,
+            job.concurrency.key,
+            holder=self._key_holder(sf, delivery),
+            limit=job.concurrency.limit,
+            until=now + timedelta(seconds=self.hold_seconds()),
+            now=now,
+        )
+
+    def _free_key(self, job: Job, sf: str, delivery: Delivery) -> None:
+        if job.concurrency is not None and self.limits is not None:
+            self.limits.release(job.tenant, job.concurrency.key, holder=self._key_holder(sf, delivery))
+
+    def _wait_for_key(self, message: RunMessage, job: Job, delivery: Delivery) -> Outcome:
+        """The key is full: the wait goes on the run's row, and a delayed copy of the message carries
+        the run (this one is acknowledged: waits use up no receives toward the redrive queue)."""
+        assert job.concurrency is not None
+        sf = message.scheduled_for
+        waits = self.runs.note_wait(
+            job.job_id,
+            sf,
+            reason=wait_reason(job.concurrency),
+            now=self.clock.now(),
+            create=NewRun(job.job_id, job.tenant, sf, message.kind),
+        )
+        self.crash("run.before_key_wait_send")
+        self.queue.send([Outgoing(message, key_wait_seconds(max(1, waits)))])
+        self.crash("run.after_key_wait_send")
+        return Outcome.WAITING
 
     def hold_seconds(self) -> int:
         # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
@@ -788,6 +857,9 @@ class Worker:
             scheduled_for=sf,
             claim="slot" if self._holds_slot(job, kind) else "count",
             persist=persist,
+            key=None
+            if job.concurrency is None
+            else (job.tenant, job.concurrency.key, self._key_holder(sf, delivery)),
         )
         context = RunContext(
             job_id=job.job_id,
@@ -1003,8 +1075,10 @@ class _Heartbeat:
         scheduled_for: str,
         claim: str,
         persist: Callable[[datetime], bool] | None,
+        key: tuple[str, str, str] | None = None,
     ) -> None:
         self._worker, self._delivery = worker, delivery
+        self._key = key  # (tenant, concurrency key, holder): the key slot to renew, if the job has one
         self._owner, self._job_id, self._sf = owner, job_id, scheduled_for
         self._claim = claim  # the start marker on the job to renew: "slot" or "count"
         self._lock = threading.Lock()
@@ -1063,6 +1137,10 @@ class _Heartbeat:
             # the handler's ctx.cancelled. Only a run with a lease row can have been marked.
             self._renew("cancel mark", self._read_cancel_mark)
         hold_until = now + timedelta(seconds=self._worker.hold_seconds())
+        limits = worker.limits
+        if self._key is not None and limits is not None:
+            tenant, key, holder = self._key
+            self._renew("key", lambda: limits.extend(tenant, key, holder=holder, until=hold_until))
         if self._claim == "slot":
             self._renew("slot", lambda: worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until))
         else:

@@ -205,6 +205,7 @@ class ScheduleService:
                 "timezone": fields.get("timezone") or job.timezone,
                 "tags": dict(fields["tags"]) if fields.get("tags") is not None else job.tags,
                 "alerts": fields["alerts"] if "alerts" in changed else job.alerts,
+                "concurrency": fields["concurrency"] if "concurrency" in changed else job.concurrency,
                 "retry": new_retry,
                 "policy": new_policy,
                 "updated_at": now,
@@ -212,7 +213,11 @@ class ScheduleService:
         )
         rescheduled_pause = False
         if changed & _SCHEDULE_FIELDS and job.type == "recurring":
-            self.job_service.validate_schedule(updated.cron_expr or "", updated.timezone, new_policy)
+            schedule = self.job_service.validate_schedule(
+                updated.cron_expr or "", updated.timezone, new_policy
+            )
+            if self.job_service.quotas is not None:
+                self.job_service.quotas.check_cron_interval(tenant, schedule)
             tick = self._next_tick_after_edit(updated, now)
             if job.status == JobStatus.PAUSED:
                 # The pause goes on under the new schedule from now: the resume decides its ticks.
@@ -318,7 +323,11 @@ class ScheduleService:
             raise ValidationFailed("to: a backfill covers the past; `to` is in the future", field="to")
         if end - start > MAX_BACKFILL_RANGE:
             raise ValidationFailed(f"to: the range is longer than {MAX_BACKFILL_RANGE.days} days", field="to")
-        return job, self.backfill_range(job, start, end)
+        ticks = self.backfill_range(job, start, end)
+        if self.job_service.quotas is not None:
+            # Counted when planned: a request that fails after this has used its ticks of the day.
+            self.job_service.quotas.take_backfill(tenant, len(ticks))
+        return job, ticks
 
     @staticmethod
     def backfill_range(job: Job, start: datetime, end: datetime) -> list[datetime]:

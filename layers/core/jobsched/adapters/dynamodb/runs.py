@@ -224,6 +224,46 @@ class RunStore:
             create_if_missing=create,
         )
 
+    def note_wait(
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
+    ) -> int:
+        """A PENDING run (or no row: created PENDING, attempt 0) keeps `reason` and counts the wait
+        (`waits`); answers the count, or 0 when the row is past PENDING (nothing written). Not a
+        status change, so not a _transition: PENDING stays PENDING, created like put_pending's row."""
+        names = {"#s": "status"}
+        values: dict[str, Any] = {
+            ":pending": enc(RunStatus.PENDING.value),
+            ":reason": enc(reason),
+            ":now": enc(times.stored(now)),
+            ":zero": enc(0),
+            ":one": enc(1),
+        }
+        sets = [
+            "#s = if_not_exists(#s, :pending)",
+            "attempt = if_not_exists(attempt, :zero)",
+            "created_at = if_not_exists(created_at, :now)",
+            "reason = :reason",
+            "updated_at = :now",
+            "waits = if_not_exists(waits, :zero) + :one",
+        ]
+        for i, (key, value) in enumerate(sorted(self._created(create).items())):
+            names[f"#c{i}"] = key
+            values[f":c{i}"] = enc(value)
+            sets.append(f"#c{i} = if_not_exists(#c{i}, :c{i})")
+        applied, result = conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc(run_sk(scheduled_for))},
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression=any_of("attribute_not_exists(PK)", "#s = :pending"),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="UPDATED_NEW",
+        )
+        if not applied:
+            return 0
+        return int(dec(result).get("waits", 1))
+
     def cancel(
         self, job_id: str, scheduled_for: str, *, now: datetime, create: NewRun | None = None
     ) -> Transition:

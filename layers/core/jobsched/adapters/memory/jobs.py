@@ -427,6 +427,12 @@ class MemoryJobStore:
             return DuePage(entries=entries, cursor=next_cursor, items_read=len(page))
 
     # -- the listing indexes ------------------------------------------------------------------------
+    def count_jobs(self, tenant: str, *, statuses: Iterable[JobStatus], stop_at: int) -> int:
+        """The tenant's jobs with one of `statuses` (all of them: a count in memory is cheap)."""
+        wanted = set(statuses)
+        with self._lock:
+            return sum(1 for j in self.jobs.values() if j.tenant == tenant and j.status in wanted)
+
     def list_jobs(
         self, tenant: str, *, order: ListOrder, where: JobFilter, cursor: Cursor | None, limit: int
     ) -> JobListing:

@@ -31,6 +31,8 @@ class MemoryRunStore:
     dead: dict[Key, tuple[str, str, datetime]] = field(default_factory=dict)
     # The DAG workflow's wait records (job_id, period) -> (outstanding, upstream runs counted).
     waits: dict[Key, tuple[int, frozenset[str]]] = field(default_factory=dict)
+    # Waits counted per run row (note_wait), as the DynamoDB row's `waits` attribute.
+    wait_counts: dict[Key, int] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def put_pending(
@@ -229,6 +231,20 @@ class MemoryRunStore:
             first_attempt_only=first_attempt_only,
             create=create,
         )
+
+    def note_wait(
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
+    ) -> int:
+        """A PENDING run (or no row: created) keeps `reason` and counts the wait; 0 past PENDING."""
+        key = (job_id, scheduled_for)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is not None and row.status != RunStatus.PENDING:
+                return 0
+            base = row or self._created(create).model_copy(update={"created_at": now})
+            self.rows[key] = base.model_copy(update={"reason": reason})
+            self.wait_counts[key] = self.wait_counts.get(key, 0) + 1
+            return self.wait_counts[key]
 
     def cancel(
         self, job_id: str, scheduled_for: str, *, now: datetime, create: NewRun | None = None
