@@ -52,5 +52,5 @@ def test_a_run_recorded_as_never_started_while_its_stalled_handler_ran_ends_as_w
     outcomes = world.deliver()
     # Then the run says it executed, on attempt 1, with the handler's result: it did run
     run = world.runs.get(job_id, T0 + timedelta(seconds=5))
-    assert run is not None and (run.status, run.attempt, run.reason) == (RunStatus.SUCCEEDED, 1, None)
+    assert run is not None and (run.status, run.attempt) == (RunStatus.SUCCEEDED, 1)
     assert run.result == {"ok": True} and calls == [1] and outcomes == [Outcome.SUCCEEDED]

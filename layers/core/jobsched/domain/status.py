@@ -80,8 +80,9 @@ LEGAL_EDGES: frozenset[tuple[RunStatus, RunStatus]] = frozenset(
 # a fast-path handler ran while its worker stalled past every lease (no heartbeat, not even the
 # first one that persists RUNNING), so the fleet took it for dead, and a redelivery found the next
 # tick in the slot (SKIPPED) or a cancel found nothing running (CANCELLED). The handler did run: a
-# run that executed is recorded as executed (RunStore.record_unleased). No claim, start or cancel
-# moves out of them: only the record of an attempt that already ran.
+# run that executed is recorded as executed (RunStore.record_unleased); the record's `reason` stays,
+# what the fleet took the run for (a row's reason also keeps a run's waits: it is never cleared). No
+# claim, start or cancel moves out of them: only the record of an attempt that already ran.
 UNSTARTED_RECORDS: frozenset[RunStatus] = frozenset({RunStatus.CANCELLED, RunStatus.SKIPPED})
 
 TERMINAL: frozenset[RunStatus] = frozenset({RunStatus.SUCCEEDED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED})

@@ -196,7 +196,6 @@ class RunStore:
             via=(RunStatus.LEASED, RunStatus.RUNNING),
             now=end.finished_at,
             set_values={"worker": worker, "started_at": times.stored(end.started_at), **_end_values(end)},
-            remove=("reason",),
             increment_attempt=True,
             create_if_missing=create,
             append_attempt=_attempt_values(end),

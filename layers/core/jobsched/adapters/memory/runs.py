@@ -204,7 +204,7 @@ class MemoryRunStore:
             target=end.status,
             via=(RunStatus.LEASED, RunStatus.RUNNING),
             now=end.finished_at,
-            changes={"worker": worker, "started_at": end.started_at, "reason": None, **_end_changes(end)},
+            changes={"worker": worker, "started_at": end.started_at, **_end_changes(end)},
             increment_attempt=True,
             create=create,
             append=end,
