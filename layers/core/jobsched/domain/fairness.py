@@ -17,6 +17,9 @@ The order, for items keyed (tenant, priority, due):
        second, ...; tenants in the order their first run appears, each tenant's runs in their
        given order. A tenant with 10,000 runs on a second and one with 3 get alternate slots, so
        the quiet one's runs are among the first 6 to leave, not behind the whole burst.
+
+A slice is one shard's, and shards hand over side by side: so that high runs come first across
+shards too, a high run's message surfaces LEAD_SECONDS early (its delay is one second shorter).
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ RANK: dict[str, int] = {p: i for i, p in enumerate(PRIORITIES)}
 AGING_SECONDS: dict[str, int] = {"high": 0, "normal": 1, "low": 2}
 """How much later than its due second a run's lane time is: the most a lower priority yields."""
 MAX_AGING_SECONDS = max(AGING_SECONDS.values())
+LEAD_SECONDS: dict[str, int] = {"high": 1}
+"""How much earlier than its second a run's message surfaces: a high run's is received ahead of the
+normal and low runs due with it, from whichever shard or pass it came, and the worker waits out the
+rest (services/run.py, MAX_EARLY_WAIT_SECONDS: SQS's whole-second delays already round down)."""
 
 T = TypeVar("T")
 
