@@ -317,7 +317,7 @@ def test_the_model_stops_a_paced_pass_where_the_dispatcher_does() -> None:
     [
         (10, "tenant", False, 101.0),  # arrival order: anywhere in the burst, the last one at its end
         (10, "tenant", True, 2.0),  # fair queue, two groups: turn for turn, done after 2 x 10 runs
-        (2_000, "tenant", True, 120.0),  # a lane bigger than the burst: done with the rest of itself
+        (2_000, "tenant", True, 300.0),  # a lane bigger than the burst: it ends last, with everything
         (10, "priority", True, 1.0),  # high first: its own runs only
     ],
 )
