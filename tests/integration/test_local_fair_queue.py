@@ -3,6 +3,8 @@ quiet tenant's runs are not held behind a noisy tenant's backlog on the embedded
 
 from __future__ import annotations
 
+import time
+
 import boto3
 
 from jobsched.adapters.sqs import RunQueue
@@ -41,3 +43,23 @@ def test_the_embedded_sqs_delivers_ungrouped_messages_in_arrival_order(endpoint:
     out = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
     got = [RunMessage.model_validate_json(m["Body"]).job_id for m in out["Messages"]]
     assert got == [f"noisy-{i}" for i in range(10)]
+
+
+def test_the_embedded_sqs_serves_a_group_by_when_its_messages_became_available(endpoint: str) -> None:
+    # Given one group's run with a 2 s delay sent first, then its run with a 1 s delay (a high run's)
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    url = sqs.create_queue(QueueName="fair-available")["QueueUrl"]
+    queue = RunQueue(sqs, url)
+    queue.send([Outgoing(run("later", "t").message, 2, group="t")])
+    queue.send([Outgoing(run("sooner", "t").message, 1, group="t")])
+    # When both have become visible (polled: a delay is real time on the embedded server)
+    deadline = time.monotonic() + 10
+    while sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])[
+        "Attributes"
+    ]["ApproximateNumberOfMessagesDelayed"] != "0":
+        assert time.monotonic() < deadline, "the delays did not end"
+        time.sleep(0.1)
+    out = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    # Then the one whose delay ended first comes first
+    got = [RunMessage.model_validate_json(m["Body"]).job_id for m in out["Messages"]]
+    assert got == ["sooner", "later"]

@@ -161,7 +161,8 @@ def _patch_fair_queues() -> None:
     moto 5.2.5 takes a MessageGroupId on a standard queue and keeps it, but delivers in arrival
     order, so a noisy tenant's burst sent first would hold up every tenant behind it, which AWS
     (fair queues: a group with fewer messages in flight is served first) does not do. For the
-    requests the embedded server serves, a standard queue's visible messages are listed in
+    requests the embedded server serves, a standard queue's visible messages are listed oldest
+    available first (when their delay or lease ended), then in
     jobsched.domain.fairness.fair_queue_order; moto's ReceiveMessage takes them in that order. FIFO
     queues, moto used in-process (`mock_aws`) and an outside endpoint are left as they are.
     """
@@ -177,6 +178,9 @@ def _patch_fair_queues() -> None:
         visible: list[Any] = listed.fget(self)
         if not getattr(_serving, "active", False) or self.fifo_queue:
             return visible
+        # Oldest available first (a standard queue's best effort), then by group: a message whose
+        # delay ended earlier (a high run's, sent with a shorter one) leads its group.
+        visible.sort(key=lambda m: max(m.visible_at, m.delayed_until))
         in_flight: dict[str | None, int] = {}
         for m in self.pending_messages:
             if not m.visible:
