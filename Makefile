@@ -39,8 +39,8 @@ layer: $(STAMP)
 synth: layer
 	$(BIN)/python infra/app.py
 
-## bench: lateness, throughput vs. floor, cost per run, cold start, head-of-line: tables on stdout, JSON under
-## bench/results/ (about 12 min; BENCH_ARGS=--quick: about 7, BENCH_ARGS="--only a,d": some tables)
+## bench: lateness, throughput vs. floor, cost per run, cold start, head-of-line, fairness: tables on stdout, JSON under
+## bench/results/ (about 20 min; BENCH_ARGS=--quick: about 13, BENCH_ARGS="--only a,d": some tables)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)

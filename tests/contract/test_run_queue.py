@@ -36,3 +36,16 @@ def test_extending_a_deleted_message_answers_false(backend: Backend) -> None:
     (received,) = backend.receive()
     backend.delete(received.receipt_handle)
     assert not backend.queue.extend(received.receipt_handle, seconds=30)
+
+
+def test_messages_with_a_fair_queue_group_are_accepted_by_the_standard_queue(backend: Backend) -> None:
+    # Given runs sent each in its tenant's fair-queue group (MessageGroupId on a standard queue)
+    grouped = [Outgoing(m.message, 0, group=f"tenant-{n % 2}") for n, m in enumerate(map(message, range(12)))]
+    # When they are sent, then the send succeeds and every one of them is received
+    backend.queue.send(grouped)
+    got: list[str] = []
+    while batch := backend.receive():
+        got += [RunMessage.model_validate_json(m.body).job_id for m in batch]
+        for m in batch:
+            backend.delete(m.receipt_handle)
+    assert sorted(got) == sorted(f"job_{n}" for n in range(12))

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from jobsched.planning.inputs import KIB, ItemSizes, Latencies, Limits, PerRunCosts, RunCost, Workload
-from jobsched.planning.model import slot_cycle_s
+from jobsched.planning.model import lane_last_start_s, slot_cycle_s
 from jobsched.planning.plan import Check, Plan, plan
 
 SEEDS = Workload(jobs=100_000_000, burst=2_000_000, window_s=60)
@@ -310,3 +310,17 @@ def test_the_model_stops_a_paced_pass_where_the_dispatcher_does() -> None:
     # and never asks a pass for more calls in flight than the dispatcher keeps
     assert dispatch.Dispatcher.io_workers == model.DISPATCHER_IO_WORKERS
     assert plan(SEEDS).fleet.dispatcher_parallelism <= dispatch.Dispatcher.io_workers
+
+
+@pytest.mark.parametrize(
+    ("lane_runs", "lane", "fair", "expected_s"),
+    [
+        (10, "tenant", False, 101.0),  # arrival order: anywhere in the burst, the last one at its end
+        (10, "tenant", True, 2.0),  # fair queue, two groups: turn for turn, done after 2 x 10 runs
+        (2_000, "tenant", True, 300.0),  # a lane bigger than the burst: it ends last, with everything
+        (10, "priority", True, 1.0),  # high first: its own runs only
+    ],
+)
+def test_a_lanes_last_start_by_the_model(lane_runs: int, lane: str, fair: bool, expected_s: float) -> None:
+    # Given a burst of 1,000 runs and a fleet starting 10 runs a second, with a lane due beside it
+    assert lane_last_start_s(lane_runs, 1_000, 10.0, lane=lane, fair=fair) == pytest.approx(expected_s)

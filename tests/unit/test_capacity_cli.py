@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,17 @@ def test_it_prints_the_planning_report_as_jobsched_planning_writes_it(
     # Then it prints the report module's output, nothing else (the CLI only parses arguments)
     assert text == report.as_text(plans) + "\n"
     assert json.loads(answer) == json.loads(report.as_json(plans))
+
+
+def test_it_reports_a_lanes_lateness_fair_and_in_arrival_order(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a burst and 20 runs of a quiet tenant due with it, when planned with --lane-runs
+    code = cli.main([*SMALL, "--lane-runs", "20", "--lane", "tenant"])
+    out = capsys.readouterr().out
+    # Then the report has a lanes table: the model's and the simulation's figure per order
+    assert code == 0
+    assert "Lanes: 20 runs of a quiet tenant due with the burst" in out
+    table = out.split("Lanes:")[1].splitlines()[2:]
+    split = (re.split(r"\s{2,}", line.strip()) for line in table if line.strip())
+    rows = {cells[1]: cells for cells in split}
+    # and fair, the lane's simulated p99 is far below its p99 in arrival order
+    assert float(rows["fair"][3].split()[0]) < float(rows["arrival order"][3].split()[0]) / 5

@@ -19,6 +19,8 @@ LEASE_SECONDS_ENV = "JOBSCHED_LEASE_SECONDS"
 HANDOVER_HORIZON_SECONDS_ENV = "JOBSCHED_HANDOVER_HORIZON_SECONDS"
 WORKER_CONCURRENCY_ENV = "JOBSCHED_WORKER_CONCURRENCY"
 DISPATCH_PACE_ENV = "JOBSCHED_DISPATCH_PACE"
+# "false": no fair hand-over (arrival order, no MessageGroupId): the bench's baseline only.
+FAIR_DISPATCH_ENV = "JOBSCHED_FAIR_DISPATCH"
 HANDLER_MODULES_ENV = "JOBSCHED_HANDLER_MODULES"
 # "true" registers the demo.* handlers; unset or anything else leaves them out (fail-closed: CDK
 # sets it from `-c demo_handlers`, false by default; the local stack sets it true).

@@ -54,6 +54,10 @@ class Settings(BaseModel):
     # moves out of its "<minute>#<shard>" due-index partition, one write unit, and a partition takes
     # 1,000 a second: a burst's shard is paced below that (`jobsched capacity` says how far).
     dispatch_pace: int = Field(default=0, ge=0, le=100_000)
+    # Fair hand-over (jobsched.domain.fairness): each due slice leaves by priority, tenants
+    # round-robin, each message in its tenant's SQS fair-queue group. Off only for the bench's
+    # baseline ("without fairness"); from_env answers True unless JOBSCHED_FAIR_DISPATCH is "false".
+    fair_dispatch: bool = True
     handler_modules: tuple[str, ...] = ()
     # Whether the demo.* handlers are registered. True for a Settings built in code (tests, the
     # simulator); from_env answers False unless JOBSCHED_DEMO_HANDLERS is "true" (fail-closed: a
@@ -98,6 +102,7 @@ class Settings(BaseModel):
             "target_policy": c.TARGET_POLICY_ENV,
         }
         raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
+        raw["fair_dispatch"] = env.get(c.FAIR_DISPATCH_ENV, "").strip().lower() != "false"
         for field, name in optional.items():
             if env.get(name):
                 raw[field] = env[name]
@@ -125,6 +130,7 @@ class Settings(BaseModel):
             c.WORKER_CONCURRENCY_ENV: str(self.worker_concurrency),
             c.DISPATCH_PACE_ENV: str(self.dispatch_pace),
             c.DEMO_HANDLERS_ENV: "true" if self.demo_handlers else "false",
+            c.FAIR_DISPATCH_ENV: "true" if self.fair_dispatch else "false",
             c.TARGET_POLICY_ENV: self.target_policy,
         }
         if self.alerts_table:

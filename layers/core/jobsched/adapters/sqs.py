@@ -35,11 +35,14 @@ class RunQueue:
             chunk = outgoing[start : start + BATCH]
             pending = {str(i): o for i, o in enumerate(chunk)}
             for _ in range(2):
+                # A group is the fair-queue tenant: on a standard queue SQS takes MessageGroupId for
+                # fairness only (no FIFO order, no per-group lock), free of charge, in the same call.
                 entries = [
                     {
                         "Id": key,
                         "MessageBody": o.message.model_dump_json(),
                         "DelaySeconds": max(0, min(MAX_DELAY_SECONDS, o.delay_seconds)),
+                        **({"MessageGroupId": o.group} if o.group else {}),
                     }
                     for key, o in pending.items()
                 ]

@@ -126,6 +126,7 @@ class JobView(BaseModel):
     start_at: str | None
     end_at: str | None
     max_runs: int | None
+    priority: str = "normal"
     paused_at: str | None = None
     depends_on: list[str] = Field(default_factory=list)
     dependants: list[str] = Field(default_factory=list)

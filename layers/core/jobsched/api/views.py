@@ -146,6 +146,7 @@ def job_view(detail: results.JobDetail) -> JobView:
         start_at=_iso(job.policy.start_at),
         end_at=_iso(job.policy.end_at),
         max_runs=job.policy.max_runs,
+        priority=job.policy.priority,
         paused_at=_iso(job.paused_at),
         depends_on=list(job.depends_on),
         dependants=list(job.dependants),

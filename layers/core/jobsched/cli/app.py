@@ -292,6 +292,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         print(report.as_json(results))
     else:
         print(report.as_text(results))
+        if args.lane_runs:
+            print(report.lanes_text(results, lane_runs=args.lane_runs, lane=args.lane, seed=args.seed))
     return 0 if all(plan.ok and (sim is None or sim.met) for plan, sim in results) else 1
 
 
@@ -521,6 +523,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="the simulation's random seed")
     p.add_argument("--no-simulate", action="store_true", help="the plan only")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--lane-runs", type=int, default=0, help="a lane due with the burst: its runs' lateness, fair or not"
+    )
+    p.add_argument(
+        "--lane", choices=["tenant", "priority"], default="tenant", help="a quiet tenant's runs, or high runs"
+    )
     p.set_defaults(func=cmd_capacity)
     admin.add_admin(sub)
     return top

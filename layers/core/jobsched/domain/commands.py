@@ -24,6 +24,7 @@ from pydantic import (
 
 from jobsched import cron
 from jobsched.domain.alerts import AlertPolicy
+from jobsched.domain.fairness import Priority
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.listing import checked_tags
 from jobsched.domain.models import (
@@ -160,6 +161,8 @@ class CreateJobRequest(BaseModel):
     start_at: ApiTime | None = None
     end_at: ApiTime | None = None
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
+    priority: Priority = "normal"
+    """Order among runs due together, every job type (jobsched.domain.fairness)."""
 
     @field_validator("target")
     @classmethod
@@ -230,6 +233,7 @@ class CreateJobRequest(BaseModel):
             start_at=self.start_at,
             end_at=self.end_at,
             max_runs=self.max_runs,
+            priority=self.priority,
         )
 
     def retry_policy(self) -> RetryPolicy:

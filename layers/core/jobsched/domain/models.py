@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from jobsched.domain.alerts import AlertPolicy
+from jobsched.domain.fairness import Priority
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetSpec
@@ -144,6 +145,10 @@ class SchedulePolicy(BaseModel):
     """No tick after this instant."""
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
     """At most this many ticks are handed over; then the job completes."""
+    priority: Priority = "normal"
+    """Among runs due together, high ones leave first, low ones last (jobsched.domain.fairness).
+    Kept in the policy, which the due index projects already: the dispatcher orders a slice without
+    reading the job, and a normal job's stored policy stays as it was (defaults are not stored)."""
 
 
 def in_flight_key(run: str, message: str) -> str:

@@ -149,3 +149,6 @@ class Outgoing:
 
     message: RunMessage | OperationMessage
     delay_seconds: int
+    group: str | None = None
+    """The SQS fair-queue group (MessageGroupId on the standard queue): the run's tenant, so one
+    tenant's backlog does not hold up another's deliveries. None: no group (no fairness asked)."""

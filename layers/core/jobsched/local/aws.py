@@ -155,6 +155,43 @@ def _patch_transactions() -> None:
     backend_type.transact_write_items = _transact_write_items
 
 
+def _patch_fair_queues() -> None:
+    """Make moto's standard queues deliver as SQS fair queues do (once per process).
+
+    moto 5.2.5 takes a MessageGroupId on a standard queue and keeps it, but delivers in arrival
+    order, so a noisy tenant's burst sent first would hold up every tenant behind it, which AWS
+    (fair queues: a group with fewer messages in flight is served first) does not do. For the
+    requests the embedded server serves, a standard queue's visible messages are listed oldest
+    available first (when their delay or lease ended), then in
+    jobsched.domain.fairness.fair_queue_order; moto's ReceiveMessage takes them in that order. FIFO
+    queues, moto used in-process (`mock_aws`) and an outside endpoint are left as they are.
+    """
+    from moto.sqs import models
+
+    queue_type: Any = models.Queue
+    listed = queue_type.messages
+    if getattr(listed.fget, "jobsched_patched", False):
+        return
+    from jobsched.domain.fairness import fair_queue_order
+
+    def messages(self: Any) -> list[Any]:  # moto's Queue.messages, in fair-queue order
+        visible: list[Any] = listed.fget(self)
+        if not getattr(_serving, "active", False) or self.fifo_queue:
+            return visible
+        # Oldest available first (a standard queue's best effort), then by group: a message whose
+        # delay ended earlier (a high run's, sent with a shorter one) leads its group.
+        visible.sort(key=lambda m: max(m.visible_at, m.delayed_until))
+        in_flight: dict[str | None, int] = {}
+        for m in self.pending_messages:
+            if not m.visible:
+                in_flight[m.group_id] = in_flight.get(m.group_id, 0) + 1
+        return fair_queue_order(visible, group=lambda m: m.group_id, in_flight=in_flight)
+
+    fair = property(messages)
+    fair.fget.jobsched_patched = True  # type: ignore[union-attr]
+    queue_type.messages = fair
+
+
 class _OneAtATime:
     """WSGI middleware: run the wrapped app under one lock, the response body included."""
 
@@ -197,6 +234,7 @@ class EmbeddedAws:
         # moto's state machine executor calls DynamoDB/SQS/SNS over HTTP at localhost:$MOTO_PORT.
         os.environ["MOTO_PORT"] = str(self.port)
         _patch_transactions()
+        _patch_fair_queues()
         app = _OneAtATime(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
             self.host, self.port, app, threaded=True, request_handler=MotoRequestHandler

@@ -101,3 +101,20 @@ def dispatch_budget_s(lookahead_s: int, tick_s: int, lease_s: float, steady_pass
         total += max(0.0, min(float(lease_s), before) - steady_pass_s)
         before -= tick_s
     return total
+
+
+def lane_last_start_s(lane_runs: int, burst: int, rate: float, *, lane: str, fair: bool) -> float:
+    """When the last of `lane_runs` runs due with a `burst` starts, the fleet starting `rate` runs a second.
+
+    In arrival order a lane's runs are anywhere in the burst: the last one waits for about all of
+    it. Fair: a priority lane goes first (its own runs only); a tenant lane shares the fleet with
+    the burst turn for turn (SQS fair queues, two groups), so it is done after twice its own runs,
+    or with the burst when it is the bigger one.
+    """
+    if rate <= 0:
+        return math.inf
+    if not fair:
+        return (lane_runs + burst) / rate
+    if lane == "priority":
+        return lane_runs / rate
+    return min(2 * lane_runs, lane_runs + burst) / rate

@@ -51,6 +51,34 @@ def as_text(results: Sequence[Evaluated]) -> str:
     return _table(rows, header) + "\n\n" + reports
 
 
+def lanes_text(results: Sequence[Evaluated], *, lane_runs: int, lane: str, seed: int) -> str:
+    """Per plan: a lane's last start by the model and its simulated p99, fair and in arrival order."""
+    from jobsched.planning.model import lane_last_start_s
+    from jobsched.planning.simulate import simulate
+
+    rows = []
+    for plan, sim in results:
+        burst = plan.workload.burst
+        rate = (
+            burst / sim.drain_s if sim is not None and sim.drain_s > 0 and math.isfinite(sim.drain_s) else 0.0
+        )
+        for fair in (False, True):
+            lane_sim = simulate(plan, seed=seed, lane_runs=lane_runs, lane=lane, fair=fair)  # type: ignore[arg-type]
+            rows.append(
+                [
+                    f"{plan.fleet.shards}",
+                    "fair" if fair else "arrival order",
+                    _seconds(lane_last_start_s(lane_runs, burst, rate, lane=lane, fair=fair)),
+                    _seconds(lane_sim.lane_p99_s),
+                    _seconds(lane_sim.lateness_p99_s),
+                ]
+            )
+    what = "high runs" if lane == "priority" else "runs of a quiet tenant"
+    head = f"Lanes: {lane_runs:,} {what} due with the burst"
+    header = ["shards", "order", "lane done by (model)", "lane p99 (simulated)", "burst p99"]
+    return head + "\n" + _table(rows, header)
+
+
 def plan_report(plan: Plan, sim: SimResult | None) -> str:
     """The plan, its checks, its daily bill and the simulation, as tables."""
     wl, fleet, r = plan.workload, plan.fleet, plan.rates

@@ -28,6 +28,14 @@ draws every latency, so a seed gives the same result every time. What one event 
 - Steady load: batches due as a Poisson process at the steady rate, handed over long before (so
   visible on their due second), sharing the queue, the fleet and the tables with the burst.
 
+- Lanes (`lane_runs`, `lane`): another group's runs due with the burst, `lane_runs` of them: a quiet
+  tenant's ("tenant") or high runs ("priority"), their entries hashed over the shards and pages like
+  the burst's. Unfair (`fair=False`: arrival order), each rides with the page its place falls in
+  and waits in the queue behind what came before it. Fair (services/dispatch.py's fairness), they
+  leave with their shard's first page (the slice's order) and the queue serves them apart: a tenant
+  lane round-robin with the burst, batch for batch (SQS fair queues with two groups), a priority
+  lane before it (high surfaces a second early).
+
 Lateness = handler start - due (due = the jittered fire time when the burst is spread), recorded per
 run in 1 ms bins. About 2.6 million runs for the seeds' burst: a few hundred thousand events.
 """
@@ -40,6 +48,7 @@ import random
 from collections import deque
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Literal
 
 from jobsched.planning.model import slot_cycle_s, steady_pass_seconds
 from jobsched.planning.plan import Fleet, Plan
@@ -79,6 +88,9 @@ class SimResult:
     peak_runs_rcu: float
     throttled_s: float  # summed waits of pages and batches on a DynamoDB limit
     events: int
+    lane_runs: int = 0
+    lane_p99_s: float = math.nan  # lateness p99 of the lane's runs (math.nan without a lane)
+    lane_max_s: float = math.nan
 
     @property
     def met(self) -> bool:
@@ -183,8 +195,12 @@ def simulate(
     fleet: Fleet | None = None,
     pass_phase_s: float | None = None,
     horizon_s: float | None = None,
+    lane_runs: int = 0,
+    lane: Literal["tenant", "priority"] = "tenant",
+    fair: bool = True,
 ) -> SimResult:
-    """Simulate the plan's burst (or another fleet's, to see it fail) and measure drain and lateness."""
+    """Simulate the plan's burst (or another fleet's, to see it fail) and measure drain and lateness;
+    with `lane_runs`, also the lateness of a lane due with it (module docstring: Lanes)."""
     fleet = fleet or plan.fleet
     wl, lim, lat = plan.workload, plan.limits, plan.latencies
     steady_cost, hot = plan.per_run["recurring"], plan.per_run["burst"]
@@ -252,6 +268,13 @@ def simulate(
                 diff -= step
     remaining = list(sizes)
     pass_start = [0.0] * k
+    # Each lane run's place in its shard's send order (0: the first page, as a fair slice puts it).
+    lane_places: list[list[int]] = [[] for _ in range(k)]
+    if burst > 0:
+        busy = [s for s in range(k) if sizes[s] > 0]
+        for _ in range(lane_runs):
+            s = rng.choices(busy, weights=[sizes[b] for b in busy])[0]
+            lane_places[s].append(0 if fair else rng.randrange(sizes[s]))
     # A pass handles the steady load's entries of its older buckets before the burst's bucket.
     steady_pass_s = steady_pass_seconds(
         steady_rate,
@@ -278,12 +301,15 @@ def simulate(
     active = 0
     peak_active = 0
     cold_starts = 0
-    ready: deque[tuple[float, int, bool]] = deque()
+    # (fire time, runs, kind): kind 0 a steady batch, 1 the burst's, 2 the lane's
+    ready: deque[tuple[float, int, int]] = deque()
+    lane_ready: deque[tuple[float, int, int]] = deque()  # fair: the lane's group, served apart
+    lane_turn = True
     origin = min(first_pass, -3.0)
     meters = {name: _Meter(origin, horizon) for name in ("index", "jobs_w", "runs_w", "jobs_r", "runs_r")}
     meters["partition"] = _Meter(origin, horizon, keys=k)
-    burst_hist, steady_hist = _Hist(horizon), _Hist(horizon)
-    burst_bins, steady_bins = burst_hist.bins, steady_hist.bins
+    burst_hist, steady_hist, lane_hist = _Hist(horizon), _Hist(horizon), _Hist(horizon)
+    burst_bins, steady_bins, lane_bins = burst_hist.bins, steady_hist.bins, lane_hist.bins
     last_bin = len(burst_bins) - 1
     reads_row, writes_row = meters["jobs_r"].seconds[0], meters["runs_w"].seconds[0]
     holds_row, run_reads_row = meters["jobs_w"].seconds[0], meters["runs_r"].seconds[0]
@@ -303,11 +329,21 @@ def simulate(
         seq += 1
         heapq.heappush(heap, (t, seq, kind, payload))
 
+    def next_batch() -> tuple[float, int, int]:
+        # Fair: a priority lane first; a tenant lane and the rest take turns (two fair-queue groups).
+        nonlocal lane_turn
+        if lane_ready and (not ready or lane == "priority" or lane_turn):
+            lane_turn = False
+            return lane_ready.popleft()
+        lane_turn = True
+        return ready.popleft()
+
     def start_batches(t: float) -> None:
         nonlocal active, peak_active, envs, cold_starts, throttled, burst_left, drain_end
         cap = min(hard_cap, int(level))
-        while ready and active < cap:
-            fire, n, is_burst = ready.popleft()
+        while (ready or lane_ready) and active < cap:
+            fire, n, kind = next_batch()
+            is_burst = kind == 1
             active += 1
             if active > peak_active:
                 peak_active = active
@@ -317,7 +353,7 @@ def simulate(
                 cold_starts += 1
                 cold = new_envs.take(t, 1) - t + draw(lat.cold_start_ms)
             invoked = t + draw(lat.sqs_ms) + draw(lat.invoke_ms) + cold
-            cost = hot if is_burst else steady_cost
+            cost = steady_cost if kind == 0 else hot
             reads, writes = n * cost.jobs_rru, n * cost.runs_wru
             holds, run_reads = n * cost.hold_wru, n * cost.runs_rru
             go = max(
@@ -333,11 +369,11 @@ def simulate(
             writes_row[second] += writes
             holds_row[second] += holds
             run_reads_row[second] += run_reads
-            median = per_run_ms if is_burst else steady_per_run_ms
+            median = steady_per_run_ms if kind == 0 else per_run_ms
             begin = go if go > fire else fire
             late_ms = (begin - fire) * 1000
-            record = is_burst or fire >= 0
-            bins = burst_bins if is_burst else steady_bins
+            record = kind != 0 or fire >= 0
+            bins = (steady_bins, burst_bins, lane_bins)[kind]
             # The batch runs `threads` at once, each round as slow as its slowest run.
             spent, left = 0.0, n
             while left > 0:
@@ -357,6 +393,8 @@ def simulate(
     def page(shard: int, t: float) -> None:
         nonlocal last_send, late_sends, throttled
         n = min(fleet.page_size, remaining[shard])
+        done = sizes[shard] - remaining[shard]
+        riders = sum(1 for place in lane_places[shard] if done <= place < done + n)
         go = paces[shard].take(t, n)
         sent = go + draw(lat.dynamodb_ms) + rounds(lat.sqs_ms, math.ceil(n / 10))
         stamps = math.ceil(n * hot.job_writes)
@@ -375,18 +413,20 @@ def simulate(
         end = write_go + rounds(lat.dynamodb_ms, stamps)
         remaining[shard] -= n
         last_send = max(last_send, sent)
-        groups: dict[float, list[tuple[float, int, bool]]] = {}
-        left = n
-        while left > 0:
-            m = min(batch, left)
-            left -= m
-            fire = rng.uniform(0.0, wl.spread_s) if wl.spread_s > 0 else 0.0
-            if sent > fire:
-                late_sends += m
-                visible = sent
-            else:
-                visible = sent + math.floor(fire - sent)
-            groups.setdefault(visible, []).append((fire, m, True))
+        groups: dict[float, list[tuple[float, int, int]]] = {}
+        # The burst's runs of the page, then its lane runs in batches of their own.
+        for runs, kind in ((n, 1), (riders, 2)):
+            left = runs
+            while left > 0:
+                m = min(batch, left)
+                left -= m
+                fire = rng.uniform(0.0, wl.spread_s) if wl.spread_s > 0 else 0.0
+                if sent > fire:
+                    late_sends += m if kind == 1 else 0
+                    visible = sent
+                else:
+                    visible = sent + math.floor(fire - sent)
+                groups.setdefault(visible, []).append((fire, m, kind))
         for visible, members in groups.items():
             push(visible, _VISIBLE, members)
         if remaining[shard] > 0:
@@ -409,7 +449,7 @@ def simulate(
         t, _, kind, payload = heapq.heappop(heap)
         if t > horizon:
             break
-        if burst_left <= 0 and not ready:
+        if burst_left <= 0 and not ready and not lane_ready:
             caught_up = t
             break
         events += 1
@@ -418,10 +458,11 @@ def simulate(
             start_batches(t)
         elif kind == _VISIBLE:
             assert isinstance(payload, list)
-            ready.extend(payload)
+            for member in payload:
+                (lane_ready if fair and member[2] == 2 else ready).append(member)
             start_batches(t)
         elif kind == _STEADY:
-            ready.append((t, batch, False))
+            ready.append((t, batch, 0))
             push(t + rng.expovariate(steady_batch_rate), _STEADY)
             start_batches(t)
         elif kind == _PAGE:
@@ -466,4 +507,7 @@ def simulate(
         peak_runs_rcu=meters["runs_r"].peak(),
         throttled_s=throttled,
         events=events,
+        lane_runs=lane_runs if burst else 0,
+        lane_p99_s=lane_hist.quantile(0.99) if lane_runs and burst else math.nan,
+        lane_max_s=lane_hist.quantile(1.0) if lane_runs and burst else math.nan,
     )

@@ -28,6 +28,12 @@ handed over, oldest first, however late (bounded per pass by MAX_TICKS_PER_PASS,
 next pass, because the job stays in the index at its first unsent tick). A due recurring job's
 ticks are handed over up to the hand-over horizon (Settings.handover_horizon_seconds), so a
 frequent job's entry moves once per horizon rather than once per tick.
+
+Fairness: a shard's pass hands over a due slice (up to FAIR_SLICE entries, consecutive pages of one
+bucket) at once, its runs sent in jobsched.domain.fairness order (by priority with aging, tenants
+round-robin), each message in its tenant's SQS fair-queue group (MessageGroupId on the standard
+queue), so SQS delivers a quiet tenant's runs ahead of a noisy tenant's backlog. A slice changes no
+step above: its stamps still follow its sends, so a crash anywhere redoes the slice.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from aws_lambda_powertools import Logger
 
 from jobsched import cron, telemetry
 from jobsched.domain import times
+from jobsched.domain.fairness import LEAD_SECONDS, fair_order
 from jobsched.domain.models import RunMessage, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
@@ -62,6 +69,9 @@ MAX_BUCKETS_PER_PASS = 24 * 60  # a day of minute buckets: the catch-up a pass d
 PAGE_SIZE = 100
 MAX_DELAY_SECONDS = 900  # SQS's cap on a message's DelaySeconds
 SEND_BATCH = 10  # SQS's cap on a SendMessageBatch
+# Due entries ordered together (10 pages): enough for the quiet tenant of a burst's bucket to find
+# a place among the first sends, and bounded so a pass's memory and its crash redo stay small.
+FAIR_SLICE = 1000
 T = TypeVar("T")
 FIRST_PASS_LOOKBACK_MINUTES = 60
 # A paced pass stops at this share of its lease, with the rest to spare for the page in flight and
@@ -277,6 +287,7 @@ class Dispatcher:
             for name in buckets:
                 watermark = name
                 cursor: dict[str, Any] | None = None
+                due_slice: list[DueEntry] = []
                 while not report.paced_out:
                     page = self.jobs.due_page(f"{name}#{shard}", until=until, cursor=cursor, limit=PAGE_SIZE)
                     report.items_read += page.items_read
@@ -293,11 +304,18 @@ class Dispatcher:
                             break
                         if wait > 0:
                             self.sleep(wait)
-                    report.jobs += len(entries)
-                    report.runs_sent += self.hand_over(entries, now=now, until=until)
+                    due_slice += entries
                     cursor = page.cursor
+                    if not cursor or not self.settings.fair_dispatch or len(due_slice) >= FAIR_SLICE:
+                        report.jobs += len(due_slice)
+                        report.runs_sent += self.hand_over(due_slice, now=now, until=until)
+                        due_slice = []
                     if not cursor:
                         break
+                if due_slice:  # paced out with pages read within the pace: they go out too
+                    report.jobs += len(due_slice)
+                    report.runs_sent += self.hand_over(due_slice, now=now, until=until)
+                    due_slice = []
                 if report.paced_out:
                     break
                 report.buckets += 1
@@ -344,7 +362,7 @@ class Dispatcher:
             for e in entries
         ]
         plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
-        outgoing: list[tuple[RunMessage, datetime]] = []  # and when each fires
+        outgoing: list[tuple[RunMessage, datetime, DueEntry]] = []  # when each fires, whose it is
         for plan in plans:
             entry = plan.entry
             for tick, reason in plan.skip:
@@ -366,7 +384,14 @@ class Dispatcher:
                 fire_at = tick + timedelta(seconds=offset)
                 guard = takes_slot(entry.type, entry.policy.overlap_policy)
                 message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
-                outgoing.append((message, fire_at))
+                outgoing.append((message, fire_at, entry))
+        if self.settings.fair_dispatch:
+            outgoing = fair_order(
+                outgoing,
+                tenant=lambda o: o[2].tenant,
+                priority=lambda o: o[2].policy.priority,
+                due=lambda o: o[1],
+            )
         self.crash("dispatch.before_send")
         # step 1: all or error; a page whose send failed stamps nothing
         batches = [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)]
@@ -419,11 +444,25 @@ class Dispatcher:
                 detail=f"not started {(now - tick).total_seconds():.0f} s after its tick: handed over late",
             )
 
-    def _send(self, batch: Sequence[tuple[RunMessage, datetime]]) -> None:
+    def _send(self, batch: Sequence[tuple[RunMessage, datetime, DueEntry]]) -> None:
         # Each delay is taken from the clock as the batch goes out, not from the start of the pass:
         # a message sent late in a long pass would otherwise surface that much after its second.
         now = self.clock.now()
-        self.queue.send([Outgoing(message, self._delay(fire_at, now)) for message, fire_at in batch])
+        fair = self.settings.fair_dispatch
+        self.queue.send(
+            [
+                Outgoing(
+                    message,
+                    max(
+                        0,
+                        self._delay(fire_at, now)
+                        - (LEAD_SECONDS.get(entry.policy.priority, 0) if fair else 0),
+                    ),
+                    group=entry.tenant if fair else None,
+                )
+                for message, fire_at, entry in batch
+            ]
+        )
 
     def _each(self, call: Callable[[T], object], items: Sequence[T]) -> None:
         """Call `call` on every item, up to io_workers at once; the first error is raised after all end."""

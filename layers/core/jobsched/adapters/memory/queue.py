@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobsched.adapters.sqs import MAX_DELAY_SECONDS
+from jobsched.domain.fairness import fair_queue_order
 from jobsched.domain.records import Outgoing
 from jobsched.ports import Clock
 
@@ -29,6 +30,8 @@ class _Message:
     visible_at: datetime
     receipt: str | None = None
     receives: int = 0
+    group: str | None = None
+    seq: int = 0
 
 
 @dataclass
@@ -46,10 +49,15 @@ class MemoryRunQueue:
         now = self.clock.now()
         with self._lock:
             for o in outgoing:
-                message_id = f"m-{next(self._ids)}"
+                seq = next(self._ids)
+                message_id = f"m-{seq}"
                 delay = max(0, min(MAX_DELAY_SECONDS, o.delay_seconds))
                 self._messages[message_id] = _Message(
-                    message_id, o.message.model_dump_json(), now + timedelta(seconds=delay)
+                    message_id,
+                    o.message.model_dump_json(),
+                    now + timedelta(seconds=delay),
+                    group=o.group,
+                    seq=seq,
                 )
 
     def extend(self, receipt_handle: str, *, seconds: int) -> bool:
@@ -65,15 +73,21 @@ class MemoryRunQueue:
 
     # -- the consumer's side (not part of the port) -----------------------------------------------
     def receive(self, limit: int = 10) -> list[Received]:
-        """Up to `limit` visible messages, oldest first, each invisible for the visibility timeout."""
+        """Up to `limit` visible messages, each invisible for the visibility timeout: oldest first, in
+        fair-queue order across groups (jobsched.domain.fairness.fair_queue_order), as SQS fair
+        queues deliver; without groups, plain oldest first."""
         now = self.clock.now()
         got: list[Received] = []
         with self._lock:
-            for m in sorted(self._messages.values(), key=lambda m: (m.visible_at, m.message_id)):
+            ordered = sorted(self._messages.values(), key=lambda m: (m.visible_at, m.seq))
+            visible = [m for m in ordered if m.visible_at <= now]
+            busy: dict[str | None, int] = {}
+            for m in ordered:
+                if m.receipt is not None and m.visible_at > now:
+                    busy[m.group] = busy.get(m.group, 0) + 1
+            for m in fair_queue_order(visible, group=lambda m: m.group, in_flight=busy):
                 if len(got) == limit:
                     break
-                if m.visible_at > now:
-                    continue
                 m.receives += 1
                 m.receipt = f"{m.message_id}#{m.receives}"
                 m.visible_at = now + timedelta(seconds=self.visibility_seconds)
