@@ -179,6 +179,7 @@ class JobschedScheduler(Construct):
             layer=layer,
             environment=env("worker"),
             timeout=WORKER_TIMEOUT,
+            memory_size=resources.WORKER_MEMORY_MIB,
             max_batching_window=Duration.seconds(0),
             max_concurrency=worker_invocations,
         )

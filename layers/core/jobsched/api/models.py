@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.compute import Resources, RunsOn
 from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter
 from jobsched.domain.models import Backoff, RunError
 from jobsched.domain.targets import TargetSpec
@@ -120,6 +121,8 @@ class JobView(BaseModel):
     dependants: list[str] = Field(default_factory=list)
     tags: dict[str, str] = Field(default_factory=dict)
     alerts: AlertPolicy | None = None
+    runs_on: RunsOn = Field(description="where runs execute, as resolved (jobsched.domain.compute)")
+    resources: Resources = Field(description="what each run gets: the Lambda worker's, or a Fargate size")
     next_run_at: str | None
     created_at: str
     updated_at: str

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from jobsched.domain.alerts import AlertPolicy
+from jobsched.domain.compute import Placement, Resources, RunsOn, place
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetSpec
 
@@ -173,6 +174,10 @@ class Job(BaseModel):
     """The caller's labels (jobsched.domain.listing: limits, and the listing's filter on them)."""
     alerts: AlertPolicy | None = None
     """What the scheduler alerts on for this job's runs (None: nothing; jobsched.domain.alerts)."""
+    resources: Resources | None = None
+    """What the caller asked each run to get (None: nothing asked); placement() resolves it."""
+    runs_on: RunsOn | None = None
+    """Where the caller asked the runs to execute (None: wherever placement() picks)."""
     next_run_at: datetime | None = None
     dispatched: int = 0
     paused_at: datetime | None = None
@@ -215,6 +220,10 @@ class Job(BaseModel):
     def handler(self) -> str | None:
         """The python target's handler name; None for every other kind of target."""
         return self.target.handler if isinstance(self.target, PythonTarget) else None
+
+    def placement(self) -> Placement:
+        """Where this job's runs execute, and at what size (jobsched.domain.compute)."""
+        return place(self.retry.timeout_seconds, self.resources, self.runs_on)
 
 
 class RunError(BaseModel):

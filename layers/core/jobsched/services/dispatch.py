@@ -344,7 +344,7 @@ class Dispatcher:
             for e in entries
         ]
         plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
-        outgoing: list[tuple[RunMessage, datetime]] = []  # and when each fires
+        outgoing: list[tuple[RunMessage, datetime, str]] = []  # when each fires, and its worker queue
         for plan in plans:
             entry = plan.entry
             for tick, reason in plan.skip:
@@ -366,7 +366,7 @@ class Dispatcher:
                 fire_at = tick + timedelta(seconds=offset)
                 guard = takes_slot(entry.type, entry.policy.overlap_policy)
                 message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
-                outgoing.append((message, fire_at))
+                outgoing.append((message, fire_at, entry.lane))
         self.crash("dispatch.before_send")
         # step 1: all or error; a page whose send failed stamps nothing
         batches = [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)]
@@ -419,11 +419,12 @@ class Dispatcher:
                 detail=f"not started {(now - tick).total_seconds():.0f} s after its tick: handed over late",
             )
 
-    def _send(self, batch: Sequence[tuple[RunMessage, datetime]]) -> None:
+    def _send(self, batch: Sequence[tuple[RunMessage, datetime, str]]) -> None:
         # Each delay is taken from the clock as the batch goes out, not from the start of the pass:
         # a message sent late in a long pass would otherwise surface that much after its second.
         now = self.clock.now()
-        self.queue.send([Outgoing(message, self._delay(fire_at, now)) for message, fire_at in batch])
+        # Each run to its job's worker queue (DueEntry.lane: the Lambda worker's or the ECS worker's).
+        self.queue.send([Outgoing(m, self._delay(fire_at, now), lane) for m, fire_at, lane in batch])
 
     def _each(self, call: Callable[[T], object], items: Sequence[T]) -> None:
         """Call `call` on every item, up to io_workers at once; the first error is raised after all end."""

@@ -176,6 +176,8 @@ class JobService:
             idempotent=request.idempotent,
             tags=dict(request.tags),
             alerts=request.alerts,
+            resources=request.resources,
+            runs_on=request.runs_on,
             depends_on=tuple(request.depends_on),
             root_schedule=root_schedule,
             next_run_at=next_run_at,

@@ -110,6 +110,7 @@ class Outcome(StrEnum):
     LOST = "lost"
     SKIPPED = "skipped"
     REFUSED = "refused"  # from a sender the stack does not trust (domain.senders): nothing ran or was written
+    FORWARDED = "forwarded"  # an ECS-placed run reached the Lambda worker: sent on to the ECS queue
 
 
 class InFlightElsewhere(Exception):
@@ -204,6 +205,8 @@ class Worker:
             started = entry is not None
             if entry is not None and _live(entry, now):
                 raise InFlightElsewhere(delivery.message_id)
+        if job is not None and not started and self._placed_elsewhere(job):
+            return self._forward(message, job, held=held, counted=counted, message_id=delivery.message_id)
         scope = run_scope(
             job_id=message.job_id,
             run_id=run_id_for(message.job_id, times.parse_stored(sf)),
@@ -324,6 +327,37 @@ class Worker:
             return self._refused(job, claim.row, delivery)
         self.runs.lose(job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", CANCELLED_LOST))
         return Outcome.LOST
+
+    def _placed_elsewhere(self, job: Job) -> bool:
+        """Whether this is the Lambda worker and the job's runs belong on the ECS worker (domain.compute).
+
+        The dispatcher sends such runs to the ECS queue itself; every other sender (a run-now, a
+        retry or a DAG release from a workflow, a wake-up) sends to the execution queue, and the
+        Lambda worker passes them on here rather than run what Lambda would kill at its timeout.
+        """
+        lane = self.settings.worker_lane
+        return lane == "lambda" and bool(self.settings.ecs_queue_url) and job.placement().runs_on != lane
+
+    def _forward(
+        self, message: RunMessage, job: Job, *, held: bool, counted: bool, message_id: str
+    ) -> Outcome:
+        """Give back the start marker, then send the run on to the ECS queue; the caller acknowledges.
+
+            release the slot / uncount ──> send to the ECS queue ──> ack this message
+            crash before the send: this message comes back (lease) and is forwarded again
+            crash after the send, before the ack: two copies on the ECS queue, the second a duplicate
+
+        The marker goes first: the ECS worker's copy is another message, and a slot still held by
+        this one would make that copy look like a spare duplicate of a live holder (and be dropped).
+        """
+        sf = message.scheduled_for
+        if held:
+            self._release(job, sf)
+        if counted:
+            self.jobs.uncount(message.job_id, run=sf, message=message_id)
+        self.queue.send([Outgoing(message, 0, lane=job.placement().runs_on)])
+        self.metrics.emit(telemetry.runs(Outcome.FORWARDED.value), 1, telemetry.COUNT)
+        return Outcome.FORWARDED
 
     def hold_seconds(self) -> int:
         # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.

@@ -345,6 +345,8 @@ class JobStore(ShardLeases, Operations):
             "target_type",
             "tags",
             "alerts",
+            "compute",
+            "lane",
         )
         names: dict[str, str] = {}
         values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}
