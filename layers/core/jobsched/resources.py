@@ -160,6 +160,9 @@ WORKER_TIMEOUT_SECONDS = 50
 # The worker function's memory. With its timeout, what a Lambda-routed run may need at most
 # (jobsched.domain.compute places a job that needs more on ECS Fargate); CDK deploys it so.
 WORKER_MEMORY_MIB = 256
+# The ECS Fargate worker's task size (its task definition, infra/jobsched_infra/constructs/ecs.py).
+ECS_WORKER_CPU = 1024
+ECS_WORKER_MEMORY_MIB = 2048
 
 
 @dataclass(frozen=True, slots=True)
