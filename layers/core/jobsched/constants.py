@@ -9,6 +9,12 @@ EXECUTION_DLQ_URL_ENV = "JOBSCHED_EXECUTION_DLQ_URL"
 # The ECS Fargate worker's queue, and which worker a process is ("lambda" unless "ecs").
 ECS_QUEUE_URL_ENV = "JOBSCHED_ECS_QUEUE_URL"
 WORKER_LANE_ENV = "JOBSCHED_WORKER_LANE"
+# The ECS worker's receive wait (SQS long poll, 20 s unless set: the local stack's embedded AWS serves
+# one request at a time, so it polls short) and its SIGTERM grace for runs in progress.
+ECS_POLL_SECONDS_ENV = "JOBSCHED_ECS_POLL_SECONDS"
+ECS_GRACE_SECONDS_ENV = "JOBSCHED_ECS_GRACE_SECONDS"
+# The local stack's Lambda worker timeout (resources.WORKER_TIMEOUT_SECONDS unless set: tests shorten it).
+LOCAL_LAMBDA_TIMEOUT_ENV = "JOBSCHED_LOCAL_LAMBDA_TIMEOUT_SECONDS"
 FAILURE_WORKFLOW_ARN_ENV = "JOBSCHED_FAILURE_WORKFLOW_ARN"
 DAG_WORKFLOW_ARN_ENV = "JOBSCHED_DAG_WORKFLOW_ARN"
 ALERT_TOPIC_ARN_ENV = "JOBSCHED_ALERT_TOPIC_ARN"

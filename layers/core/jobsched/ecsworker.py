@@ -52,6 +52,8 @@ logger = Logger(service="jobsched-ecs-worker")
 LONG_POLL_SECONDS = 20  # SQS's longest: an idle task costs one ReceiveMessage per 20 s
 # Below ECS's default stopTimeout (30 s) between SIGTERM and SIGKILL: time to hand back what still runs.
 GRACE_SECONDS = 25
+# With short polls (wait_seconds 0: the local stack), how long an empty receive waits before the next.
+SHORT_POLL_IDLE_SECONDS = 0.2
 
 
 @dataclass
@@ -79,7 +81,8 @@ class EcsWorker:
         """Poll until stop() is called (SIGTERM), then drain within the grace period."""
         while not self.stopping.is_set():
             try:
-                self.poll_once()
+                if not self.poll_once() and self.wait_seconds == 0:
+                    self.stopping.wait(SHORT_POLL_IDLE_SECONDS)
             except Exception as exc:  # a failed receive: try again shortly, never die of it
                 logger.warning("receive failed", extra={"error": repr(exc)})
                 self.stopping.wait(1)
@@ -193,6 +196,8 @@ def main() -> int:
         trusted_senders=settings.trusted_senders,
         operations=OperationService(schedule=services.schedule),
         concurrency=settings.worker_concurrency,
+        wait_seconds=int(os.environ.get(c.ECS_POLL_SECONDS_ENV, LONG_POLL_SECONDS)),
+        grace_seconds=float(os.environ.get(c.ECS_GRACE_SECONDS_ENV, GRACE_SECONDS)),
     )
     signal.signal(signal.SIGTERM, lambda signum, frame: ecs.stop())
     signal.signal(signal.SIGINT, lambda signum, frame: ecs.stop())

@@ -166,6 +166,8 @@ class Worker:
     alerts: AlertService | None = None
     # Lateness, duration and outcome of each run (jobsched.telemetry): EMF on AWS.
     metrics: Metrics = field(default_factory=NoMetrics)
+    # False once this process counts as dead (the local stack's Lambda timeout): the heartbeat stops.
+    alive: Callable[[], bool] = field(default=lambda: True)
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -1011,6 +1013,10 @@ class _Heartbeat:
             self._beat()
 
     def _beat(self) -> None:
+        # A killed process beats no more (the local stack kills a Lambda invocation past its timeout
+        # so, as Lambda kills the sandbox: its leases lapse and the message is redelivered).
+        if not self._worker.alive():
+            return
         # Each lease is renewed on its own, and a failed renewal is tried once more at once: one
         # throttle or timeout must neither skip the other renewals nor end the heartbeat (a dead
         # heartbeat lets the run's slot lapse mid-run, and the job's next tick would start beside it).
