@@ -87,3 +87,13 @@ def test_it_picks_a_valid_size_that_fits_and_no_smaller_valid_size_fits(cpu: int
     # And no valid size that fits is smaller: none has less CPU, and none with its CPU has less memory
     fitting = [(c, m) for c, m in VALID_SIZES if c >= cpu and m >= memory]
     assert min(fitting) == (chosen.cpu, chosen.memory_mib)
+
+
+def test_the_cost_table_prices_a_1_minute_fargate_run_beside_a_lambda_run() -> None:
+    from bench.costs import one_minute_compute
+
+    rows = one_minute_compute()
+    # Fargate ARM, 0.25 vCPU and 0.5 GB for a minute; Lambda arm64, 256 MB for 60 s plus its request
+    fargate_minute = (0.25 * 0.03238 + 0.5 * 0.00356) / 60
+    assert rows["fargate_1min"]["usd_per_million"] == pytest.approx(fargate_minute * 1e6)
+    assert rows["lambda_1min"]["usd_per_million"] == pytest.approx(0.20 + 15 * 0.0000133334 * 1e6)
