@@ -124,6 +124,9 @@ PRICES: dict[str, float] = {
     # Not in DESIGN.md's list: AWS's us-east-1 list price, $0.03 per 10,000 KMS requests (an http
     # target's worker decrypts its tenant's signing secret once per cached minute). STS is free.
     "kms_request": 0.03 / 10_000,
+    # DESIGN.md's Fargate (Linux/ARM) prices, billed per second with a one-minute minimum.
+    "fargate_vcpu_hour_arm64": 0.03238,
+    "fargate_gb_hour_arm64": 0.00356,
 }
 # The role a tenant's AWS targets name (moto's account): assumed with ExternalId = the tenant.
 TARGET_ROLE = "arn:aws:iam::123456789012:role/tenant-targets"
@@ -1150,6 +1153,26 @@ def reference_rows(facts: InfraFacts) -> dict[str, Any]:
     return {
         "eventbridge_scheduler": {"usd_per_million": PRICES["eventbridge_scheduler_invocation"] * 1e6},
         "floor": {**floor, "usd_per_million": price(floor) * 1e6},
+        **one_minute_compute(),
+    }
+
+
+def one_minute_compute() -> dict[str, Any]:
+    """The compute of a 1-minute run: on the Lambda worker (its memory; Lambda could not actually give
+    it a minute: its timeout is resources.WORKER_TIMEOUT_SECONDS) and on Fargate's smallest size, the
+    size jobsched.domain.compute resolves a job that asks for nothing but a longer timeout to."""
+    from jobsched import resources
+    from jobsched.domain.compute import fargate_size
+
+    gb_seconds = resources.WORKER_MEMORY_MIB / 1024 * 60
+    size = fargate_size(None)
+    hours = 60 / 3600  # a minute: billed per second, one minute at least
+    vcpu, gb = size.cpu / 1024, size.memory_mib / 1024
+    fargate = hours * (vcpu * PRICES["fargate_vcpu_hour_arm64"] + gb * PRICES["fargate_gb_hour_arm64"])
+    lambda_usd = PRICES["lambda_request"] + gb_seconds * PRICES["lambda_gb_second_arm64"]
+    return {
+        "lambda_1min": {"memory_mib": resources.WORKER_MEMORY_MIB, "usd_per_million": lambda_usd * 1e6},
+        "fargate_1min": {"cpu": size.cpu, "memory_mib": size.memory_mib, "usd_per_million": fargate * 1e6},
     }
 
 
@@ -1285,6 +1308,12 @@ def render(results: dict[str, Any]) -> str:
         f"{'EventBridge Sched.':<18} {'':>5} {'':>6} {'':>6} {'':>7} {'':>6} {'':>9} {'':>6} {'':>5} "
         f"{ref['eventbridge_scheduler']['usd_per_million']:>7.2f}"
     )
+    for key, label in (("lambda_1min", "1-min Lambda run"), ("fargate_1min", "1-min Fargate run")):
+        if key in ref:  # compute only (a run's DynamoDB and SQS calls are the rows above)
+            lines.append(
+                f"{label:<18} {'':>5} {'':>6} {'':>6} {'':>7} {'':>6} {'':>9} {'':>6} {'':>5} "
+                f"{ref[key]['usd_per_million']:>7.2f}"
+            )
     fl = ref["floor"]
     lines.append(
         f"{'floor':<18} {'':>5} {fl['dynamodb_wru']:>6.2f} {fl['dynamodb_rru']:>6.2f} "

@@ -33,7 +33,7 @@ class ClockedQueue(RunQueue):
     """
 
     def __init__(self, base: RunQueue) -> None:
-        super().__init__(client=base.client, queue_url=base.queue_url)
+        super().__init__(client=base.client, queue_url=base.queue_url, lanes=dict(base.lanes))
         self.requested_delays: list[int] = []
         self.sent: list[RunMessage] = []
         # Visibility a worker asked for, by receipt handle: played by the Pump on the fake clock.
@@ -48,7 +48,7 @@ class ClockedQueue(RunQueue):
     def send(self, outgoing: Sequence[Outgoing]) -> None:
         self.requested_delays.extend(o.delay_seconds for o in outgoing)
         self.sent.extend(o.message for o in outgoing)
-        super().send([Outgoing(o.message, 0) for o in outgoing])
+        super().send([Outgoing(o.message, 0, o.lane) for o in outgoing])
 
 
 def use_clocked_queue(svc: Services) -> ClockedQueue:
@@ -450,6 +450,7 @@ def provision(prefix: str, *, endpoint_url: str | None = None, **settings: Any) 
         runs_table=made[resources.RUNS_TABLE.logical_id],
         execution_queue_url=made[resources.EXECUTION_QUEUE.logical_id],
         execution_dlq_url=made[resources.EXECUTION_DLQ.logical_id],
+        ecs_queue_url=made[resources.ECS_QUEUE.logical_id],
         failure_workflow_arn=made[resources.FAILURE_WORKFLOW.logical_id],
         dag_workflow_arn=made[resources.DAG_WORKFLOW.logical_id],
         alert_topic_arn=made[resources.ALERT_TOPIC.logical_id],

@@ -24,10 +24,12 @@ from jobsched import resources
 from jobsched_infra import shard_guard
 from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
+from jobsched_infra.constructs.ecs import EcsWorkers
 from jobsched_infra.constructs.functions import ARCHITECTURE, RUNTIME, CoreLayer
 from jobsched_infra.constructs.observability import Observability
 from jobsched_infra.constructs.queue_function import QueueFunction
 from jobsched_infra.constructs.queues import Queues
+from jobsched_infra.constructs.secrets import _WITH_TENANT_CONTEXT as WITH_TENANT_CONTEXT
 from jobsched_infra.constructs.secrets import SigningSecrets
 from jobsched_infra.constructs.storage import Storage
 from jobsched_infra.constructs.workflows import Workflows
@@ -42,6 +44,8 @@ TICK = Duration.minutes(1)
 # that is not below it). The heartbeat extends live leases only.
 WORKER_TIMEOUT = Duration.seconds(resources.WORKER_TIMEOUT_SECONDS)
 DISPATCHER_TIMEOUT = Duration.seconds(60)
+# Runs one ECS worker task executes at once (its size: resources.ECS_WORKER_CPU / _MEMORY_MIB).
+ECS_WORKER_CONCURRENCY = 4
 API_TIMEOUT = Duration.seconds(10)
 # Below the dead-letter queue's visibility timeout, which SQS event source mappings require.
 RECONCILER_TIMEOUT = Duration.seconds(30)
@@ -120,6 +124,7 @@ class JobschedScheduler(Construct):
         quotas = storage.tables[resources.QUOTAS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
+        ecs_queue = queues.queues[resources.ECS_QUEUE.logical_id]
         workflows = Workflows(self, "Workflows", key=self.key)
         topic = workflows.topic
         failure_workflow, dag_workflow = workflows.failure_workflow, workflows.dag_workflow
@@ -131,6 +136,9 @@ class JobschedScheduler(Construct):
             c.RUNS_TABLE_ENV: runs.table_name,
             c.EXECUTION_QUEUE_URL_ENV: execution_queue.queue_url,
             c.EXECUTION_DLQ_URL_ENV: dead_letter_queue.queue_url,
+            # Runs placed on ECS (jobsched.domain.compute) go there: the dispatcher and the api send
+            # them, the Lambda worker forwards those that reach it.
+            c.ECS_QUEUE_URL_ENV: ecs_queue.queue_url,
             c.FAILURE_WORKFLOW_ARN_ENV: failure_workflow.state_machine_arn,
             c.DAG_WORKFLOW_ARN_ENV: dag_workflow.state_machine_arn,
             c.ALERT_TOPIC_ARN_ENV: topic.topic_arn,
@@ -188,6 +196,7 @@ class JobschedScheduler(Construct):
             layer=layer,
             environment=env("worker"),
             timeout=WORKER_TIMEOUT,
+            memory_size=resources.WORKER_MEMORY_MIB,
             max_batching_window=Duration.seconds(0),
             max_concurrency=worker_invocations,
         )
@@ -204,6 +213,18 @@ class JobschedScheduler(Construct):
             layer=layer,
             environment=env("reconciler"),
             timeout=RECONCILER_TIMEOUT,
+        )
+        # The ECS Fargate worker: the same package in a container, on its own queue (constructs/ecs.py).
+        self.ecs = EcsWorkers(
+            self,
+            "EcsWorkers",
+            queue=ecs_queue,
+            layer_dir=layer_dir,
+            handler_dir=handler_dir,
+            environment=env(
+                "ecs-worker",
+                **{c.WORKER_LANE_ENV: "ecs", c.WORKER_CONCURRENCY_ENV: str(ECS_WORKER_CONCURRENCY)},
+            ),
         )
         self.storage, self.queues, self.workflows, self.secrets = storage, queues, workflows, secrets
 
@@ -326,6 +347,15 @@ class JobschedScheduler(Construct):
         for fn in (api_fn, dispatcher_fn, worker_fn):
             # The worker sends too: the copy that wakes a buffer_one tick sleeping behind the run it held.
             execution_queue.grant(fn, *SEND)
+            ecs_queue.grant(fn, *SEND)  # ECS-placed runs: handed over, or forwarded by the worker
+        ecs_role = self._grant_ecs_worker(
+            self.ecs,
+            tables=self.table_access[worker_fn],
+            queues=(execution_queue, ecs_queue),
+            workflows=(failure_workflow, dag_workflow),
+            topic_arn=topic.topic_arn,
+            secrets=secrets,
+        )
 
         # A worker hands a failed attempt to the workflow, the api starts a replay, the reconciler
         # dead-letters a poison message's run through it.
@@ -362,16 +392,17 @@ class JobschedScheduler(Construct):
             )
         )
         execution_queue.grant(dag_workflow, "sqs:SendMessage")
+        senders = [fn.role for fn in (api_fn, dispatcher_fn, worker_fn)]
         self._only_the_stack_sends_runs(
-            execution_queue,
-            worker_fn,
-            [fn.role for fn in (api_fn, dispatcher_fn, worker_fn)]
-            + [failure_workflow.role, dag_workflow.role],
+            execution_queue, worker_fn, [*senders, failure_workflow.role, dag_workflow.role, ecs_role]
+        )
+        self._only_the_stack_sends_runs(
+            ecs_queue, worker_fn, [*senders, ecs_role], container=self.ecs.container
         )
         stack_roles = [
             cast(iam.Role, r)
             for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
-            + [failure_workflow.role, dag_workflow.role]
+            + [failure_workflow.role, dag_workflow.role, ecs_role]
         ]
         for table in (jobs, runs, alerts, limits):
             self._only_the_stack_reads_and_writes(table, stack_roles)
@@ -537,7 +568,50 @@ class JobschedScheduler(Construct):
         return guard
 
     @staticmethod
-    def _only_the_stack_sends_runs(queue: Any, worker_fn: lambda_.Function, senders: list[Any]) -> None:
+    def _grant_ecs_worker(
+        workers: EcsWorkers,
+        *,
+        tables: dict[Any, tuple[str, ...]],
+        queues: tuple[Any, ...],
+        workflows: tuple[Any, ...],
+        topic_arn: str,
+        secrets: SigningSecrets,
+    ) -> iam.Role:
+        """The ECS worker's task role: exactly the worker function's calls (it runs the same code)."""
+        role = workers.task_role
+        for table, actions in tables.items():
+            role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=[table.table_arn]))
+        role.add_to_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[topic_arn]))
+        for queue in queues:  # retries' wake-ups and hand-backs; it receives from its own (construct)
+            queue.grant(role, *SEND)
+        for workflow in workflows:
+            workflow.grant_start_execution(role)
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[secrets.table.table_arn])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"], resources=[secrets.key.key_arn], conditions=WITH_TENANT_CONTEXT
+            )
+        )
+        for name, value in secrets.environment().items():
+            workers.container.add_environment(name, value)
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[f"arn:{Aws.PARTITION}:iam::*:role/*"])
+        )
+        acknowledge(
+            role,
+            "IAM5",
+            "As the worker function's: a target's role_arn is the tenant's own role in any account "
+            "(its trust policy decides, ExternalId = tenant); workflow executions are named per run.",
+            finding="Resource::arn:<AWS::Partition>:iam::*:role/*",
+        )
+        return role
+
+    @staticmethod
+    def _only_the_stack_sends_runs(
+        queue: Any, worker_fn: lambda_.Function, senders: list[Any], *, container: Any = None
+    ) -> None:
         """A run on the execution queue comes from the stack's own roles, and the worker checks it.
 
         The queue's policy denies SendMessage to every other principal, whatever it was granted
@@ -555,7 +629,11 @@ class JobschedScheduler(Construct):
                 conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
             )
         )
-        worker_fn.add_environment(c.TRUSTED_SENDERS_ENV, Fn.join(",", [role.role_id for role in roles]))
+        trusted = Fn.join(",", [role.role_id for role in roles])
+        if container is not None:  # the ECS worker's queue: its container checks its senders
+            container.add_environment(c.TRUSTED_SENDERS_ENV, trusted)
+            return
+        worker_fn.add_environment(c.TRUSTED_SENDERS_ENV, trusted)
 
 
 class JobschedStack(Stack):
@@ -611,6 +689,7 @@ class JobschedStack(Stack):
             scheduler.secrets,
         )
         self.handlers_layer, self.key = scheduler.handlers_layer, scheduler.key
+        self.ecs = scheduler.ecs
         self.shard_guard, self.shard_guard_function = scheduler.shard_guard, scheduler.shard_guard_function
 
 

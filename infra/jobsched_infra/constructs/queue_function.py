@@ -40,6 +40,7 @@ class QueueFunction(Construct):
         layer: lambda_.ILayerVersion,
         environment: Mapping[str, str],
         timeout: Duration,
+        memory_size: int = 256,
         max_batching_window: Duration | None = None,
         max_concurrency: int | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
@@ -61,6 +62,7 @@ class QueueFunction(Construct):
             layer=layer,
             environment=environment,
             timeout=timeout,
+            memory_size=memory_size,
             log_retention=log_retention,
             # As many as the mapping invokes at once (its MaximumConcurrency): the mapping never
             # invokes into a throttle, and the queue's runs can never take the account's concurrency.

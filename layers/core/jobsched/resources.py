@@ -85,6 +85,7 @@ DUE_INDEX = IndexSpec(
         "status",
         "policy",
         "dispatched",
+        "lane",  # "ecs" for the ECS worker's jobs, absent for the Lambda worker's (codec.job_items)
     ),
 )
 
@@ -156,6 +157,12 @@ EXECUTION_DLQ = QueueSpec(
 LEASE_SECONDS = 60
 # A worker invocation's timeout: below the lease, so a worker is dead before its lease runs out.
 WORKER_TIMEOUT_SECONDS = 50
+# The worker function's memory. With its timeout, what a Lambda-routed run may need at most
+# (jobsched.domain.compute places a job that needs more on ECS Fargate); CDK deploys it so.
+WORKER_MEMORY_MIB = 256
+# The ECS Fargate worker's task size (its task definition, infra/jobsched_infra/constructs/ecs.py).
+ECS_WORKER_CPU = 1024
+ECS_WORKER_MEMORY_MIB = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +300,19 @@ class KeySpec:
 # The key the signing secrets are encrypted with (its own key: its policy names exactly the api,
 # which encrypts and decrypts, and the worker, which only decrypts).
 SIGNING_KEY = KeySpec(logical_id="SigningSecretsKey", suffix="signing-secrets")
-QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE)
+# The ECS Fargate worker's queue (jobsched.ecsworker long-polls it): runs that jobsched.domain.compute
+# places on ECS. Its visibility timeout is the lease too, which the worker's heartbeat extends up to the
+# job's timeout; it redrives to the execution queue's DLQ after the same receive budget, so its poison
+# reaches the same reconciler. Its approximate depth scales the ECS service (to zero when empty).
+ECS_QUEUE = QueueSpec(
+    logical_id="EcsQueue",
+    suffix="ecs",
+    visibility_timeout_seconds=LEASE_SECONDS,
+    retention_seconds=4 * 24 * 3600,
+    redrive_to=EXECUTION_DLQ.logical_id,
+    max_receive_count=EXECUTION_RECEIVES.max_receive_count,
+)
+QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE, ECS_QUEUE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,10 @@ class Settings(BaseModel):
     trusted_senders: tuple[str, ...] = ()
     # The http targets' address policy (constants.TARGET_POLICY_ENV): "aws" unless the local stack says so.
     target_policy: Literal["aws", "local"] = "aws"
+    # The ECS Fargate worker's queue (jobsched.domain.compute routes long or big runs there; empty:
+    # no ECS worker, every run goes to the execution queue), and which worker this process is.
+    ecs_queue_url: str = ""
+    worker_lane: Literal["lambda", "ecs"] = "lambda"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -100,6 +104,8 @@ class Settings(BaseModel):
             "signing_secrets_table": c.SIGNING_SECRETS_TABLE_ENV,
             "signing_key_arn": c.SIGNING_KEY_ARN_ENV,
             "target_policy": c.TARGET_POLICY_ENV,
+            "ecs_queue_url": c.ECS_QUEUE_URL_ENV,
+            "worker_lane": c.WORKER_LANE_ENV,
         }
         raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
         raw["fair_dispatch"] = env.get(c.FAIR_DISPATCH_ENV, "").strip().lower() != "false"
@@ -139,6 +145,9 @@ class Settings(BaseModel):
             env[c.LIMITS_TABLE_ENV] = self.limits_table
         if self.quotas_table:
             env[c.QUOTAS_TABLE_ENV] = self.quotas_table
+        if self.ecs_queue_url:
+            env[c.ECS_QUEUE_URL_ENV] = self.ecs_queue_url
+            env[c.WORKER_LANE_ENV] = self.worker_lane
         if self.signing_secrets_table:
             env[c.SIGNING_SECRETS_TABLE_ENV] = self.signing_secrets_table
             env[c.SIGNING_KEY_ARN_ENV] = self.signing_key_arn

@@ -104,6 +104,16 @@ def target_factory(
     )
 
 
+def run_queue(sqs: SQSClient, settings: Settings) -> RunQueue:
+    """The queue this process receives from (the ECS worker's own, or the execution queue), sending
+    each run to its lane's worker queue (jobsched.domain.compute)."""
+    lanes = {"lambda": settings.execution_queue_url}
+    if settings.ecs_queue_url:
+        lanes["ecs"] = settings.ecs_queue_url
+    home = lanes["ecs"] if settings.worker_lane == "ecs" and settings.ecs_queue_url else lanes["lambda"]
+    return RunQueue(client=sqs, queue_url=home, lanes=lanes)
+
+
 def clients(**kwargs: Any) -> tuple[DynamoDBClient, SQSClient, SFNClient]:
     """boto3 clients for DynamoDB, SQS and Step Functions (endpoint and credentials from the environment)."""
     session = boto3.session.Session()
@@ -189,7 +199,7 @@ def build(
         settings,
         jobs=JobStore(client=dynamodb, table=settings.jobs_table, shard_count=settings.shard_count),
         runs=RunStore(client=dynamodb, table=settings.runs_table),
-        queue=RunQueue(client=sqs, queue_url=settings.execution_queue_url),
+        queue=run_queue(sqs, settings),
         state_machines=StateMachines(
             client=stepfunctions, failure_workflow_arn=settings.failure_workflow_arn
         ),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from jobsched.adapters.aws import aws_call
@@ -19,10 +19,16 @@ BATCH = 10  # SQS's cap on a SendMessageBatch
 
 @dataclass
 class RunQueue:
-    """The execution queue."""
+    """The queue this process receives from (`queue_url`), and the worker queues of the other lanes.
+
+    A message goes to its Outgoing.lane's queue (`lanes`), or to `queue_url` when it names none
+    or a lane this deployment has no queue for; extend() is always on `queue_url`, the queue
+    this process's receipts come from (the ECS worker's own, or the Lambda worker's execution queue).
+    """
 
     client: SQSClient
     queue_url: str
+    lanes: dict[str, str] = field(default_factory=dict)
 
     def send(self, outgoing: Sequence[Outgoing]) -> None:
         """Send every run, in batches of ten; raises TransientStoreError if any is refused.
@@ -31,6 +37,13 @@ class RunQueue:
         Entries that SQS refuses in a partly failed batch are retried once; a message sent
         twice is harmless (workers treat a run's second message as a duplicate).
         """
+        by_queue: dict[str, list[Outgoing]] = {}
+        for o in outgoing:
+            by_queue.setdefault(self.lanes.get(o.lane or "", self.queue_url), []).append(o)
+        for queue_url, sent in by_queue.items():
+            self._send(queue_url, sent)
+
+    def _send(self, queue_url: str, outgoing: Sequence[Outgoing]) -> None:
         for start in range(0, len(outgoing), BATCH):
             chunk = outgoing[start : start + BATCH]
             pending = {str(i): o for i, o in enumerate(chunk)}
@@ -48,7 +61,7 @@ class RunQueue:
                 ]
                 try:
                     with aws_call("SQS"):
-                        out = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)  # type: ignore[arg-type]
+                        out = self.client.send_message_batch(QueueUrl=queue_url, Entries=entries)  # type: ignore[arg-type]
                 except StoreUnreachable:
                     raise
                 except StoreError as exc:  # every refusal of a send is worth a retry later

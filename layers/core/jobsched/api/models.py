@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.compute import Resources, RunsOn
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter
 from jobsched.domain.models import Backoff, RunError
@@ -133,6 +134,8 @@ class JobView(BaseModel):
     tags: dict[str, str] = Field(default_factory=dict)
     alerts: AlertPolicy | None = None
     concurrency: Concurrency | None = None
+    runs_on: RunsOn = Field(description="where runs execute, as resolved (jobsched.domain.compute)")
+    resources: Resources = Field(description="what each run gets: the Lambda worker's, or a Fargate size")
     next_run_at: str | None
     created_at: str
     updated_at: str

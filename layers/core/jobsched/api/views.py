@@ -122,6 +122,7 @@ def execution_view(run: Execution) -> ExecutionView:
 def job_view(detail: results.JobDetail) -> JobView:
     """The body of GET /api/jobs/{id} (and of PATCH)."""
     job = detail.job
+    placement = job.placement()
     return JobView(
         job_id=job.job_id,
         type=job.type,
@@ -153,6 +154,8 @@ def job_view(detail: results.JobDetail) -> JobView:
         tags=dict(job.tags),
         alerts=job.alerts,
         concurrency=job.concurrency,
+        runs_on=placement.runs_on,
+        resources=placement.resources,
         next_run_at=_iso(detail.next_run_at),
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),

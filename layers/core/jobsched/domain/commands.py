@@ -24,6 +24,7 @@ from pydantic import (
 
 from jobsched import cron
 from jobsched.domain.alerts import AlertPolicy
+from jobsched.domain.compute import DoesNotFit, Resources, RunsOn, place
 from jobsched.domain.fairness import Priority
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.listing import checked_tags
@@ -163,6 +164,19 @@ class CreateJobRequest(BaseModel):
     max_runs: int | None = Field(default=None, ge=1, le=10_000_000)
     priority: Priority = "normal"
     """Order among runs due together, every job type (jobsched.domain.fairness)."""
+    # Placement (jobsched.domain.compute): declared after timeout_seconds, which they are checked with.
+    resources: Resources | None = None
+    """CPU units and memory each run needs; absent: the Lambda worker's size, if the timeout fits it."""
+    runs_on: RunsOn | None = Field(default=None, validate_default=True)
+    """Where runs execute; absent: the Lambda worker when the timeout and resources fit it, else ECS."""
+
+    @field_validator("runs_on")
+    @classmethod
+    def _placeable(cls, value: RunsOn | None, info: ValidationInfo) -> RunsOn | None:
+        # A timeout or resources that failed their own checks are reported on their own.
+        if "timeout_seconds" in info.data and "resources" in info.data:
+            checked_placement(info.data["timeout_seconds"], info.data["resources"], value)
+        return value
 
     @field_validator("target")
     @classmethod
@@ -246,6 +260,16 @@ class CreateJobRequest(BaseModel):
         )
 
 
+def checked_placement(
+    timeout_seconds: int | None, resources: Resources | None, runs_on: RunsOn | None
+) -> None:
+    """ValueError naming the field at fault when no worker can run this (compute.place's DoesNotFit)."""
+    try:
+        place(timeout_seconds, resources, runs_on)
+    except DoesNotFit as exc:
+        raise ValueError(str(exc) if exc.field == "runs_on" else f"{exc.field}: {exc}") from exc
+
+
 def _first_tick_in_window(cron_expr: str, timezone: str, start_at: Any) -> None:
     """ValueError naming start_at when the schedule's first tick from it is at or after LATEST_TIME.
 
@@ -284,7 +308,8 @@ class PatchJobRequest(BaseModel):
     """Body of PATCH /api/jobs/{id}: the fields to change (absent fields keep their value).
 
     null clears what a job may lack (name, timeout_seconds, starting_deadline_seconds, start_at,
-    end_at, max_runs). Every other field always has a value: null is a 400 naming the field.
+    end_at, max_runs, resources, runs_on). Every other field always has a value: null is a 400
+    naming the field.
     """
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
@@ -325,6 +350,10 @@ class PatchJobRequest(BaseModel):
     """The job's whole alert policy, replacing the one it had (null clears it)."""
     concurrency: Concurrency | None = None
     """The job's concurrency key and limit, replacing the ones it had (null clears them)."""
+    resources: Resources | None = None
+    """The resources each run needs, replacing what the job asked (null clears it)."""
+    runs_on: RunsOn | None = None
+    """Where runs execute (null: wherever the job's timeout and resources place them)."""
 
     @field_validator(
         "handler",

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from jobsched.domain.alerts import AlertPolicy
+from jobsched.domain.compute import Placement, Resources, RunsOn, place
 from jobsched.domain.fairness import Priority
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.status import JobStatus, RunStatus
@@ -181,6 +182,10 @@ class Job(BaseModel):
     """What the scheduler alerts on for this job's runs (None: nothing; jobsched.domain.alerts)."""
     concurrency: Concurrency | None = None
     """The tenant's concurrency key this job's runs take a slot of (None: none; domain.limits)."""
+    resources: Resources | None = None
+    """What the caller asked each run to get (None: nothing asked); placement() resolves it."""
+    runs_on: RunsOn | None = None
+    """Where the caller asked the runs to execute (None: wherever placement() picks)."""
     next_run_at: datetime | None = None
     dispatched: int = 0
     paused_at: datetime | None = None
@@ -223,6 +228,10 @@ class Job(BaseModel):
     def handler(self) -> str | None:
         """The python target's handler name; None for every other kind of target."""
         return self.target.handler if isinstance(self.target, PythonTarget) else None
+
+    def placement(self) -> Placement:
+        """Where this job's runs execute, and at what size (jobsched.domain.compute)."""
+        return place(self.retry.timeout_seconds, self.resources, self.runs_on)
 
 
 class RunError(BaseModel):

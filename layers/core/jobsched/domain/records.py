@@ -30,6 +30,8 @@ class DueEntry:
     timezone: str
     policy: SchedulePolicy = field(default_factory=SchedulePolicy)
     dispatched: int = 0
+    lane: str = "lambda"
+    """The worker queue its runs go to: "lambda" (the execution queue) or "ecs" (jobsched.domain.compute)."""
 
     @classmethod
     def of(cls, job: Job) -> DueEntry:
@@ -44,6 +46,7 @@ class DueEntry:
             timezone=job.timezone,
             policy=job.policy,
             dispatched=job.dispatched,
+            lane=job.placement().runs_on,
         )
 
 
@@ -152,3 +155,5 @@ class Outgoing:
     group: str | None = None
     """The SQS fair-queue group (MessageGroupId on the standard queue): the run's tenant, so one
     tenant's backlog does not hold up another's deliveries. None: no group (no fairness asked)."""
+    lane: str | None = None
+    """The worker queue it goes to ("lambda", "ecs": jobsched.domain.compute); None: the sender's own."""

@@ -6,6 +6,16 @@
 
 Each piece calls the same entry point CDK deploys, in this process; boto3 reaches the
 embedded moto server (or $AWS_ENDPOINT_URL) over loopback, as it reaches AWS in the cloud.
+
+It keeps AWS's limits (issue 11, item 7):
+- a worker invocation past the Lambda worker's timeout (resources.WORKER_TIMEOUT_SECONDS) is killed
+  as Lambda kills its sandbox: not in a child process, by a deadline. Its batch is acknowledged in
+  no part, its environment is thrown away, its heartbeat stops (Worker.alive), and the run's thread,
+  which Python cannot stop, dies at its next crash point (the handler's end, before any record), so
+  nothing it does after the deadline is written: its messages return after their visibility timeout;
+- ECS-placed runs (jobsched.domain.compute) go to the ECS queue, which the ECS worker's own entry
+  point (`python -m jobsched.ecsworker`, as in the Fargate task) drains in a child process: started
+  with the stack, sent SIGTERM (then killed) on stop. No Docker: the same package, not an image.
 """
 
 from __future__ import annotations
@@ -14,6 +24,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -63,6 +75,10 @@ class LocalConfig:
     poll_interval: float = 0.1
     prefix: str = DEFAULT_PREFIX
     endpoint_url: str | None = None
+    # The Lambda worker's timeout, enforced on each invocation (tests shorten it).
+    lambda_timeout_seconds: float = resources.WORKER_TIMEOUT_SECONDS
+    # Start the ECS worker's process (False: ECS-placed runs wait in the ECS queue).
+    ecs_worker: bool = True
 
     @classmethod
     def from_env(cls) -> LocalConfig:
@@ -78,6 +94,7 @@ class LocalConfig:
         cfg.shard_count = int(env.get(c.SHARD_COUNT_ENV, cfg.shard_count))
         cfg.prefix = env.get(c.RESOURCE_PREFIX_ENV, cfg.prefix)
         cfg.endpoint_url = env.get(c.AWS_ENDPOINT_URL_ENV) or None
+        cfg.lambda_timeout_seconds = float(env.get(c.LOCAL_LAMBDA_TIMEOUT_ENV, cfg.lambda_timeout_seconds))
         return cfg
 
 
@@ -100,6 +117,9 @@ class LocalStack:
     queue_arn: str = ""
     endpoint_url: str = ""
     crashes: int = 0
+    timeouts: int = 0  # worker invocations killed at the Lambda timeout
+    ecs_url: str = ""
+    ecs_process: subprocess.Popen[bytes] | None = None
     _workers: lambdas.Environments | None = None
     _slots: threading.BoundedSemaphore | None = None
     _in_flight: set[threading.Thread] = field(default_factory=set)
@@ -128,11 +148,35 @@ class LocalStack:
         for i in range(self.config.pollers):
             self._spawn(f"jobsched-poller-{i}", self._poll_loop)
         self._spawn("jobsched-dlq-poller", self._dlq_loop)
+        if self.config.ecs_worker:
+            self._start_ecs_worker()
         return self
+
+    def _start_ecs_worker(self) -> None:
+        """The ECS worker's entry point in a child process, as the Fargate task runs it."""
+        env = {
+            **os.environ,
+            c.WORKER_LANE_ENV: "ecs",
+            c.ECS_POLL_SECONDS_ENV: "0",  # the embedded AWS serves one request at a time: no long polls
+            c.ECS_GRACE_SECONDS_ENV: "2",
+        }
+        self.ecs_process = subprocess.Popen([sys.executable, "-m", "jobsched.ecsworker"], env=env)
+
+    def _stop_ecs_worker(self) -> None:
+        process, self.ecs_process = self.ecs_process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()  # SIGTERM, as ECS stops a task: it drains, hands back, exits
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
     def stop(self) -> None:
         """Stop serving, ticking and polling, then the embedded AWS."""
         self._stop.set()
+        self._stop_ecs_worker()
         if self._http:
             self._http.stop()
         deadline = time.monotonic() + 10
@@ -181,15 +225,18 @@ class LocalStack:
         self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
-        sqs.set_queue_attributes(
-            QueueUrl=self.queue_url, Attributes={"VisibilityTimeout": str(self.config.lease_seconds)}
-        )
+        self.ecs_url = made[resources.ECS_QUEUE.logical_id]
+        for url in (self.queue_url, self.ecs_url):
+            sqs.set_queue_attributes(
+                QueueUrl=url, Attributes={"VisibilityTimeout": str(self.config.lease_seconds)}
+            )
         os.environ.update(
             {
                 c.JOBS_TABLE_ENV: made[resources.JOBS_TABLE.logical_id],
                 c.RUNS_TABLE_ENV: made[resources.RUNS_TABLE.logical_id],
                 c.EXECUTION_QUEUE_URL_ENV: self.queue_url,
                 c.EXECUTION_DLQ_URL_ENV: self.dlq_url,
+                c.ECS_QUEUE_URL_ENV: self.ecs_url,
                 c.FAILURE_WORKFLOW_ARN_ENV: made[resources.FAILURE_WORKFLOW.logical_id],
                 c.DAG_WORKFLOW_ARN_ENV: made[resources.DAG_WORKFLOW.logical_id],
                 c.ALERT_TOPIC_ARN_ENV: made[resources.ALERT_TOPIC.logical_id],
@@ -301,16 +348,66 @@ class LocalStack:
         assert self._workers is not None and self._slots is not None
         try:
             function = self._workers.acquire()
-            try:
-                self._invoke(function, messages, self.queue_url, self.queue_arn)
-            finally:
+            if self._invoke_within_timeout(function, messages):
                 self._workers.release(function)
+            # else: killed at the Lambda timeout; a dead sandbox serves no further invocation
         except Exception as exc:  # a cold start that failed: the batch returns after its lease
             print(f"jobsched local: worker invocation failed: {exc!r}", flush=True)
         finally:
             self._slots.release()
             with self._lock:
                 self._in_flight.discard(threading.current_thread())
+
+    def _invoke_within_timeout(self, function: ModuleType, messages: list[Any]) -> bool:
+        """Invoke as _invoke does, but kill the invocation at the Lambda timeout; False if killed.
+
+            deadline ──> sandbox dead: Worker.alive() is False (no more heartbeats), every crash point
+                         raises Crash (no record, no result), no message is deleted; they return
+                         after their visibility timeout, as on Lambda
+        """
+        sandbox = _sandbox_of(function)
+        response: dict[str, Any] = {}
+        event = events.sqs_event(messages, queue_arn=self.queue_arn)
+
+        def call() -> None:
+            try:
+                response["out"] = function.lambda_handler(event, lambdas.LambdaContext("jobsched-worker"))
+            except BaseException as exc:  # a Crash too: whatever ends the invocation
+                response["error"] = exc
+
+        thread = threading.Thread(target=call, name="jobsched-worker-sandbox", daemon=True)
+        thread.start()
+        thread.join(self.config.lambda_timeout_seconds)
+        if thread.is_alive():
+            sandbox.kill()
+            with self._lock:
+                self.timeouts += 1
+            print(
+                f"jobsched local: worker invocation timed out after {self.config.lambda_timeout_seconds:g} s "
+                f"(the Lambda worker's timeout): {len(messages)} message(s) return after their visibility",
+                flush=True,
+            )
+            return False
+        self._settle(messages, response, self.queue_url)
+        return True
+
+    def _settle(self, messages: list[Any], response: dict[str, Any], queue_url: str) -> None:
+        """What the mapping does at an invocation's end: delete what did not fail (see _invoke)."""
+        error = response.get("error")
+        if isinstance(error, Crash):
+            with self._lock:
+                self.crashes += 1
+            return
+        if error is not None:
+            print(f"jobsched local: worker invocation failed: {type(error).__name__}: {error}", flush=True)
+            return
+        failed = {f["itemIdentifier"] for f in response["out"].get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            self._sqs.delete_message_batch(
+                QueueUrl=queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
 
     def _dlq_loop(self) -> None:
         while not self._stop.is_set():
@@ -388,6 +485,34 @@ class LocalStack:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
+
+
+class _Sandbox:
+    """One worker environment's life: killed at the Lambda timeout, it beats and records no more."""
+
+    def __init__(self, worker: Any) -> None:
+        self.killed = False
+        self._inner = worker.crash  # a test's own crash points still fire first
+
+        def crash(point: str) -> None:
+            self._inner(point)
+            if self.killed:
+                raise Crash(f"{point}: the invocation was killed at the Lambda timeout")
+
+        worker.crash = crash
+        worker.alive = lambda: not self.killed
+
+    def kill(self) -> None:
+        self.killed = True
+
+
+def _sandbox_of(function: ModuleType) -> _Sandbox:
+    """The environment's sandbox, installed on its worker at its first invocation."""
+    sandbox = getattr(function, "_jobsched_sandbox", None)
+    if sandbox is None:
+        sandbox = _Sandbox(function.services.worker)
+        function._jobsched_sandbox = sandbox  # type: ignore[attr-defined]
+    return sandbox
 
 
 def _handler_for(stack: LocalStack) -> type[BaseHTTPRequestHandler]:

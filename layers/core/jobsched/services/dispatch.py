@@ -459,6 +459,7 @@ class Dispatcher:
                         - (LEAD_SECONDS.get(entry.policy.priority, 0) if fair else 0),
                     ),
                     group=entry.tenant if fair else None,
+                    lane=entry.lane,  # its job's worker queue: the Lambda worker's or the ECS worker's
                 )
                 for message, fire_at, entry in batch
             ]

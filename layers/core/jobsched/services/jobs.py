@@ -187,6 +187,8 @@ class JobService:
             tags=dict(request.tags),
             alerts=request.alerts,
             concurrency=request.concurrency,
+            resources=request.resources,
+            runs_on=request.runs_on,
             depends_on=tuple(request.depends_on),
             root_schedule=root_schedule,
             next_run_at=next_run_at,

@@ -131,6 +131,7 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     REFUSED = "refused"  # from a sender the stack does not trust (domain.senders): nothing ran or was written
     WAITING = "waiting"  # its concurrency key was full: a delayed copy of the message carries the run
+    FORWARDED = "forwarded"  # an ECS-placed run reached the Lambda worker: sent on to the ECS queue
 
 
 class InFlightElsewhere(Exception):
@@ -189,6 +190,8 @@ class Worker:
     # Concurrency-key slots (jobs with `concurrency` only). None: such a job's runs cannot start
     # here, so they wait (the composition root always gives one).
     limits: LimitStore | None = None
+    # False once this process counts as dead (the local stack's Lambda timeout): the heartbeat stops.
+    alive: Callable[[], bool] = field(default=lambda: True)
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -230,6 +233,8 @@ class Worker:
             started = entry is not None
             if entry is not None and _live(entry, now):
                 raise InFlightElsewhere(delivery.message_id)
+        if job is not None and not started and self._placed_elsewhere(job):
+            return self._forward(message, job, held=held, counted=counted, message_id=delivery.message_id)
         scope = run_scope(
             job_id=message.job_id,
             run_id=run_id_for(message.job_id, times.parse_stored(sf)),
@@ -451,6 +456,36 @@ class Worker:
         self.queue.send([Outgoing(message, key_wait_seconds(max(1, waits)))])
         self.crash("run.after_key_wait_send")
         return Outcome.WAITING
+    def _placed_elsewhere(self, job: Job) -> bool:
+        """Whether this is the Lambda worker and the job's runs belong on the ECS worker (domain.compute).
+
+        The dispatcher sends such runs to the ECS queue itself; every other sender (a run-now, a
+        retry or a DAG release from a workflow, a wake-up) sends to the execution queue, and the
+        Lambda worker passes them on here rather than run what Lambda would kill at its timeout.
+        """
+        lane = self.settings.worker_lane
+        return lane == "lambda" and bool(self.settings.ecs_queue_url) and job.placement().runs_on != lane
+
+    def _forward(
+        self, message: RunMessage, job: Job, *, held: bool, counted: bool, message_id: str
+    ) -> Outcome:
+        """Give back the start marker, then send the run on to the ECS queue; the caller acknowledges.
+
+            release the slot / uncount ──> send to the ECS queue ──> ack this message
+            crash before the send: this message comes back (lease) and is forwarded again
+            crash after the send, before the ack: two copies on the ECS queue, the second a duplicate
+
+        The marker goes first: the ECS worker's copy is another message, and a slot still held by
+        this one would make that copy look like a spare duplicate of a live holder (and be dropped).
+        """
+        sf = message.scheduled_for
+        if held:
+            self._release(job, sf)
+        if counted:
+            self.jobs.uncount(message.job_id, run=sf, message=message_id)
+        self.queue.send([Outgoing(message, 0, lane=job.placement().runs_on)])
+        self.metrics.emit(telemetry.runs(Outcome.FORWARDED.value), 1, telemetry.COUNT)
+        return Outcome.FORWARDED
 
     def hold_seconds(self) -> int:
         # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
@@ -1109,6 +1144,10 @@ class _Heartbeat:
             self._beat()
 
     def _beat(self) -> None:
+        # A killed process beats no more (the local stack kills a Lambda invocation past its timeout
+        # so, as Lambda kills the sandbox: its leases lapse and the message is redelivered).
+        if not self._worker.alive():
+            return
         # Each lease is renewed on its own, and a failed renewal is tried once more at once: one
         # throttle or timeout must neither skip the other renewals nor end the heartbeat (a dead
         # heartbeat lets the run's slot lapse mid-run, and the job's next tick would start beside it).

@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 from jobsched import cron
 from jobsched.domain import cursors, times
-from jobsched.domain.commands import BackfillRequest, PatchJobRequest
+from jobsched.domain.commands import BackfillRequest, PatchJobRequest, checked_placement
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Job, RetryPolicy, RunKind, RunMessage, SchedulePolicy, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
@@ -206,12 +206,19 @@ class ScheduleService:
                 "tags": dict(fields["tags"]) if fields.get("tags") is not None else job.tags,
                 "alerts": fields["alerts"] if "alerts" in changed else job.alerts,
                 "concurrency": fields["concurrency"] if "concurrency" in changed else job.concurrency,
+                "resources": fields["resources"] if "resources" in changed else job.resources,
+                "runs_on": fields["runs_on"] if "runs_on" in changed else job.runs_on,
                 "retry": new_retry,
                 "policy": new_policy,
                 "updated_at": now,
             }
         )
         rescheduled_pause = False
+        try:  # the edit's timeout, resources and runs_on together must still fit a worker
+            checked_placement(new_retry.timeout_seconds, updated.resources, updated.runs_on)
+        except ValueError as exc:
+            field = "runs_on" if "runs_on" in changed or "resources" not in changed else "resources"
+            raise ValidationFailed(f"{field}: {exc}", field=field) from exc
         if changed & _SCHEDULE_FIELDS and job.type == "recurring":
             schedule = self.job_service.validate_schedule(
                 updated.cron_expr or "", updated.timezone, new_policy

@@ -121,6 +121,15 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         item["target_type"] = enc(target_type_of(job))
     if job.tags:
         item["tags"] = {"M": {k: enc(v) for k, v in job.tags.items()}}
+    # Placement (jobsched.domain.compute), only when asked: what the caller asked (`compute`), and
+    # `lane` "ecs" when the runs go to the ECS worker's queue: the due index projects it, so the
+    # dispatcher routes from its range read alone. Both absent for the Lambda worker's jobs.
+    if job.resources is not None or job.runs_on is not None:
+        asked = {"resources": job.resources.model_dump() if job.resources else None, "runs_on": job.runs_on}
+        compact = {k: v for k, v in asked.items() if v is not None}
+        item["compute"] = enc(json.dumps(compact, separators=(",", ":")))
+    if job.placement().runs_on != "lambda":
+        item["lane"] = enc(job.placement().runs_on)
     if job.alerts:  # absent when unset; "failed,late@300" when set (AlertPolicy.stored)
         item["alerts"] = enc(job.alerts.stored())
     if job.concurrency:  # absent when unset (the item stays one write unit)
@@ -191,6 +200,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         tags=item.get("tags", {}),
         alerts=AlertPolicy.parse(item["alerts"]) if "alerts" in item else None,
         concurrency=Concurrency.model_validate_json(item["concurrency"]) if "concurrency" in item else None,
+        **(json.loads(item["compute"]) if "compute" in item else {}),
         next_run_at=opt_time(item.get("next_run_at")),
         created_at=times.parse_stored(item["created_at"]),
         updated_at=times.parse_stored(item["updated_at"]),
@@ -217,6 +227,7 @@ def due_entry_from_item(raw: Mapping[str, Any]) -> DueEntry:
         timezone=item.get("timezone", "UTC"),
         policy=SchedulePolicy.model_validate_json(item["policy"]) if "policy" in item else SchedulePolicy(),
         dispatched=int(item.get("dispatched", 0)),
+        lane=item.get("lane", "lambda"),
     )
 
 

@@ -346,6 +346,8 @@ class JobStore(ShardLeases, Operations):
             "tags",
             "alerts",
             "concurrency",
+            "compute",
+            "lane",
         )
         names: dict[str, str] = {}
         values: dict[str, Any] = {":v": enc(expected_version), ":one": enc(1)}

@@ -1,0 +1,176 @@
+"""The ECS Fargate worker: a cluster, a Fargate task definition built from the core package, a service
+scaled on its queue's depth (to zero when idle), a least-privilege task role and a log group.
+
+The container runs `python -m jobsched.ecsworker` (the same package the Lambda layer ships, copied into
+the image with the user's handler modules), which long-polls resources.ECS_QUEUE. The image is a
+DockerImageAsset: `cdk synth` only stages its directory (no Docker is needed, nor here available);
+`cdk deploy` builds and pushes it.
+
+Scaling counts the queue's visible and in-flight messages (ApproximateNumberOfMessagesVisible +
+NotVisible), not the visible ones alone: a run in progress is in flight, and a service scaled on the
+visible count would stop the task running it as soon as it had taken its message.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobsched import resources
+from jobsched_infra.nag import HIPAA, NIST, acknowledge, acknowledge_in
+from jobsched_infra.project import REPO_ROOT
+
+# The worker's container definition: its Dockerfile beside the other entry points.
+DOCKERFILE = REPO_ROOT / "functions" / "ecs_worker" / "Dockerfile"
+CONTAINER_NAME = "worker"
+
+
+def stage_image(layer_dir: Path, handler_dir: Path | None) -> Path:
+    """The image's build context: the Dockerfile, the layer's python/ tree, the user's handler modules."""
+    stage = Path(tempfile.mkdtemp(prefix="jobsched-ecs-image-"))
+    shutil.copy(DOCKERFILE, stage / "Dockerfile")
+    shutil.copytree(layer_dir / "python", stage / "python")
+    handlers = stage / "handlers"
+    if handler_dir is not None:
+        shutil.copytree(handler_dir, handlers, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    else:
+        handlers.mkdir()
+    return stage
+
+
+class EcsWorkers(Construct):
+    """The ECS worker service on resources.ECS_QUEUE (props keyword-only; the stack wires its grants).
+
+    `task_role` is what the stack grants the worker's calls to, as it does the worker function's role.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        queue: sqs.IQueue,
+        layer_dir: Path,
+        environment: Mapping[str, str],
+        handler_dir: Path | None = None,
+        max_tasks: int = 10,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # Public subnets only, no NAT gateway (its hourly price would dwarf an idle service's zero):
+        # the tasks reach SQS, DynamoDB and Step Functions over the internet gateway, TLS only, and
+        # take no inbound traffic (their security group allows none).
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=2,
+            nat_gateways=0,
+            subnet_configuration=[ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC)],
+        )
+        self.vpc.add_flow_log("FlowLog")
+        insights = ecs.ContainerInsights.ENABLED
+        self.cluster = ecs.Cluster(self, "Cluster", vpc=self.vpc, container_insights_v2=insights)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.task_role = iam.Role(
+            self,
+            "TaskRole",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description="jobsched ECS worker: the worker's own calls, granted by the stack",
+        )
+        self.task_definition = ecs.FargateTaskDefinition(
+            self,
+            "TaskDefinition",
+            cpu=resources.ECS_WORKER_CPU,
+            memory_limit_mib=resources.ECS_WORKER_MEMORY_MIB,
+            task_role=self.task_role,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.ARM64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        self.container = self.task_definition.add_container(
+            CONTAINER_NAME,
+            image=ecs.ContainerImage.from_asset(str(stage_image(layer_dir, handler_dir))),
+            environment=dict(environment),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="run", log_group=self.log_group),
+            readonly_root_filesystem=True,
+            # Between SIGTERM and SIGKILL: the worker drains, then hands back what still runs.
+            stop_timeout=Duration.seconds(30),
+        )
+        self.service = ecs.FargateService(
+            self,
+            "Service",
+            cluster=self.cluster,
+            task_definition=self.task_definition,
+            desired_count=0,
+            assign_public_ip=True,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
+            min_healthy_percent=0,
+            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+        )
+        queue.grant_consume_messages(self.task_role)
+        minute = Duration.minutes(1)
+        depth = cloudwatch.MathExpression(
+            expression="visible + inflight",
+            using_metrics={
+                "visible": queue.metric_approximate_number_of_messages_visible(period=minute),
+                "inflight": queue.metric_approximate_number_of_messages_not_visible(period=minute),
+            },
+            period=minute,
+        )
+        self.scaling = self.service.auto_scale_task_count(min_capacity=0, max_capacity=max_tasks)
+        # Exact counts by depth: none when the queue is empty (idle costs nothing), one for a few runs,
+        # then more. Each task runs up to JOBSCHED_WORKER_CONCURRENCY runs at once.
+        self.scaling.scale_on_metric(
+            "QueueDepth",
+            metric=depth,
+            adjustment_type=appscaling.AdjustmentType.EXACT_CAPACITY,
+            scaling_steps=[
+                appscaling.ScalingInterval(upper=0, change=0),
+                appscaling.ScalingInterval(lower=1, upper=20, change=1),
+                appscaling.ScalingInterval(lower=20, upper=100, change=min(3, max_tasks)),
+                appscaling.ScalingInterval(lower=100, change=max_tasks),
+            ],
+            cooldown=Duration.minutes(1),
+        )
+        execution_role = self.task_definition.obtain_execution_role()
+        acknowledge(
+            execution_role,
+            "IAM5",
+            "ECS's execution role: ecr:GetAuthorizationToken takes no resource-level permission; the "
+            "image pull and the log writes are scoped by CDK to the asset repository and this log group.",
+            finding="Resource::*",
+        )
+        acknowledge(
+            self,
+            "ECS2",
+            "The environment holds resource names and URLs only (tables, queues, workflow ARNs); no secret.",
+        )
+        for rule, reason in (
+            (
+                "VPCSubnetAutoAssignPublicIpDisabled",
+                "The worker tasks reach AWS's APIs through the internet gateway (no NAT gateway to pay "
+                "for while idle); they take no inbound traffic: their security group allows none.",
+            ),
+            ("VPCNoUnrestrictedRouteToIGW", "The tasks' way out to AWS's public endpoints, TLS only."),
+            ("VPCDefaultSecurityGroupClosed", "No resource uses the default security group."),
+            (
+                "IAMNoInlinePolicy",
+                "CDK's DefaultPolicy: each role's own least-privilege statements, made and deleted with it.",
+            ),
+        ):
+            acknowledge_in(self, rule, reason, packs=(HIPAA, NIST))

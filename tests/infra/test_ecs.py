@@ -1,0 +1,106 @@
+"""The ECS Fargate worker in the template: cluster, Fargate task definition, service scaled on queue depth
+to zero, least-privilege task role, logs; the Lambda worker's limits are the placement's constants."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from jobsched import constants as c
+from jobsched import resources
+from tests.infra.synth import Synth, shared_synth
+
+pytestmark = pytest.mark.infra
+
+
+@pytest.fixture(scope="module")
+def synth() -> Synth:
+    return shared_synth()
+
+
+def _task_definition(synth: Synth) -> dict[str, Any]:
+    [task] = synth.template.find_resources("AWS::ECS::TaskDefinition").values()
+    return task["Properties"]
+
+
+def test_it_has_a_cluster_with_container_insights(synth: Synth) -> None:
+    synth.template.resource_count_is("AWS::ECS::Cluster", 1)
+    synth.template.has_resource_properties(
+        "AWS::ECS::Cluster",
+        {"ClusterSettings": [{"Name": "containerInsights", "Value": "enabled"}]},
+    )
+
+
+def test_the_task_definition_is_fargate_arm64_at_the_ecs_worker_size_running_the_ecs_worker(
+    synth: Synth,
+) -> None:
+    task = _task_definition(synth)
+    assert task["RequiresCompatibilities"] == ["FARGATE"]
+    assert (task["Cpu"], task["Memory"]) == (
+        str(resources.ECS_WORKER_CPU),
+        str(resources.ECS_WORKER_MEMORY_MIB),
+    )
+    assert task["RuntimePlatform"]["CpuArchitecture"] == "ARM64"
+    [container] = task["ContainerDefinitions"]
+    env = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert env[c.WORKER_LANE_ENV] == "ecs"
+    assert env[c.ECS_QUEUE_URL_ENV] == {"Ref": resources.ECS_QUEUE.logical_id}
+    assert c.TRUSTED_SENDERS_ENV in env
+    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+    assert container["ReadonlyRootFilesystem"] is True
+
+
+def test_the_image_is_an_asset_of_the_same_package_and_its_dockerfile(synth: Synth) -> None:
+    # Synth staged the context (no Docker needed): the Dockerfile runs jobsched.ecsworker
+    manifest = json.loads(next(synth.assembly_dir.glob("*.assets.json")).read_text())
+    [image] = manifest["dockerImages"].values()
+    context = synth.assembly_dir / image["source"]["directory"]
+    assert "jobsched.ecsworker" in (context / "Dockerfile").read_text()
+    assert (context / "python" / "jobsched" / "ecsworker.py").is_file()
+
+
+def test_the_service_starts_at_zero_and_scales_on_visible_plus_in_flight_messages(synth: Synth) -> None:
+    synth.template.has_resource_properties("AWS::ECS::Service", {"LaunchType": "FARGATE", "DesiredCount": 0})
+    synth.template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"MinCapacity": 0, "ScalableDimension": "ecs:service:DesiredCount", "ServiceNamespace": "ecs"},
+    )
+    policies = synth.template.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")
+    steps = [p["Properties"]["StepScalingPolicyConfiguration"] for p in policies.values()]
+    assert steps and all(s["AdjustmentType"] == "ExactCapacity" for s in steps)
+    alarms = json.dumps(synth.template.find_resources("AWS::CloudWatch::Alarm"))
+    assert "visible + inflight" in alarms
+    assert "ApproximateNumberOfMessagesNotVisible" in alarms
+    # the lower alarm's step sets the service to zero tasks
+    adjustments = [a["ScalingAdjustment"] for s in steps for a in s["StepAdjustments"]]
+    assert 0 in adjustments
+
+
+def test_the_task_role_has_the_worker_functions_table_calls_and_no_scan(synth: Synth) -> None:
+    statements = synth.role_statements(synth.stack.ecs.task_role)
+    actions = {
+        a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert {
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+    } <= actions
+    assert not {"dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:*", "sqs:*"} & actions
+
+
+def test_the_lambda_worker_is_deployed_with_the_placements_timeout_and_memory(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        Match.object_like(
+            {
+                "Description": "jobsched worker",
+                "Timeout": resources.WORKER_TIMEOUT_SECONDS,
+                "MemorySize": resources.WORKER_MEMORY_MIB,
+            }
+        ),
+    )
