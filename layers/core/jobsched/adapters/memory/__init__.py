@@ -16,6 +16,7 @@ from jobsched.adapters.memory.queue import MemoryRunQueue, Received
 from jobsched.adapters.memory.runs import MemoryRunStore
 from jobsched.adapters.memory.secrets import MemorySigningSecrets
 from jobsched.adapters.memory.state_machines import MemoryStateMachines
+from jobsched.adapters.memory.workers import MemoryWorkerStore
 
 __all__ = [
     "MemoryAlertPublisher",
@@ -27,5 +28,6 @@ __all__ = [
     "MemoryRunStore",
     "MemorySigningSecrets",
     "MemoryStateMachines",
+    "MemoryWorkerStore",
     "Received",
 ]
