@@ -106,11 +106,14 @@ class JobschedScheduler(Construct):
         # One customer-managed key for the tables, queues, topic, logs and workflows (`-c kms=aws-owned`:
         # AWS-owned/managed keys instead, no key to pay for or to lose).
         self.key = self._key() if kms_keys == "customer" else None
-        storage = Storage(self, "Storage", specs=(*resources.TABLES, resources.ALERTS_TABLE), key=self.key)
+        storage = Storage(
+            self, "Storage", specs=(*resources.TABLES, resources.ALERTS_TABLE, resources.WORKERS_TABLE), key=self.key
+        )
         queues = Queues(self, "Queues", key=self.key)
         jobs = storage.tables[resources.JOBS_TABLE.logical_id]
         runs = storage.tables[resources.RUNS_TABLE.logical_id]
         alerts = storage.tables[resources.ALERTS_TABLE.logical_id]
+        worker_pools = storage.tables[resources.WORKERS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
         workflows = Workflows(self, "Workflows", key=self.key)
@@ -266,6 +269,16 @@ class JobschedScheduler(Construct):
             # reads the job, moves its run to FAILED and starts the workflow; it never writes a job.
             reconciler_fn: {jobs: READ, runs: (*READ, *WRITE)},
         }
+        # External worker pools (adapters/dynamodb/workers.py): the api serves the worker API, so it
+        # alone reads and writes the workers table: its items by key and its partitions by Query.
+        api_fn.add_environment(c.WORKERS_TABLE_ENV, worker_pools.table_name)
+        self.table_access[api_fn][worker_pools] = (
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+        )
         # Alerts (services/alerts.py): whoever detects one keeps it (one conditional PutItem on the
         # alerts table) and publishes it: the worker (failed, late, skipped), the dispatcher (late,
         # missed, skipped), the reconciler (a poison run's failure) and the api (a resume's missed
@@ -357,7 +370,7 @@ class JobschedScheduler(Construct):
             for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
             + [failure_workflow.role, dag_workflow.role]
         ]
-        for table in (jobs, runs, alerts):
+        for table in (jobs, runs, alerts, worker_pools):
             self._only_the_stack_reads_and_writes(table, stack_roles)
         if self.key is not None:
             self._grant_key(self.key, stack_roles)

@@ -122,7 +122,12 @@ def test_it_makes_a_table_locally_for_every_table_the_template_deploys(template:
     assert deployed == {spec.logical_id for spec in ALL_TABLES}
 
 
-ALL_TABLES = (*resources.TABLES, resources.SIGNING_SECRETS_TABLE, resources.ALERTS_TABLE)
+ALL_TABLES = (
+    *resources.TABLES,
+    resources.SIGNING_SECRETS_TABLE,
+    resources.ALERTS_TABLE,
+    resources.WORKERS_TABLE,
+)
 
 
 @pytest.mark.parametrize("spec", ALL_TABLES, ids=lambda s: s.logical_id)

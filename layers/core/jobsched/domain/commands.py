@@ -41,6 +41,7 @@ from jobsched.domain.models import (
     in_time_window,
     payload_bytes,
 )
+from jobsched.domain.placement import Resources
 from jobsched.domain.targets import PythonTarget, TargetSpec
 
 HANDLER_PATTERN = r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$"
@@ -148,6 +149,8 @@ class CreateJobRequest(BaseModel):
     tags: Annotated[dict[str, str], AfterValidator(checked_tags)] = Field(default_factory=dict)
     alerts: AlertPolicy | None = None
     """What the scheduler alerts on (jobsched.domain.alerts); absent: no alerts."""
+    resources: Resources | None = None
+    """What one run needs: {"cpu", "memory_mib", "gpus"} (a worker-pool run is placed by them)."""
     # Recurring-job semantics (ignored bounds checks aside, meaningful for recurring jobs only).
     overlap_policy: OverlapPolicy = "skip"
     catchup: CatchupPolicy = "one"

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from jobsched.domain.alerts import AlertPolicy
+from jobsched.domain.placement import Resources
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetSpec
 
@@ -173,6 +174,8 @@ class Job(BaseModel):
     """The caller's labels (jobsched.domain.listing: limits, and the listing's filter on them)."""
     alerts: AlertPolicy | None = None
     """What the scheduler alerts on for this job's runs (None: nothing; jobsched.domain.alerts)."""
+    resources: Resources | None = None
+    """What one run needs ({cpu, memory_mib, gpus}): a worker-pool run is placed on a worker it fits."""
     next_run_at: datetime | None = None
     dispatched: int = 0
     paused_at: datetime | None = None

@@ -176,6 +176,7 @@ class JobService:
             idempotent=request.idempotent,
             tags=dict(request.tags),
             alerts=request.alerts,
+            resources=request.resources,
             depends_on=tuple(request.depends_on),
             root_schedule=root_schedule,
             next_run_at=next_run_at,

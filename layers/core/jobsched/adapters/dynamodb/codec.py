@@ -17,6 +17,7 @@ from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
+from jobsched.domain.placement import Resources
 from jobsched.domain.records import DeadLetter, DueEntry
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import TargetSpec, from_handler, parse_target
@@ -122,6 +123,8 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         item["tags"] = {"M": {k: enc(v) for k, v in job.tags.items()}}
     if job.alerts:  # absent when unset; "failed,late@300" when set (AlertPolicy.stored)
         item["alerts"] = enc(job.alerts.stored())
+    if job.resources is not None:  # absent unless set: most jobs name no resources
+        item["resources"] = enc(job.resources.model_dump_json(exclude_defaults=True))
     if job.name:
         item["name"] = enc(job.name)
     if job.run_at:
@@ -187,6 +190,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         idempotent=item.get("idempotent", True),
         tags=item.get("tags", {}),
         alerts=AlertPolicy.parse(item["alerts"]) if "alerts" in item else None,
+        resources=Resources.model_validate_json(item["resources"]) if "resources" in item else None,
         next_run_at=opt_time(item.get("next_run_at")),
         created_at=times.parse_stored(item["created_at"]),
         updated_at=times.parse_stored(item["updated_at"]),
