@@ -106,9 +106,8 @@ class JobschedScheduler(Construct):
         # One customer-managed key for the tables, queues, topic, logs and workflows (`-c kms=aws-owned`:
         # AWS-owned/managed keys instead, no key to pay for or to lose).
         self.key = self._key() if kms_keys == "customer" else None
-        storage = Storage(
-            self, "Storage", specs=(*resources.TABLES, resources.ALERTS_TABLE, resources.WORKERS_TABLE), key=self.key
-        )
+        tables = (*resources.TABLES, resources.ALERTS_TABLE, resources.WORKERS_TABLE)
+        storage = Storage(self, "Storage", specs=tables, key=self.key)
         queues = Queues(self, "Queues", key=self.key)
         jobs = storage.tables[resources.JOBS_TABLE.logical_id]
         runs = storage.tables[resources.RUNS_TABLE.logical_id]
@@ -270,8 +269,11 @@ class JobschedScheduler(Construct):
             reconciler_fn: {jobs: READ, runs: (*READ, *WRITE)},
         }
         # External worker pools (adapters/dynamodb/workers.py): the api serves the worker API, so it
-        # alone reads and writes the workers table: its items by key and its partitions by Query.
+        # reads and writes the workers table (items by key, partitions by Query); the worker only
+        # puts a due worker-pool run in its pool's queue (one PutItem).
         api_fn.add_environment(c.WORKERS_TABLE_ENV, worker_pools.table_name)
+        worker_fn.add_environment(c.WORKERS_TABLE_ENV, worker_pools.table_name)
+        self.table_access[worker_fn][worker_pools] = ("dynamodb:PutItem",)
         self.table_access[api_fn][worker_pools] = (
             "dynamodb:GetItem",
             "dynamodb:PutItem",

@@ -29,7 +29,9 @@ def store(request: pytest.FixtureRequest) -> Iterator[WorkerStore]:
         made = resources.create_local_resources(
             prefix="workers", dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs")
         )
-        yield DynamoWorkerStore(client=boto3.client("dynamodb"), table=made[resources.WORKERS_TABLE.logical_id])
+        yield DynamoWorkerStore(
+            client=boto3.client("dynamodb"), table=made[resources.WORKERS_TABLE.logical_id]
+        )
 
 
 def _worker(worker_id: str = "w1", *, tenant: str = "t1", pool: str = "gpu", cpu: int = 4096) -> Worker:

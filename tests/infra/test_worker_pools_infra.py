@@ -31,8 +31,9 @@ def test_the_workers_table_is_keyed_by_tenant_and_worker_with_no_index(synth: Sy
     assert "GlobalSecondaryIndexes" not in props
 
 
-def test_only_the_api_serving_the_worker_api_may_touch_the_workers_table(synth: Synth) -> None:
-    # Then the api makes exactly its adapter's calls (no Scan, no batch writes), and no other function any
+def test_only_the_api_and_the_worker_handing_off_may_touch_the_workers_table(synth: Synth) -> None:
+    # Then the api makes exactly its adapter's calls (no Scan, no batch writes), the worker only puts
+    # a due run in its pool's queue, and no other function makes any
     assert synth.actions_on("api", WORKERS) == {
         "dynamodb:GetItem",
         "dynamodb:PutItem",
@@ -40,7 +41,8 @@ def test_only_the_api_serving_the_worker_api_may_touch_the_workers_table(synth: 
         "dynamodb:DeleteItem",
         "dynamodb:Query",
     }
-    for name in ("dispatcher", "worker", "reconciler"):
+    assert synth.actions_on("worker", WORKERS) == {"dynamodb:PutItem"}
+    for name in ("dispatcher", "reconciler"):
         assert not synth.actions_on(name, WORKERS), name
     env = synth.resource(synth.logical_id(synth.function("api")))["Properties"]["Environment"]["Variables"]
     assert c.WORKERS_TABLE_ENV in env

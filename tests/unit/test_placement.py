@@ -105,6 +105,7 @@ def test_best_fit_picks_the_fitting_worker_left_with_the_least_slack(
     assert (chosen is None) == (not fitting)
     if chosen is None:
         return
+
     # And no fitting worker would be left tighter (GPUs, then memory, then CPU)
     def slack(slot: Slot) -> tuple[int, int, int]:
         left = slot.free.minus(request.resources)
@@ -121,6 +122,7 @@ def test_it_places_a_run_on_the_smallest_free_slot_that_fits() -> None:
         Slot("small", Resources(cpu=2048, memory_mib=4096)),
         Slot("mid", Resources(cpu=4096, memory_mib=16_384)),
     ]
+
     # When runs of 1, 3 and 6 vCPUs are placed
     def need(cpu: int) -> Request:
         return Request(f"r{cpu}", Resources(cpu=cpu * 1024, memory_mib=1024))

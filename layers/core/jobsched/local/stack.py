@@ -194,6 +194,7 @@ class LocalStack:
                 c.DAG_WORKFLOW_ARN_ENV: made[resources.DAG_WORKFLOW.logical_id],
                 c.ALERT_TOPIC_ARN_ENV: made[resources.ALERT_TOPIC.logical_id],
                 c.ALERTS_TABLE_ENV: made[resources.ALERTS_TABLE.logical_id],
+                c.WORKERS_TABLE_ENV: made[resources.WORKERS_TABLE.logical_id],
                 c.SHARD_COUNT_ENV: str(self.config.shard_count),
                 c.LOOKAHEAD_SECONDS_ENV: str(self.config.lookahead_seconds),
                 c.TICK_SECONDS_ENV: str(self.config.tick_seconds),

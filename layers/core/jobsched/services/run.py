@@ -47,7 +47,7 @@ from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
-from jobsched.domain.targets import PythonTarget, TargetFailed
+from jobsched.domain.targets import PythonTarget, TargetFailed, WorkerTarget
 from jobsched.errors import StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.logcontext import run_scope
@@ -110,6 +110,7 @@ class Outcome(StrEnum):
     LOST = "lost"
     SKIPPED = "skipped"
     REFUSED = "refused"  # from a sender the stack does not trust (domain.senders): nothing ran or was written
+    HANDED_OFF = "handed_off"  # a worker-pool run, queued in its pool (services/workers.py runs it)
 
 
 class InFlightElsewhere(Exception):
@@ -165,6 +166,9 @@ class Worker:
     alerts: AlertService | None = None
     # Lateness, duration and outcome of each run (jobsched.telemetry): EMF on AWS.
     metrics: Metrics = field(default_factory=NoMetrics)
+    # A worker-pool run (WorkerTarget) is not run here: it joins its pool's queue, where an external
+    # worker takes it (services/workers.py WorkerPools.hand_off). None: such a run fails, visibly.
+    hand_off: Callable[[Job, str, str], bool] | None = None
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -530,6 +534,9 @@ class Worker:
         return None
 
     def _run(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
+        if self.hand_off is not None and isinstance(job.target, WorkerTarget):
+            self.hand_off(job, sf, kind)  # at most once per run: a redelivery changes nothing
+            return Outcome.HANDED_OFF
         # Which path, and the attempt number. An eventually consistent read (half the price) is
         # enough: it only picks the path; the conditional write decides. A stale "absent/PENDING"
         # for a run another worker holds or finished makes the fast path's write lose, and the

@@ -172,7 +172,7 @@ class WorkerPools:
 
     # -- the pool's queue and placement ------------------------------------------------------------
 
-    def hand_off(self, job: Job, scheduled_for: str, *, kind: str = "scheduled") -> bool:
+    def hand_off(self, job: Job, scheduled_for: str, kind: str = "scheduled") -> bool:
         """Put a due worker-pool run in its pool's queue (its row PENDING); False if it was already
         handed off (a redelivery), or is past PENDING."""
         if not isinstance(job.target, WorkerTarget):
