@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from jobsched import constants as c
 from jobsched.cli import ops, render
+from jobsched.cli import worker as worker_cli
 from jobsched.cli.http import Unreachable, request
 
 
@@ -507,6 +508,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-simulate", action="store_true", help="the plan only")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_capacity)
+    worker_cli.add_parser(client)
     return top
 
 

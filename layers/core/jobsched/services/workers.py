@@ -146,6 +146,8 @@ class WorkerPools:
             raise Conflict(f"worker {worker_id} was declared dead: register again")
         self.sweep(tenant=tenant, pool=worker.pool)
         worker = self.get(tenant=tenant, worker_id=worker_id)
+        if worker.status != "ALIVE":  # this very sweep found it three heartbeats late
+            raise Conflict(f"worker {worker_id} was declared dead: register again")
         now = self.clock.now()
         out: list[Assignment] = []
         for hold in sorted(worker.holds.values(), key=lambda h: (h.enqueued_at, h.run_id)):
