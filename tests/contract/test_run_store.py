@@ -246,3 +246,17 @@ def test_request_cancel_with_pending_too_marks_a_pending_row(backend: Backend) -
     assert lease_row.applied
     row = backend.runs.get(JOB, SF)
     assert row is not None and row.status == RunStatus.RUNNING and row.cancel_requested_at == T0
+
+
+def test_an_attempt_that_names_its_worker_keeps_it_in_the_history(
+    backend: Backend,
+) -> None:
+    # Given a run recorded by an external worker (worker pools)
+    pending(backend)
+    backend.runs.claim(JOB, SF, lease=lease(), now=T0)
+    backend.runs.start(JOB, SF, owner="w1/a", now=at(1))
+    named = AttemptEnd(attempt=1, started_at=at(1), finished_at=at(2), result="1", worker="w-pool-1")
+    assert backend.runs.record(JOB, SF, owner="w1/a", end=named).applied
+    # Then its attempt names that worker
+    row = backend.runs.get(JOB, SF)
+    assert row is not None and [a.worker for a in row.attempts] == ["w-pool-1"]

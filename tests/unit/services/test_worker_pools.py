@@ -129,7 +129,7 @@ def test_reports_move_the_run_along_its_edges_and_a_duplicate_finished_changes_n
     # Then the run SUCCEEDED once, under this worker, and the duplicate answers it unchanged
     assert done.applied and done.run is not None and done.run.status == RunStatus.SUCCEEDED
     assert not again.applied and again.run == done.run
-    assert done.run.worker == w
+    assert done.run.worker == w and done.run.attempts[-1].worker == w
     worker = pools.svc.get(tenant="t1", worker_id=w)
     assert worker.holds == {} and worker.free().cpu == 4096
 

@@ -91,6 +91,8 @@ class WorkerView(BaseModel):
     status: str
     capacity: Resources
     free: Resources
+    used: Resources
+    """What the runs placed on it take (reserved or confirmed): never more than its capacity."""
     reported_free: Resources | None
     labels: dict[str, str]
     last_heartbeat: str
@@ -141,6 +143,7 @@ def worker_view(worker: Worker) -> WorkerView:
         status=worker.status,
         capacity=worker.capacity,
         free=worker.free(),
+        used=worker.used(),
         reported_free=worker.reported_free,
         labels=worker.labels,
         last_heartbeat=times.iso(worker.last_heartbeat),

@@ -82,11 +82,16 @@ class Worker(BaseModel):
     holds: dict[str, Hold] = Field(default_factory=dict)
     version: int = 1
 
-    def free(self) -> Resources:
-        """Capacity minus every hold: what a placer may still reserve."""
+    def used(self) -> Resources:
+        """What every hold takes, summed."""
         used = Resources()
         for hold in self.holds.values():
             used = used.plus(hold.resources)
+        return used
+
+    def free(self) -> Resources:
+        """Capacity minus every hold: what a placer may still reserve."""
+        used = self.used()
         return Resources(
             cpu=max(0, self.capacity.cpu - used.cpu),
             memory_mib=max(0, self.capacity.memory_mib - used.memory_mib),

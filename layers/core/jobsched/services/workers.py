@@ -379,6 +379,7 @@ class WorkerPools:
             finished_at=now,
             result=result if error is None else None,
             error=error,
+            worker=worker_id,
         )
         moved = self.runs.record(job_id, sf, owner=worker_id, end=end)
         if moved.applied:
