@@ -15,6 +15,7 @@ from jobsched.adapters import idempotency
 from jobsched.adapters.logs import CloudWatchRunLogs
 from jobsched.adapters.metrics import EmfMetrics
 from jobsched.api import build_app, guard_body
+from jobsched.pools import worker_pools
 from jobsched.services.runs import LogLinks
 from jobsched.settings import Settings
 from jobsched.wiring import build
@@ -36,6 +37,7 @@ app = build_app(
     signing_secrets=services.signing_secrets,
     logs=LogLinks(_worker_logs, os.environ.get("AWS_REGION", "us-east-1")) if _console else None,
     run_logs=CloudWatchRunLogs(boto3.client("logs"), _worker_logs) if _worker_logs else None,
+    pools=worker_pools(services, table=os.environ.get(c.WORKERS_TABLE_ENV, "")),
 )
 
 

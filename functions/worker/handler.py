@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 from typing import Any
 
@@ -24,6 +25,7 @@ from jobsched.adapters.metrics import EmfMetrics
 from jobsched.domain.operations import OperationMessage, is_operation_message
 from jobsched.domain.senders import trusted
 from jobsched.logcontext import route_stdlib_logs
+from jobsched.pools import attach as attach_pools
 from jobsched.services.operations import ChunkOutcome, OperationService
 from jobsched.services.run import Delivery, Outcome
 from jobsched.settings import Settings
@@ -36,6 +38,8 @@ tracer = Tracer(service="jobsched-worker")
 route_stdlib_logs(logger)
 
 services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
+# Worker-pool runs go to their pool's queue (the workers table), for the external workers.
+attach_pools(services, table=os.environ.get(c.WORKERS_TABLE_ENV, ""))
 operations = OperationService(schedule=services.schedule)
 if not services.settings.trusted_senders:
     # Fail closed: without them the worker would run whatever anyone who may send to the queue sends.

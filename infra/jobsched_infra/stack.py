@@ -113,7 +113,9 @@ class JobschedScheduler(Construct):
         storage = Storage(
             self,
             "Storage",
-            specs=(*resources.TABLES, resources.ALERTS_TABLE, *resources.LIMIT_TABLES),
+            specs=(
+                *resources.TABLES, resources.ALERTS_TABLE, *resources.LIMIT_TABLES, resources.WORKERS_TABLE
+            ),
             key=self.key,
         )
         queues = Queues(self, "Queues", key=self.key)
@@ -122,6 +124,7 @@ class JobschedScheduler(Construct):
         alerts = storage.tables[resources.ALERTS_TABLE.logical_id]
         limits = storage.tables[resources.LIMITS_TABLE.logical_id]
         quotas = storage.tables[resources.QUOTAS_TABLE.logical_id]
+        worker_pools = storage.tables[resources.WORKERS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
         ecs_queue = queues.queues[resources.ECS_QUEUE.logical_id]
@@ -296,6 +299,19 @@ class JobschedScheduler(Construct):
             # reads the job, moves its run to FAILED and starts the workflow; it never writes a job.
             reconciler_fn: {jobs: READ, runs: (*READ, *WRITE)},
         }
+        # External worker pools (adapters/dynamodb/workers.py): the api serves the worker API, so it
+        # reads and writes the workers table (items by key, partitions by Query); the worker only
+        # puts a due worker-pool run in its pool's queue (one PutItem).
+        api_fn.add_environment(c.WORKERS_TABLE_ENV, worker_pools.table_name)
+        worker_fn.add_environment(c.WORKERS_TABLE_ENV, worker_pools.table_name)
+        self.table_access[worker_fn][worker_pools] = ("dynamodb:PutItem",)
+        self.table_access[api_fn][worker_pools] = (
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+        )
         # Alerts (services/alerts.py): whoever detects one keeps it (one conditional PutItem on the
         # alerts table) and publishes it: the worker (failed, late, skipped), the dispatcher (late,
         # missed, skipped), the reconciler (a poison run's failure) and the api (a resume's missed
@@ -404,7 +420,7 @@ class JobschedScheduler(Construct):
             for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
             + [failure_workflow.role, dag_workflow.role, ecs_role]
         ]
-        for table in (jobs, runs, alerts, limits):
+        for table in (jobs, runs, alerts, limits, worker_pools):
             self._only_the_stack_reads_and_writes(table, stack_roles)
         # (Not the quotas table: an operator's own credentials write it, `jobsched admin quota`; no
         # stack role may write it, and the api reads it only: see the grants above.)

@@ -273,3 +273,15 @@ def test_nothing_but_a_fast_path_record_moves_a_run_out_of_skipped_or_cancelled(
     # and a second record loses to the first, as on a PENDING run
     assert backend.runs.record_unleased(JOB, SF, worker="w1", end=ok(), create=NEW).applied
     assert not backend.runs.record_unleased(JOB, SF, worker="w2", end=ok(), create=NEW).applied
+def test_an_attempt_that_names_its_worker_keeps_it_in_the_history(
+    backend: Backend,
+) -> None:
+    # Given a run recorded by an external worker (worker pools)
+    pending(backend)
+    backend.runs.claim(JOB, SF, lease=lease(), now=T0)
+    backend.runs.start(JOB, SF, owner="w1/a", now=at(1))
+    named = AttemptEnd(attempt=1, started_at=at(1), finished_at=at(2), result="1", worker="w-pool-1")
+    assert backend.runs.record(JOB, SF, owner="w1/a", end=named).applied
+    # Then its attempt names that worker
+    row = backend.runs.get(JOB, SF)
+    assert row is not None and [a.worker for a in row.attempts] == ["w-pool-1"]

@@ -127,6 +127,7 @@ ALL_TABLES = (
     resources.SIGNING_SECRETS_TABLE,
     resources.ALERTS_TABLE,
     *resources.LIMIT_TABLES,
+    resources.WORKERS_TABLE,
 )
 
 

@@ -29,6 +29,7 @@ from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.logs import LogPage
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.operations import Operation
+from jobsched.domain.placement import Resources
 from jobsched.domain.records import (
     AttemptEnd,
     Cursor,
@@ -44,6 +45,7 @@ from jobsched.domain.records import (
 from jobsched.domain.secrets import SecretRecord
 from jobsched.domain.status import JobStatus
 from jobsched.domain.targets import TargetSpec
+from jobsched.domain.workers import Hold, QueuedRun, Worker
 from jobsched.handlers import RunContext
 
 
@@ -526,6 +528,66 @@ class AlertPublisher(Protocol):
 
     def publish(self, alert: Alert) -> None:
         """Publish `alert` (JSON) with its attributes; raises TransientStoreError or StoreError."""
+        ...
+
+
+class WorkerStore(Protocol):
+    """External workers (jobsched.domain.workers) and each pool's queue of waiting runs.
+
+    A worker's holds live on its item, and every change to them is a compare-and-set on the
+    worker's version: a placer that read version v adds a hold only if the worker is still at v and
+    ALIVE, so two placers racing on one worker cannot both fill the same free capacity.
+    """
+
+    def register(self, worker: Worker) -> bool:
+        """Store a new worker; False (nothing written) if its id is taken."""
+        ...
+
+    def get_worker(self, tenant: str, worker_id: str) -> Worker | None:
+        """The tenant's worker, read consistently; None for an unknown id or another tenant's."""
+        ...
+
+    def list_workers(self, tenant: str, *, pool: str | None = None) -> list[Worker]:
+        """The tenant's workers (of `pool` if given), by worker id; never another tenant's."""
+        ...
+
+    def heartbeat(
+        self, tenant: str, worker_id: str, *, now: datetime, free: Resources | None, runs: Mapping[str, str]
+    ) -> Worker | None:
+        """Record an ALIVE worker's heartbeat (last_heartbeat = now, its reported free resources and
+        runs), its holds untouched; answers the worker after, or as it stood when it is DEAD (the
+        heartbeat is refused), or None when there is no such worker."""
+        ...
+
+    def reserve(self, tenant: str, worker_id: str, *, hold: Hold, expected_version: int) -> bool:
+        """Add `hold` if the worker is ALIVE, at `expected_version` and holds no such run (version +1)."""
+        ...
+
+    def confirm(self, tenant: str, worker_id: str, *, run_id: str, now: datetime) -> bool:
+        """Turn the worker's reservation of `run_id` into a confirmed hold (its ack), if the worker is
+        ALIVE and the reservation is still there (a repeated ack of a confirmed hold answers True)."""
+        ...
+
+    def release(self, tenant: str, worker_id: str, *, run_id: str, reserved_only: bool = False) -> bool:
+        """Drop the worker's hold on `run_id` (only a reservation, with `reserved_only`); False if
+        there was none to drop."""
+        ...
+
+    def mark_dead(self, tenant: str, worker_id: str, *, expected_version: int) -> Worker | None:
+        """ALIVE -> DEAD at `expected_version`, every hold dropped in the same write; answers the worker
+        as it was before (with the holds that were dropped), or None when refused."""
+        ...
+
+    def enqueue(self, run: QueuedRun) -> bool:
+        """Put a run in its pool's queue at its enqueued_at; False if it is queued there already."""
+        ...
+
+    def waiting(self, tenant: str, pool: str, *, limit: int) -> list[QueuedRun]:
+        """Up to `limit` runs queued in the pool, oldest first."""
+        ...
+
+    def dequeue(self, run: QueuedRun) -> bool:
+        """Take the run out of its pool's queue; False if it was not there."""
         ...
 
 

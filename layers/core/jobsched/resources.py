@@ -276,6 +276,12 @@ ALERTS_TABLE = TableSpec(
     ttl_attribute="expires_at",
 )
 
+# External workers and their pools' queues (jobsched.adapters.dynamodb.workers has the keys and why).
+# A table of its own: workers run the users' code on the users' machines, and the grants on it are
+# the api's alone (the worker API is served by the api function); no job listing, due read or run
+# history read ever meets a worker item. Not in TABLES, whose every table every function may use.
+WORKERS_TABLE = TableSpec(logical_id="WorkersTable", suffix="workers")
+
 
 # Tenant limits the runs take (jobsched.adapters.dynamodb.limits): PK "TENANT#<tenant>", SK
 # "KEY#<key>" per concurrency key (a holder set with expiries, one GetItem and one conditional put
@@ -415,7 +421,7 @@ def create_local_resources(
     """Create (or find) every resource for `prefix`; return {logical_id: name, queue URL or ARN}."""
     out: dict[str, str] = {}
     existing = set(dynamodb.list_tables().get("TableNames", []))
-    for table in (*TABLES, SIGNING_SECRETS_TABLE, ALERTS_TABLE, *LIMIT_TABLES):
+    for table in (*TABLES, SIGNING_SECRETS_TABLE, ALERTS_TABLE, *LIMIT_TABLES, WORKERS_TABLE):
         name = physical_name(prefix, table)
         if name not in existing:
             dynamodb.create_table(**_table_kwargs(name, table))

@@ -9,6 +9,7 @@ API Gateway REST proxy events). A route takes the caller's tenant from the tenan
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -50,6 +51,7 @@ from jobsched.api.models import (
 )
 from jobsched.api.openapi import answers, openapi_document
 from jobsched.api.tenancy import tenancy, tenant
+from jobsched.api.workers import add_worker_routes
 from jobsched.domain.listing import MAX_LIST_PAGE, ListOrder
 from jobsched.domain.models import in_time_window
 from jobsched.errors import StoreError, ValidationFailed
@@ -62,6 +64,7 @@ from jobsched.services.jobs import BatchItem, JobService
 from jobsched.services.operations import OperationService
 from jobsched.services.runs import MAX_LOG_PAGE, LogLinks, RunService
 from jobsched.services.schedule import MAX_HISTORY_PAGE, ScheduleService
+from jobsched.services.workers import WorkerPools
 
 
 def build_app(
@@ -75,12 +78,14 @@ def build_app(
     logs: LogLinks | None = None,
     alerts: AlertService | None = None,
     run_logs: RunLogs | None = None,
+    pools: WorkerPools | None = None,
 ) -> APIGatewayRestResolver:
     """The resolver with every route; `tenant_source` is "iam" or "header" (anything else: ValueError).
 
     `logs`: where a run's log lines are (GET /api/runs/{id}'s logs_url); None: no link.
     `alerts`: the alerts GET /api/alerts lists (None: the failure service's own).
     `run_logs`: where GET /api/runs/{id}/logs reads them; None: no lines to read.
+    `pools`: the external worker pools' service (jobsched.api.workers); None: no worker API.
     """
     # A return value that does not fit its response model is our bug: powertools raises it as a
     # ResponseValidationError (a 500) instead of as a request validation error (a 400).
@@ -329,6 +334,9 @@ def build_app(
     @app.post("/api/signing-secret/rotate", responses=answers(200, "The new signing secret", 400, 503))
     def rotate_signing_secret() -> SigningSecretView:
         return views.signing_secret(secrets().rotate(tenant(app)))
+
+    if pools is not None:
+        add_worker_routes(app, pools, sleep=time.sleep, monotonic=time.monotonic)
 
     @app.get("/api/openapi.json", include_in_schema=False)
     def openapi() -> Response[str]:

@@ -44,7 +44,7 @@ from jobsched.domain.models import (
     in_time_window,
     payload_bytes,
 )
-from jobsched.domain.targets import PythonTarget, TargetSpec
+from jobsched.domain.targets import PythonTarget, TargetSpec, WorkerTarget
 
 HANDLER_PATTERN = r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$"
 
@@ -174,6 +174,8 @@ class CreateJobRequest(BaseModel):
     @classmethod
     def _placeable(cls, value: RunsOn | None, info: ValidationInfo) -> RunsOn | None:
         # A timeout or resources that failed their own checks are reported on their own.
+        if isinstance(info.data.get("target"), WorkerTarget):
+            return value  # a worker pool's run: placed on one of its workers (domain.placement)
         if "timeout_seconds" in info.data and "resources" in info.data:
             checked_placement(info.data["timeout_seconds"], info.data["resources"], value)
         return value

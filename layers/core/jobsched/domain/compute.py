@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched import resources
+from jobsched.domain.placement import MAX_GPUS
 
 RunsOn = Literal["lambda", "ecs"]
 
@@ -56,6 +57,8 @@ class Resources(BaseModel):
     """CPU units (ECS's unit: 1024 is one vCPU)."""
     memory_mib: int = Field(default=512, ge=1, le=MAX_FARGATE_MEMORY_MIB)
     """Memory in MiB."""
+    gpus: int = Field(default=0, ge=0, le=MAX_GPUS)
+    """Whole GPUs: only a worker pool's machines have them (domain.placement)."""
 
 
 class Placement(BaseModel):
@@ -101,6 +104,8 @@ def fargate_size(wanted: Resources | None) -> Resources:
 
 def place(timeout_seconds: int | None, wanted: Resources | None, runs_on: RunsOn | None) -> Placement:
     """Where the job's runs go (see the module docstring); DoesNotFit names the field a 400 blames."""
+    if wanted is not None and wanted.gpus:
+        raise DoesNotFit("resources.gpus", "only worker pools have GPUs: use a target of type worker")
     if runs_on == "lambda" or (runs_on is None and lambda_fits(timeout_seconds, wanted)):
         if not lambda_fits(timeout_seconds, wanted):
             raise DoesNotFit(

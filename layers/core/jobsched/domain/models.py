@@ -24,7 +24,7 @@ from jobsched.domain.compute import Placement, Resources, RunsOn, place
 from jobsched.domain.fairness import Priority
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.status import JobStatus, RunStatus
-from jobsched.domain.targets import PythonTarget, TargetSpec
+from jobsched.domain.targets import PythonTarget, TargetSpec, WorkerTarget
 
 JobType = Literal["one_off", "recurring", "dependent"]
 OverlapPolicy = Literal["skip", "buffer_one", "allow"]
@@ -183,7 +183,8 @@ class Job(BaseModel):
     concurrency: Concurrency | None = None
     """The tenant's concurrency key this job's runs take a slot of (None: none; domain.limits)."""
     resources: Resources | None = None
-    """What the caller asked each run to get (None: nothing asked); placement() resolves it."""
+    """What the caller asked each run to get (None: nothing asked); placement() resolves it, and a
+    worker pool places its runs by it (domain.placement)."""
     runs_on: RunsOn | None = None
     """Where the caller asked the runs to execute (None: wherever placement() picks)."""
     next_run_at: datetime | None = None
@@ -230,7 +231,10 @@ class Job(BaseModel):
         return self.target.handler if isinstance(self.target, PythonTarget) else None
 
     def placement(self) -> Placement:
-        """Where this job's runs execute, and at what size (jobsched.domain.compute)."""
+        """Where this job's runs execute, and at what size (jobsched.domain.compute). A worker pool's
+        run is relayed to its pool by the Lambda worker (services/workers.py), at the size it asked."""
+        if isinstance(self.target, WorkerTarget):
+            return Placement(runs_on="lambda", resources=self.resources or Resources())
         return place(self.retry.timeout_seconds, self.resources, self.runs_on)
 
 

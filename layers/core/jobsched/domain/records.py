@@ -134,6 +134,8 @@ class AttemptEnd:
     result: str | None = None
     error: tuple[str, str] | None = None
     """(error type, message) of a failed attempt; None for a success."""
+    worker: str | None = None
+    """The external worker that ran it (worker pools), kept in the attempt's record; None: not kept."""
 
     @property
     def status(self) -> RunStatus:

@@ -269,6 +269,16 @@ class StepFunctionsTarget(_AwsSpec):
         return value
 
 
+class WorkerTarget(_Spec):
+    """A handler run by an external worker of the tenant's pool (jobsched.services.workers), from the
+    worker's own registry; placed by best fit on a worker whose labels carry every one of `labels`."""
+
+    type: Literal["worker"] = "worker"
+    pool: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    handler: str = Field(min_length=1, max_length=200)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=20)
+
+
 TargetSpec = Annotated[
     PythonTarget
     | HttpTarget
@@ -276,11 +286,12 @@ TargetSpec = Annotated[
     | SqsTarget
     | SnsTarget
     | EventBridgeTarget
-    | StepFunctionsTarget,
+    | StepFunctionsTarget
+    | WorkerTarget,
     Field(discriminator="type"),
 ]
 """A job's target: one of the kinds above, chosen by its "type"."""
-TARGET_TYPES = ("python", "http", "lambda", "sqs", "sns", "eventbridge", "stepfunctions")
+TARGET_TYPES = ("python", "http", "lambda", "sqs", "sns", "eventbridge", "stepfunctions", "worker")
 AwsTarget = LambdaTarget | SqsTarget | SnsTarget | EventBridgeTarget | StepFunctionsTarget
 
 _ADAPTER: TypeAdapter[TargetSpec] = TypeAdapter(TargetSpec)
@@ -307,6 +318,8 @@ def describe(spec: TargetSpec) -> str:
         return spec.handler
     if isinstance(spec, HttpTarget):
         return f"http {spec.method} {spec.url}"
+    if isinstance(spec, WorkerTarget):
+        return f"worker {spec.pool} {spec.handler}"
     resource = {
         "lambda": getattr(spec, "function_arn", ""),
         "sqs": getattr(spec, "queue_url", ""),

@@ -111,6 +111,7 @@ class LocalStack:
     dispatcher: ModuleType | None = None
     worker: ModuleType | None = None
     reconciler: ModuleType | None = None
+    _apis: lambdas.Environments | None = None
     queue_url: str = ""
     dlq_url: str = ""
     dlq_arn: str = ""
@@ -141,6 +142,10 @@ class LocalStack:
         self._ship_run_logs()
         self.reconciler = lambdas.load("reconciler")
         self._workers = lambdas.Environments("worker", first=self.worker)
+        # One request per API environment at a time, as on Lambda: the resolver keeps the request
+        # it serves on itself, so two requests at once in one (a worker's long-poll beside a create)
+        # would read each other's bodies and tenants.
+        self._apis = lambdas.Environments("api", first=self.api)
         self._slots = threading.BoundedSemaphore(self.config.invocations)
         handler = _handler_for(self)
         self._http = loopback.serve(handler, self.config.host, self.config.api_port, "jobsched-http")
@@ -243,6 +248,7 @@ class LocalStack:
                 c.ALERTS_TABLE_ENV: made[resources.ALERTS_TABLE.logical_id],
                 c.LIMITS_TABLE_ENV: made[resources.LIMITS_TABLE.logical_id],
                 c.QUOTAS_TABLE_ENV: made[resources.QUOTAS_TABLE.logical_id],
+                c.WORKERS_TABLE_ENV: made[resources.WORKERS_TABLE.logical_id],
                 c.SHARD_COUNT_ENV: str(self.config.shard_count),
                 c.LOOKAHEAD_SECONDS_ENV: str(self.config.lookahead_seconds),
                 c.TICK_SECONDS_ENV: str(self.config.tick_seconds),
@@ -476,9 +482,14 @@ class LocalStack:
     ) -> dict[str, Any]:
         """Turn one HTTP request into a REST proxy event for the api entry point."""
         assert self.api is not None
-        result: dict[str, Any] = self.api.lambda_handler(
-            events.api_gateway_event(method, path, headers, body), lambdas.LambdaContext("jobsched-api")
-        )
+        api = self._apis.acquire() if self._apis is not None else self.api
+        try:
+            result: dict[str, Any] = api.lambda_handler(
+                events.api_gateway_event(method, path, headers, body), lambdas.LambdaContext("jobsched-api")
+            )
+        finally:
+            if self._apis is not None:
+                self._apis.release(api)
         return result
 
     def _spawn(self, name: str, target: Any) -> None:

@@ -63,7 +63,7 @@ from jobsched.domain.limits import key_wait_seconds, wait_reason
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
-from jobsched.domain.targets import PythonTarget, TargetFailed
+from jobsched.domain.targets import PythonTarget, TargetFailed, WorkerTarget
 from jobsched.errors import JobschedError, StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.logcontext import run_scope
@@ -132,6 +132,7 @@ class Outcome(StrEnum):
     REFUSED = "refused"  # from a sender the stack does not trust (domain.senders): nothing ran or was written
     WAITING = "waiting"  # its concurrency key was full: a delayed copy of the message carries the run
     FORWARDED = "forwarded"  # an ECS-placed run reached the Lambda worker: sent on to the ECS queue
+    HANDED_OFF = "handed_off"  # a worker-pool run, queued in its pool (services/workers.py runs it)
 
 
 class InFlightElsewhere(Exception):
@@ -192,6 +193,9 @@ class Worker:
     limits: LimitStore | None = None
     # False once this process counts as dead (the local stack's Lambda timeout): the heartbeat stops.
     alive: Callable[[], bool] = field(default=lambda: True)
+    # A worker-pool run (WorkerTarget) is not run here: it joins its pool's queue, where an external
+    # worker takes it (services/workers.py WorkerPools.hand_off). None: such a run fails, visibly.
+    hand_off: Callable[[Job, str, str], bool] | None = None
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -692,6 +696,9 @@ class Worker:
         return None
 
     def _run(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
+        if self.hand_off is not None and isinstance(job.target, WorkerTarget):
+            self.hand_off(job, sf, kind)  # at most once per run: a redelivery changes nothing
+            return Outcome.HANDED_OFF
         # Which path, and the attempt number. An eventually consistent read (half the price) is
         # enough: it only picks the path; the conditional write decides. A stale "absent/PENDING"
         # for a run another worker holds or finished makes the fast path's write lose, and the

@@ -20,6 +20,7 @@ from jobsched.domain.models import Job, RetryPolicy, RunKind, RunMessage, Schedu
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.results import Backfill, Control, RunPage
 from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.domain.targets import WorkerTarget
 from jobsched.errors import Conflict, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
 from jobsched.services.dispatch import MAX_MISSED_PER_PASS, jitter_offset
@@ -215,7 +216,8 @@ class ScheduleService:
         )
         rescheduled_pause = False
         try:  # the edit's timeout, resources and runs_on together must still fit a worker
-            checked_placement(new_retry.timeout_seconds, updated.resources, updated.runs_on)
+            if not isinstance(updated.target, WorkerTarget):
+                checked_placement(new_retry.timeout_seconds, updated.resources, updated.runs_on)
         except ValueError as exc:
             field = "runs_on" if "runs_on" in changed or "resources" not in changed else "resources"
             raise ValidationFailed(f"{field}: {exc}", field=field) from exc

@@ -656,5 +656,7 @@ def _attempt_values(end: AttemptEnd) -> dict[str, str | int]:
     }
     if end.error is not None:
         record["error_type"], record["error_message"] = end.error
+    if end.worker is not None:  # only a worker-pool attempt names its worker: no bytes added otherwise
+        record["worker"] = end.worker
     record["outcome"] = end.status.value
     return record

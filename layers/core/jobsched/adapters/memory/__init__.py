@@ -17,6 +17,7 @@ from jobsched.adapters.memory.queue import MemoryRunQueue, Received
 from jobsched.adapters.memory.runs import MemoryRunStore
 from jobsched.adapters.memory.secrets import MemorySigningSecrets
 from jobsched.adapters.memory.state_machines import MemoryStateMachines
+from jobsched.adapters.memory.workers import MemoryWorkerStore
 
 __all__ = [
     "MemoryAlertPublisher",
@@ -30,5 +31,6 @@ __all__ = [
     "MemoryRunStore",
     "MemorySigningSecrets",
     "MemoryStateMachines",
+    "MemoryWorkerStore",
     "Received",
 ]

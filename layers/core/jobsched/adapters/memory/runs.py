@@ -554,6 +554,7 @@ def _attempt_record(end: AttemptEnd) -> AttemptRecord:
         finished_at=end.finished_at,
         outcome=end.status.value,
         error=RunError(type=end.error[0], message=end.error[1]) if end.error else None,
+        worker=end.worker,
     )
 
 

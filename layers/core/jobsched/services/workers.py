@@ -1,0 +1,388 @@
+"""External worker pools: registration, heartbeats, placement with reservations, and the worker's
+reports on its runs as conditional transitions of the run row.
+
+Every step is one conditional write, and each crash between two leaves state that the next sweep
+(run at every heartbeat and poll of the pool's workers) finishes; nothing lives only in a process:
+
+    handoff   run row PENDING (put_pending)    crash: the SQS message is redelivered; both
+              -> queue entry (enqueue)          writes are at most once per run
+    sweep     dead workers: mark_dead (CAS, drops holds) -> their runs re-queued or LOST
+                                                crash after mark_dead: the run row stays held by the
+                                                dead worker; ack by the next worker takes it over
+                                                once the dead one's lease (DEAD_AFTER) lapsed, and
+                                                the run is re-queued by the sweep that finds it so
+              lapsed reservations: enqueue again -> release (reserved only)
+                                                crash between: queued and held; the hold lapsed, so
+                                                placement ignores it, and the next sweep releases it
+              placement: reserve (CAS) -> dequeue
+                                                crash between: queued and held; the next sweep sees
+                                                the live hold and drops the queue entry
+    ack       run PENDING -> LEASED (owner = the worker) -> hold confirmed
+                                                crash between: the reservation lapses, the run is
+                                                re-queued, and the next ack takes the lapsed lease
+    started / heartbeat / finished: the run row's own conditional edges, owner = the worker, and
+              only while the worker is ALIVE and holds the run: a worker declared dead that comes
+              back has its stale runs refused (its holds were dropped when it was declared dead)
+
+A refused report changes nothing and answers the run as it stands (the duplicate `finished`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobsched.domain import times
+from jobsched.domain.keys import parse_run_id, run_id_for
+from jobsched.domain.models import Execution, Job
+from jobsched.domain.placement import Request, Resources, Slot, best_fit
+from jobsched.domain.records import AttemptEnd, Lease
+from jobsched.domain.status import RunStatus
+from jobsched.domain.targets import WorkerTarget
+from jobsched.domain.workers import (
+    DEAD_AFTER_SECONDS,
+    RESERVATION_SECONDS,
+    Hold,
+    QueuedRun,
+    Worker,
+)
+from jobsched.errors import Conflict, NotFound, ValidationFailed
+from jobsched.ports import Clock, JobStore, RunStore, WorkerStore
+
+PLACE_BATCH = 100
+"""Waiting runs one sweep considers, oldest first."""
+RESERVE_TRIES = 3
+"""Compare-and-set attempts per run and sweep before it waits for the next sweep."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """A run placed on a worker, as its poll answers it: enough to run the handler."""
+
+    run_id: str
+    job_id: str
+    tenant: str
+    scheduled_for: datetime
+    handler: str
+    payload: dict[str, Any]
+    attempt: int
+    effect_key: str
+    resources: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a worker's report did: whether it changed the run, and the run as it stands."""
+
+    applied: bool
+    run: Execution | None
+
+
+@dataclass
+class WorkerPools:
+    """The worker API's service; every method is scoped to the caller's tenant."""
+
+    workers: WorkerStore
+    jobs: JobStore
+    runs: RunStore
+    clock: Clock
+
+    # -- workers -----------------------------------------------------------------------------------
+
+    def register(self, *, tenant: str, pool: str, capacity: Resources, labels: Mapping[str, str]) -> Worker:
+        """A new worker of `pool`, ALIVE, its first heartbeat now."""
+        now = self.clock.now()
+        worker = Worker(
+            worker_id=f"w-{uuid.uuid4().hex[:16]}",
+            tenant=tenant,
+            pool=pool,
+            capacity=capacity,
+            labels=dict(labels),
+            registered_at=now,
+            last_heartbeat=now,
+        )
+        if not self.workers.register(worker):  # a uuid collision: say so rather than share an id
+            raise Conflict("worker id taken; register again")
+        return worker
+
+    def get(self, *, tenant: str, worker_id: str) -> Worker:
+        """The tenant's worker; NotFound for an unknown id or another tenant's."""
+        worker = self.workers.get_worker(tenant, worker_id)
+        if worker is None:
+            raise NotFound(f"no worker {worker_id}")
+        return worker
+
+    def listing(self, *, tenant: str, pool: str | None) -> list[Worker]:
+        """The tenant's workers (of `pool`), each with its status as of now."""
+        now = self.clock.now()
+        listed = self.workers.list_workers(tenant, pool=pool)
+        return [
+            w.model_copy(update={"status": "DEAD"}) if w.status == "ALIVE" and w.is_late(now) else w
+            for w in listed
+        ]
+
+    def heartbeat(
+        self, *, tenant: str, worker_id: str, free: Resources | None, runs: Mapping[str, str]
+    ) -> tuple[Worker, list[str]]:
+        """Record a heartbeat, then sweep the pool; answers the worker and the reported runs it no
+        longer holds (refused: a dead worker's, or a run placed elsewhere since)."""
+        now = self.clock.now()
+        worker = self.workers.heartbeat(tenant, worker_id, now=now, free=free, runs=runs)
+        if worker is None:
+            raise NotFound(f"no worker {worker_id}")
+        if worker.status == "ALIVE":
+            self.sweep(tenant=tenant, pool=worker.pool)
+            worker = self.get(tenant=tenant, worker_id=worker_id)
+        stale = sorted(run_id for run_id in runs if run_id not in worker.holds)
+        return worker, stale
+
+    def poll(self, *, tenant: str, worker_id: str) -> list[Assignment]:
+        """Sweep the worker's pool, then answer the runs reserved on it (not yet acknowledged)."""
+        worker = self.get(tenant=tenant, worker_id=worker_id)
+        if worker.status != "ALIVE":
+            raise Conflict(f"worker {worker_id} was declared dead: register again")
+        self.sweep(tenant=tenant, pool=worker.pool)
+        worker = self.get(tenant=tenant, worker_id=worker_id)
+        if worker.status != "ALIVE":  # this very sweep found it three heartbeats late
+            raise Conflict(f"worker {worker_id} was declared dead: register again")
+        now = self.clock.now()
+        out: list[Assignment] = []
+        for hold in sorted(worker.holds.values(), key=lambda h: (h.enqueued_at, h.run_id)):
+            if hold.state != "reserved" or hold.until < now:
+                continue
+            job = self.jobs.get_job(hold.job_id)
+            if job is None or not isinstance(job.target, WorkerTarget):
+                continue
+            row = self.runs.get(hold.job_id, hold.scheduled_for)
+            out.append(
+                Assignment(
+                    run_id=hold.run_id,
+                    job_id=hold.job_id,
+                    tenant=tenant,
+                    scheduled_for=times.parse_stored(hold.scheduled_for),
+                    handler=job.target.handler,
+                    payload=job.payload,
+                    attempt=(row.attempt if row else 0) + 1,
+                    effect_key=hold.run_id,
+                    resources=hold.resources,
+                )
+            )
+        return out
+
+    # -- the pool's queue and placement ------------------------------------------------------------
+
+    def hand_off(self, job: Job, scheduled_for: str, kind: str = "scheduled") -> bool:
+        """Put a due worker-pool run in its pool's queue (its row PENDING); False if it was already
+        handed off (a redelivery), or is past PENDING."""
+        if not isinstance(job.target, WorkerTarget):
+            raise ValidationFailed("not a worker-pool job", field="target")
+        now = self.clock.now()
+        at = times.parse_stored(scheduled_for)
+        made = self.runs.put_pending(
+            job_id=job.job_id, tenant=job.tenant, scheduled_for=at, now=now, kind=kind
+        )
+        row = made.row
+        if row is not None and row.status != RunStatus.PENDING:
+            return False
+        return self.workers.enqueue(
+            self._queued(job, scheduled_for, enqueued_at=row.created_at if row and row.created_at else now)
+        )
+
+    @staticmethod
+    def _queued(job: Job, scheduled_for: str, *, enqueued_at: datetime) -> QueuedRun:
+        assert isinstance(job.target, WorkerTarget)
+        return QueuedRun(
+            tenant=job.tenant,
+            pool=job.target.pool,
+            run_id=run_id_for(job.job_id, times.parse_stored(scheduled_for)),
+            job_id=job.job_id,
+            scheduled_for=scheduled_for,
+            resources=Resources(**job.resources.model_dump()) if job.resources else Resources(),
+            labels=dict(job.target.labels),
+            enqueued_at=enqueued_at,
+        )
+
+    def sweep(self, *, tenant: str, pool: str) -> dict[str, str]:
+        """Declare late workers dead, re-queue lapsed reservations, then place the waiting runs by
+        best fit, oldest first; answers run_id -> worker_id of what this sweep placed."""
+        now = self.clock.now()
+        alive: dict[str, Worker] = {}
+        for worker in self.workers.list_workers(tenant, pool=pool):
+            if worker.status != "ALIVE":
+                continue
+            if worker.is_late(now):
+                self._bury(worker)
+                continue
+            for hold in worker.holds.values():
+                if hold.state == "reserved" and hold.until < now:
+                    self._requeue(worker, hold)
+                    self.workers.release(tenant, worker.worker_id, run_id=hold.run_id, reserved_only=True)
+            alive[worker.worker_id] = worker
+        return self._place(tenant, pool, alive, now)
+
+    def _bury(self, worker: Worker) -> None:
+        before = self.workers.mark_dead(worker.tenant, worker.worker_id, expected_version=worker.version)
+        if before is None:
+            return  # another sweep buried it, or it changed: the next sweep decides
+        now = self.clock.now()
+        for hold in before.holds.values():
+            job = self.jobs.get_job(hold.job_id)
+            if hold.state == "confirmed" and job is not None and not job.idempotent:
+                # It may have run: an operator decides (LOST), as for a non-idempotent takeover.
+                self.runs.lose(
+                    hold.job_id,
+                    hold.scheduled_for,
+                    owner=worker.worker_id,
+                    now=now,
+                    error=("WorkerLost", f"worker {worker.worker_id} missed three heartbeats"),
+                )
+                continue
+            self._requeue(worker, hold)
+
+    def _requeue(self, worker: Worker, hold: Hold) -> None:
+        self.workers.enqueue(
+            QueuedRun(
+                tenant=worker.tenant,
+                pool=worker.pool,
+                run_id=hold.run_id,
+                job_id=hold.job_id,
+                scheduled_for=hold.scheduled_for,
+                resources=hold.resources,
+                labels=hold.labels,
+                enqueued_at=hold.enqueued_at,
+            )
+        )
+
+    def _place(self, tenant: str, pool: str, alive: dict[str, Worker], now: datetime) -> dict[str, str]:
+        held = {
+            run_id
+            for w in alive.values()
+            for run_id, h in w.holds.items()
+            if h.state == "confirmed" or h.until >= now
+        }
+        placed: dict[str, str] = {}
+        for queued in self.workers.waiting(tenant, pool, limit=PLACE_BATCH):
+            if queued.run_id in held:
+                self.workers.dequeue(queued)  # a placement that crashed before its dequeue
+                continue
+            request = Request(queued.run_id, queued.resources, queued.labels)
+            for _ in range(RESERVE_TRIES):
+                chosen = best_fit(request, [Slot(w.worker_id, w.free(), w.labels) for w in alive.values()])
+                if chosen is None:
+                    break  # it waits, oldest first, for capacity
+                hold = Hold(
+                    run_id=queued.run_id,
+                    job_id=queued.job_id,
+                    scheduled_for=queued.scheduled_for,
+                    resources=queued.resources,
+                    until=now + timedelta(seconds=RESERVATION_SECONDS),
+                    enqueued_at=queued.enqueued_at,
+                    labels=queued.labels,
+                )
+                worker = alive[chosen]
+                if self.workers.reserve(tenant, chosen, hold=hold, expected_version=worker.version):
+                    alive[chosen] = worker.model_copy(
+                        update={"holds": {**worker.holds, hold.run_id: hold}, "version": worker.version + 1}
+                    )
+                    self.workers.dequeue(queued)
+                    placed[queued.run_id] = chosen
+                    break
+                fresh = self.workers.get_worker(tenant, chosen)  # another placer won: read it again
+                if fresh is None or fresh.status != "ALIVE":
+                    alive.pop(chosen, None)
+                else:
+                    alive[chosen] = fresh
+        return placed
+
+    def waiting(self, *, tenant: str, pool: str) -> list[QueuedRun]:
+        """The pool's waiting runs, oldest first."""
+        return self.workers.waiting(tenant, pool, limit=PLACE_BATCH)
+
+    # -- the worker's reports on a run -------------------------------------------------------------
+
+    def _held(self, tenant: str, worker_id: str, run_id: str) -> tuple[Worker, Hold | None]:
+        worker = self.get(tenant=tenant, worker_id=worker_id)
+        hold = worker.holds.get(run_id) if worker.status == "ALIVE" else None
+        return worker, hold
+
+    def _row(self, tenant: str, run_id: str) -> tuple[str, str, Execution]:
+        try:
+            job_id, at = parse_run_id(run_id)
+        except ValueError:
+            raise NotFound(f"no run {run_id}") from None
+        sf = times.stored(at)
+        row = self.runs.get(job_id, sf)
+        if row is None or row.tenant != tenant:
+            raise NotFound(f"no run {run_id}")
+        return job_id, sf, row
+
+    def ack(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
+        """PENDING -> LEASED by the worker holding the run's reservation, then the hold confirmed."""
+        job_id, sf, row = self._row(tenant, run_id)
+        _, hold = self._held(tenant, worker_id, run_id)
+        if hold is None:
+            return Report(False, row)  # not placed here, placed elsewhere since, or a dead worker's
+        now = self.clock.now()
+        lease = Lease(
+            owner=worker_id,
+            message=f"pool:{worker_id}",
+            worker=worker_id,
+            until=now + timedelta(seconds=DEAD_AFTER_SECONDS),
+        )
+        moved = self.runs.claim(job_id, sf, lease=lease, now=now)
+        if not moved.applied:
+            return Report(False, moved.row)  # a repeated ack, or a run that moved on
+        self.workers.confirm(tenant, worker_id, run_id=run_id, now=now)
+        return Report(True, self.runs.get(job_id, sf))
+
+    def started(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
+        """LEASED -> RUNNING, only for the ALIVE worker holding the run."""
+        job_id, sf, row = self._row(tenant, run_id)
+        _, hold = self._held(tenant, worker_id, run_id)
+        if hold is None or hold.state != "confirmed":
+            return Report(False, row)
+        moved = self.runs.start(job_id, sf, owner=worker_id, now=self.clock.now())
+        return Report(moved.applied, self.runs.get(job_id, sf) if moved.applied else moved.row)
+
+    def beat(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
+        """Extend the worker's lease on a LEASED|RUNNING run it holds; the run answers its cancel mark."""
+        job_id, sf, row = self._row(tenant, run_id)
+        _, hold = self._held(tenant, worker_id, run_id)
+        if hold is None or hold.state != "confirmed":
+            return Report(False, row)
+        until = self.clock.now() + timedelta(seconds=DEAD_AFTER_SECONDS)
+        applied = self.runs.extend_lease(job_id=job_id, scheduled_for=sf, owner=worker_id, until=until)
+        return Report(applied, self.runs.get(job_id, sf))
+
+    def finished(
+        self,
+        *,
+        tenant: str,
+        worker_id: str,
+        run_id: str,
+        result: str | None,
+        error: tuple[str, str] | None,
+    ) -> Report:
+        """RUNNING -> SUCCEEDED (result) | FAILED (error) by the worker holding the run, then its hold
+        released. A duplicate or a stale report changes nothing."""
+        job_id, sf, row = self._row(tenant, run_id)
+        _, hold = self._held(tenant, worker_id, run_id)
+        if hold is None or hold.state != "confirmed" or row.status != RunStatus.RUNNING:
+            return Report(False, row)
+        now = self.clock.now()
+        end = AttemptEnd(
+            attempt=row.attempt,
+            started_at=row.started_at or now,
+            finished_at=now,
+            result=result if error is None else None,
+            error=error,
+            worker=worker_id,
+        )
+        moved = self.runs.record(job_id, sf, owner=worker_id, end=end)
+        if moved.applied:
+            self.workers.release(tenant, worker_id, run_id=run_id)
+            return Report(True, self.runs.get(job_id, sf))
+        return Report(False, moved.row)

@@ -1,0 +1,131 @@
+"""The worker API (jobsched.api.workers) over the real services on the fakes: a worker-pool job
+submitted over the API, handed off by the worker Lambda's run, placed by best fit, and reported on
+by the worker that holds it; tenant-scoped throughout."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+from jobsched.adapters.memory import MemoryWorkerStore
+from jobsched.api import build_app
+from jobsched.services.workers import WorkerPools
+from tests.unit.api.test_tenancy import call
+from tests.unit.services.conftest import T0, World
+
+A = {"X-Tenant": "team-a"}
+B = {"X-Tenant": "team-b"}
+
+
+def api(world: World) -> APIGatewayRestResolver:
+    pools = WorkerPools(workers=MemoryWorkerStore(), jobs=world.jobs, runs=world.runs, clock=world.clock)
+    world.svc.worker.hand_off = pools.hand_off
+    return build_app(
+        world.svc.job_service, world.svc.failures, world.svc.schedule, tenant_source="header", pools=pools
+    )
+
+
+def register(app: APIGatewayRestResolver, cpu: int, *, headers: dict[str, str] = A) -> str:
+    body = {"pool": "gpu", "capacity": {"cpu": cpu, "memory_mib": 16_384, "gpus": 1}, "labels": {"zone": "a"}}
+    status, worker = call(app, "POST", "/api/workers", headers=headers, body=body)
+    assert status == 201, worker
+    return str(worker["worker_id"])
+
+
+def pool_job(app: APIGatewayRestResolver, *, cpu: int) -> str:
+    body = {
+        "type": "one_off",
+        "run_at": (T0 + timedelta(seconds=30)).isoformat(),
+        "target": {"type": "worker", "pool": "gpu", "handler": "mypkg.train", "labels": {"zone": "a"}},
+        "resources": {"cpu": cpu, "memory_mib": 1024, "gpus": 1},
+        "payload": {"epochs": 3},
+    }
+    status, created = call(app, "POST", "/api/jobs", headers=A, body=body)
+    assert status == 201, created
+    return str(created["job_id"])
+
+
+def poll(app: APIGatewayRestResolver, worker_id: str) -> list[dict[str, Any]]:
+    status, answer = call(app, "POST", f"/api/workers/{worker_id}/poll", headers=A, body={"wait_seconds": 0})
+    assert status == 200, answer
+    return list(answer["runs"])
+
+
+def report(
+    app: APIGatewayRestResolver, run_id: str, what: str, worker_id: str, **extra: Any
+) -> dict[str, Any]:
+    status, answer = call(
+        app, "POST", f"/api/runs/{run_id}/{what}", headers=A, body={"worker_id": worker_id, **extra}
+    )
+    assert status == 200, answer
+    return dict(answer)
+
+
+def test_a_worker_pool_run_goes_from_the_api_to_the_tightest_worker_and_finishes_once(world: World) -> None:
+    # Given two workers of 8 and 2 vCPUs and a due worker-pool job that needs 2
+    app = api(world)
+    job_id = pool_job(app, cpu=2048)
+    world.clock.advance(31)
+    assert world.deliver() == ["handed_off"]
+    big, small = register(app, 8192), register(app, 2048)
+    # When both poll
+    assert poll(app, big) == []
+    [run] = poll(app, small)
+    # Then the small worker got it, with its handler, payload and effect key
+    assert (run["job_id"], run["handler"], run["payload"], run["attempt"]) == (
+        job_id,
+        "mypkg.train",
+        {"epochs": 3},
+        1,
+    )
+    assert run["effect_key"] == run["run_id"]
+    # When it acks, starts and finishes, and sends finished again
+    assert report(app, run["run_id"], "ack", small)["status"] == "LEASED"
+    assert report(app, run["run_id"], "started", small)["status"] == "RUNNING"
+    assert report(app, run["run_id"], "heartbeat", small)["applied"]
+    done = report(app, run["run_id"], "finished", small, result={"loss": 0.1})
+    again = report(app, run["run_id"], "finished", small, error={"type": "Boom", "message": "late"})
+    # Then the run SUCCEEDED once under that worker, and the duplicate changed nothing
+    assert (done["applied"], done["status"], done["worker"]) == (True, "SUCCEEDED", small)
+    assert (again["applied"], again["status"], again["attempt"]) == (False, "SUCCEEDED", 1)
+    status, got = call(app, "GET", f"/api/runs/{run['run_id']}", headers=A)
+    assert status == 200 and got["status"] == "SUCCEEDED" and got["result"] == {"loss": 0.1}
+
+
+def test_the_listing_shows_capacity_free_and_status_and_another_tenants_worker_is_404(world: World) -> None:
+    app = api(world)
+    mine = register(app, 4096)
+    theirs = register(app, 4096, headers=B)
+    status, page = call(app, "GET", "/api/workers?pool=gpu", headers=A)
+    assert status == 200
+    [item] = page["items"]
+    assert (item["worker_id"], item["status"], item["free"]["cpu"], item["labels"]) == (
+        mine,
+        "ALIVE",
+        4096,
+        {"zone": "a"},
+    )
+    for path in (f"/api/workers/{theirs}/poll", f"/api/workers/{theirs}/heartbeat"):
+        status, answer = call(
+            app, "POST", path, headers=A, body={"runs": {}} if path.endswith("beat") else {"wait_seconds": 0}
+        )
+        assert status == 404, (path, answer)
+
+
+def test_a_heartbeat_of_runs_it_does_not_hold_answers_them_refused(world: World) -> None:
+    app = api(world)
+    worker = register(app, 4096)
+    status, answer = call(
+        app, "POST", f"/api/workers/{worker}/heartbeat", headers=A, body={"runs": {"j-1": "RUNNING"}}
+    )
+    assert status == 200 and answer["refused_runs"] == ["j-1"] and answer["worker"]["status"] == "ALIVE"
+
+
+def test_a_registration_with_a_bad_capacity_is_a_400(world: World) -> None:
+    app = api(world)
+    status, answer = call(
+        app, "POST", "/api/workers", headers=A, body={"pool": "gpu", "capacity": {"cpu": -1}}
+    )
+    assert status == 400, answer
