@@ -26,7 +26,7 @@ def test_a_75_s_sleep_with_a_600_s_timeout_runs_on_ecs_and_succeeds_once_on_atte
     job_id = created.json()["job_id"]
     # Then it resolves to ECS
     job = stack.get(f"/api/jobs/{job_id}").json()
-    assert (job["runs_on"], job["resources"]) == ("ecs", {"cpu": 256, "memory_mib": 512})
+    assert (job["runs_on"], job["resources"]) == ("ecs", {"cpu": 256, "memory_mib": 512, "gpus": 0})
     # And the ECS worker's process runs it to success, once, on attempt 1 (no kill, no redelivery)
     done = stack.wait_for(
         job_id, lambda j: j["recent_executions"] and j["recent_executions"][0]["status"] == "SUCCEEDED", 150

@@ -43,7 +43,7 @@ def test_a_long_sleep_resolves_to_ecs_and_the_job_shows_it(world: World) -> None
     _, job = call(world, "GET", f"/api/jobs/{created['job_id']}")
     # Then it runs on ECS at Fargate's smallest size
     assert job["runs_on"] == "ecs"
-    assert job["resources"] == {"cpu": 256, "memory_mib": 512}
+    assert job["resources"] == {"cpu": 256, "memory_mib": 512, "gpus": 0}
 
 
 def test_a_short_job_resolves_to_the_lambda_worker(world: World) -> None:
@@ -80,7 +80,7 @@ def test_patch_resources_moves_the_job_to_ecs_and_null_clears_them(world: World)
     path = f"/api/jobs/{created['job_id']}"
     status, job = call(world, "PATCH", path, {"resources": {"cpu": 2048, "memory_mib": 5000}})
     assert status == 200, job
-    assert (job["runs_on"], job["resources"]) == ("ecs", {"cpu": 2048, "memory_mib": 5120})
+    assert (job["runs_on"], job["resources"]) == ("ecs", {"cpu": 2048, "memory_mib": 5120, "gpus": 0})
     _, job = call(world, "PATCH", path, {"resources": None})
     assert job["runs_on"] == "lambda"
 

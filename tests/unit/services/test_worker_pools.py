@@ -13,6 +13,7 @@ import pytest
 
 from jobsched.adapters.memory import MemoryJobStore, MemoryRunStore, MemoryWorkerStore
 from jobsched.domain import times
+from jobsched.domain.compute import Resources as JobResources
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Job
 from jobsched.domain.placement import Resources
@@ -53,7 +54,7 @@ class Pools:
             payload={"n": 1},
             run_at=T0,
             idempotent=idempotent,
-            resources=Resources(cpu=cpu, memory_mib=512, gpus=gpus),
+            resources=JobResources(cpu=cpu, memory_mib=512, gpus=gpus),
             created_at=T0,
             updated_at=T0,
         )

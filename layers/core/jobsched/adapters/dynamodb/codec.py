@@ -125,7 +125,10 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
     # `lane` "ecs" when the runs go to the ECS worker's queue: the due index projects it, so the
     # dispatcher routes from its range read alone. Both absent for the Lambda worker's jobs.
     if job.resources is not None or job.runs_on is not None:
-        asked = {"resources": job.resources.model_dump() if job.resources else None, "runs_on": job.runs_on}
+        wanted = job.resources.model_dump() if job.resources else None
+        if wanted is not None and not wanted["gpus"]:
+            del wanted["gpus"]  # most jobs ask none: the item stays as small as before
+        asked = {"resources": wanted, "runs_on": job.runs_on}
         compact = {k: v for k, v in asked.items() if v is not None}
         item["compute"] = enc(json.dumps(compact, separators=(",", ":")))
     if job.placement().runs_on != "lambda":
