@@ -85,6 +85,9 @@ DUE_INDEX = IndexSpec(
         "status",
         "policy",
         "dispatched",
+        # A job's alert policy (stored only when set): a tick of a job alerting on "late" goes out
+        # with its LateWatch (services/late.py) without the pass reading the job item.
+        "alerts",
     ),
 )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from jobsched.domain.alerts import LateWatch
 from jobsched.domain.models import Execution, Job, RunMessage, SchedulePolicy
 from jobsched.domain.operations import OperationMessage
 from jobsched.domain.status import RunStatus
@@ -30,6 +31,8 @@ class DueEntry:
     timezone: str
     policy: SchedulePolicy = field(default_factory=SchedulePolicy)
     dispatched: int = 0
+    late_after_seconds: int | None = None
+    """The job alerts on "late" after this long: its ticks go out with a LateWatch (None: it does not)."""
 
     @classmethod
     def of(cls, job: Job) -> DueEntry:
@@ -44,6 +47,7 @@ class DueEntry:
             timezone=job.timezone,
             policy=job.policy,
             dispatched=job.dispatched,
+            late_after_seconds=job.alerts.late_after_seconds if job.alerts else None,
         )
 
 
@@ -147,5 +151,5 @@ class AttemptEnd:
 class Outgoing:
     """One run (or an operation's next chunk) to hand to the queue, held back `delay_seconds`."""
 
-    message: RunMessage | OperationMessage
+    message: RunMessage | OperationMessage | LateWatch
     delay_seconds: int

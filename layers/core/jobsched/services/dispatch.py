@@ -46,12 +46,14 @@ from aws_lambda_powertools import Logger
 
 from jobsched import cron, telemetry
 from jobsched.domain import times
+from jobsched.domain.alerts import LateWatch
 from jobsched.domain.models import RunMessage, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
 from jobsched.ports import Clock, CrashPoints, JobStore, Metrics, NoMetrics, RunQueue, RunStore, no_crash
 from jobsched.services.alerts import AlertService, policy_of
+from jobsched.services.late import watch_for
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -344,7 +346,7 @@ class Dispatcher:
             for e in entries
         ]
         plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
-        outgoing: list[tuple[RunMessage, datetime]] = []  # and when each fires
+        outgoing: list[tuple[RunMessage | LateWatch, datetime]] = []  # and when each fires
         for plan in plans:
             entry = plan.entry
             for tick, reason in plan.skip:
@@ -367,6 +369,8 @@ class Dispatcher:
                 guard = takes_slot(entry.type, entry.policy.overlap_policy)
                 message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
                 outgoing.append((message, fire_at))
+                if self.alerts is not None and (watch := watch_for(entry, tick, now=now)) is not None:
+                    outgoing.append(watch)  # only for a job alerting on "late": services/late.py
         self.crash("dispatch.before_send")
         # step 1: all or error; a page whose send failed stamps nothing
         batches = [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)]
@@ -383,7 +387,7 @@ class Dispatcher:
             plans,
         )
         self.crash("dispatch.after_stamp")
-        return len(outgoing)
+        return sum(isinstance(message, RunMessage) for message, _ in outgoing)
 
     def _alert(self, plan: Plan, *, now: datetime) -> None:
         """Raise the plan's missed, skipped and late alerts (a job the pass drops ticks of, or hands
@@ -419,7 +423,7 @@ class Dispatcher:
                 detail=f"not started {(now - tick).total_seconds():.0f} s after its tick: handed over late",
             )
 
-    def _send(self, batch: Sequence[tuple[RunMessage, datetime]]) -> None:
+    def _send(self, batch: Sequence[tuple[RunMessage | LateWatch, datetime]]) -> None:
         # Each delay is taken from the clock as the batch goes out, not from the start of the pass:
         # a message sent late in a long pass would otherwise surface that much after its second.
         now = self.clock.now()

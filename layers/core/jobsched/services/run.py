@@ -43,6 +43,7 @@ from aws_lambda_powertools import Logger
 
 from jobsched import cron, telemetry
 from jobsched.domain import times
+from jobsched.domain.alerts import LateWatch, is_late_watch
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
@@ -68,6 +69,7 @@ from jobsched.services.alerts import AlertService
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
+from jobsched.services.late import LateWatcher
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -110,6 +112,7 @@ class Outcome(StrEnum):
     LOST = "lost"
     SKIPPED = "skipped"
     REFUSED = "refused"  # from a sender the stack does not trust (domain.senders): nothing ran or was written
+    WATCHED = "watched"  # a LateWatch: "late" raised if its run had not started (services/late.py)
 
 
 class InFlightElsewhere(Exception):
@@ -174,6 +177,10 @@ class Worker:
         the count for every other run. A cancel is a compare-and-set on the same item, so either
         it sees this run and answers 409, or it won first and this run never starts.
         """
+        if is_late_watch(delivery.body):  # not a run: a look at one (services/late.py)
+            watch = LateWatch.model_validate_json(delivery.body)
+            LateWatcher(self.jobs, self.runs, self.queue, self.alerts, self.clock).check(watch)
+            return Outcome.WATCHED
         message = RunMessage.model_validate_json(delivery.body)
         sf = message.scheduled_for
         now = self.clock.now()

@@ -213,6 +213,7 @@ def due_entry_from_item(raw: Mapping[str, Any]) -> DueEntry:
         timezone=item.get("timezone", "UTC"),
         policy=SchedulePolicy.model_validate_json(item["policy"]) if "policy" in item else SchedulePolicy(),
         dispatched=int(item.get("dispatched", 0)),
+        late_after_seconds=AlertPolicy.parse(item["alerts"]).late_after_seconds if "alerts" in item else None,
     )
 
 
