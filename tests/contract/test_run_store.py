@@ -246,3 +246,23 @@ def test_request_cancel_with_pending_too_marks_a_pending_row(backend: Backend) -
     assert lease_row.applied
     row = backend.runs.get(JOB, SF)
     assert row is not None and row.status == RunStatus.RUNNING and row.cancel_requested_at == T0
+
+
+def test_request_cancel_with_create_marks_a_run_that_has_no_row_yet_and_its_fast_path_records_over_it(
+    backend: Backend,
+) -> None:
+    # A run on the fast path (no row until it ends): the mark creates its row PENDING, marked
+    marked = backend.runs.request_cancel(JOB, SF, now=T0, pending_too=True, create=NEW)
+    assert marked.applied and marked.row is not None
+    row = marked.row
+    assert (row.status, row.attempt, row.cancel_requested_at) == (RunStatus.PENDING, 0, T0)
+    # A second mark keeps the row and the first instant
+    again = backend.runs.request_cancel(JOB, SF, now=at(3), pending_too=True, create=NEW)
+    assert again.applied and again.row is not None and again.row.cancel_requested_at == T0
+    # The run's one write at its end still applies: its result is its truth
+    assert backend.runs.record_unleased(JOB, SF, worker="w1", end=ok(), create=NEW).applied
+    row = backend.runs.get(JOB, SF)
+    assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 1
+    # and a finished run is never created or marked again
+    done = backend.runs.request_cancel(JOB, SF, now=at(9), pending_too=True, create=NEW)
+    assert not done.applied and done.row is not None and done.row.status == RunStatus.SUCCEEDED

@@ -340,12 +340,20 @@ class RunStore(Protocol):
         ...
 
     def request_cancel(
-        self, job_id: str, scheduled_for: str, *, now: datetime, pending_too: bool = False
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        now: datetime,
+        pending_too: bool = False,
+        create: NewRun | None = None,
     ) -> Transition:
         """Mark a LEASED|RUNNING run (and a PENDING one with `pending_too`: a fast-path run whose
         row is not written yet) cancel-requested (cancel_requested_at = now, kept if set already):
         its worker's heartbeat reads the mark and the handler is asked to stop. The status does
-        not change; refused (the row as it stood, or None) for any other status."""
+        not change; refused (the row as it stood, or None) for any other status. With `create`
+        (and pending_too), a missing row is created PENDING, marked: a fast-path run that has
+        written no row yet. An applied mark answers the row after it."""
         ...
 
     def fail_stuck(

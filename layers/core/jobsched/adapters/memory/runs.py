@@ -259,13 +259,21 @@ class MemoryRunStore:
             return True
 
     def request_cancel(
-        self, job_id: str, scheduled_for: str, *, now: datetime, pending_too: bool = False
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        now: datetime,
+        pending_too: bool = False,
+        create: NewRun | None = None,
     ) -> Transition:
         """Mark a held (or, with pending_too, PENDING) run cancel-requested; refused otherwise."""
         key = (job_id, scheduled_for)
         allowed = {*HELD, RunStatus.PENDING} if pending_too else set(HELD)
         with self._lock:
             row = self.rows.get(key)
+            if row is None and create is not None and pending_too:
+                row = self._created(create).model_copy(update={"created_at": now})
             if row is None or row.status not in allowed:
                 return Transition(applied=False, row=row.model_copy(deep=True) if row else None)
             new = row.model_copy(update={"cancel_requested_at": row.cancel_requested_at or now})
