@@ -339,6 +339,21 @@ class RunStore(Protocol):
         """Push a LEASED|RUNNING run's lease to `until` if `owner` holds it; else False."""
         ...
 
+    def save_progress(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        owner: str,
+        now: datetime,
+        progress: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        """Keep a LEASED|RUNNING run's progress and/or checkpoint (JSON texts; None: left as is),
+        each with its instant (now), if `owner` holds its lease; else False (nothing written). Both
+        stay on the row through the run's later moves (a retry, a takeover, its end)."""
+        ...
+
     def request_cancel(
         self,
         job_id: str,

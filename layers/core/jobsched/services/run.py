@@ -581,8 +581,11 @@ class Worker:
                 job.job_id, sf, lease=lease, started_at=started, now=self.clock.now(), create=created
             ).applied
 
+        # A retried run (re-armed PENDING) resumes from the checkpoint on the row read above: an
+        # eventually consistent read, which may show an older one (the re-arm came backoff seconds
+        # after it was written): resumed from a checkpoint, at worst not the very last.
         error, result, heartbeat = self._execute(
-            job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease, kind=kind
+            job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease, kind=kind, resume=row
         )
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
@@ -662,8 +665,10 @@ class Worker:
             )
             self.crash("run.after_handler")
         else:
+            # A takeover (or a retry) resumes from the checkpoint on the row the claim moved: its
+            # ALL_OLD answer, the row as it stood at the claim.
             error, result, beat = self._execute(
-                job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind
+                job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind, resume=previous
             )
             retry_after = beat.retry_after
         end = self._outcome(started, self.clock.now(), attempt, result, error)
@@ -725,8 +730,10 @@ class Worker:
         owner: str,
         persist: Callable[[datetime], bool] | None,
         kind: str,
+        resume: Execution | None = None,
     ) -> tuple[tuple[str, str] | None, object, _Heartbeat]:
-        """Call the handler under a heartbeat; (error or None, result, the heartbeat)."""
+        """Call the handler under a heartbeat; (error or None, result, the heartbeat). `resume`: the
+        run's row as this attempt found it (its checkpoint is the handler's ctx.last_checkpoint)."""
         scheduled_for = times.parse_stored(sf)
         key = run_id_for(job.job_id, scheduled_for)
         heartbeat = _Heartbeat(
@@ -747,6 +754,8 @@ class Worker:
             effect_key=key,
             beat=heartbeat.beat,
             cancel_requested=lambda: heartbeat.cancel_requested,
+            note=heartbeat.note,
+            last_checkpoint=resume.checkpoint if resume is not None else None,
         )
         if self.alerts is not None and attempt == 1 and kind == "scheduled":
             # The run's start is its first attempt's (a retry's start is late by its backoff).
@@ -1020,6 +1029,27 @@ class _Heartbeat:
                 lambda: worker.jobs.extend_count(
                     self._job_id, run=self._sf, message=self._delivery.message_id, until=hold_until
                 ),
+            )
+
+    def note(self, progress: str | None, checkpoint: str | None) -> bool:
+        """Keep the handler's progress and/or checkpoint on the run's row (ctx.heartbeat(progress),
+        ctx.checkpoint); False if the row is not this worker's. On the fast path the run has no lease
+        row before its first beat: that beat is taken first, so the row exists and is leased to it.
+
+        Only runs that call the helpers write here: a run that never does costs nothing more. A store
+        error is raised to the handler (nothing was kept; it may try again)."""
+        with self._lock:
+            if self._persist is not None:
+                self._beat()
+            if not self._leased:
+                return False
+            return self._worker.runs.save_progress(
+                self._job_id,
+                self._sf,
+                owner=self._owner,
+                now=self._worker.clock.now(),
+                progress=progress,
+                checkpoint=checkpoint,
             )
 
     def _read_cancel_mark(self) -> bool:

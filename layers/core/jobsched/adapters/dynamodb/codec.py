@@ -274,4 +274,8 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         kind=item.get("kind", "scheduled"),
         created_at=opt_time(item.get("created_at")),
         cancel_requested_at=opt_time(item.get("cancel_requested_at")),
+        progress=json.loads(item["progress"]) if "progress" in item else None,
+        progress_at=opt_time(item.get("progress_at")),
+        checkpoint=json.loads(item["checkpoint"]) if "checkpoint" in item else None,
+        checkpoint_at=opt_time(item.get("checkpoint_at")),
     )

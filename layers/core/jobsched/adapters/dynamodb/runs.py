@@ -460,6 +460,44 @@ class RunStore:
             },
         )[0]
 
+    def save_progress(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        owner: str,
+        now: datetime,
+        progress: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        """Keep a held run's progress and/or checkpoint, conditional on its lease owner (a worker that
+        lost the run to a takeover writes nothing over the taker's)."""
+        held = sorted(s.value for s in HELD)
+        values: dict[str, Any] = {
+            ":now": enc(times.stored(now)),
+            ":me": enc(owner),
+            ":h0": enc(held[0]),
+            ":h1": enc(held[1]),
+        }
+        sets = []
+        if progress is not None:
+            values[":progress"] = enc(progress)
+            sets += ["progress = :progress", "progress_at = :now"]
+        if checkpoint is not None:
+            values[":checkpoint"] = enc(checkpoint)
+            sets += ["checkpoint = :checkpoint", "checkpoint_at = :now"]
+        if not sets:
+            return True
+        return conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc(run_sk(scheduled_for))},
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression="lease_owner = :me AND #s IN (:h0, :h1)",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=values,
+        )[0]
+
     def request_cancel(
         self,
         job_id: str,

@@ -258,6 +258,30 @@ class MemoryRunStore:
             self.rows[key] = row.model_copy(update={"lease_until": until})
             return True
 
+    def save_progress(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        owner: str,
+        now: datetime,
+        progress: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        """Keep a held run's progress and/or checkpoint if `owner` holds its lease."""
+        key = (job_id, scheduled_for)
+        update: dict[str, Any] = {}
+        if progress is not None:
+            update.update(progress=json.loads(progress), progress_at=now)
+        if checkpoint is not None:
+            update.update(checkpoint=json.loads(checkpoint), checkpoint_at=now)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is None or row.lease_owner != owner or row.status not in HELD:
+                return False
+            self.rows[key] = row.model_copy(update=update)
+            return True
+
     def request_cancel(
         self,
         job_id: str,
