@@ -22,8 +22,9 @@ logger = Logger(service="jobsched-reconciler")
 metrics = Metrics(namespace="jobsched", service="reconciler")
 tracer = Tracer(service="jobsched-reconciler")
 
-services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
-operations = OperationService(schedule=services.schedule)
+emf = EmfMetrics(metrics)
+services = build(Settings.from_env(), metrics=emf)
+operations = OperationService(schedule=services.schedule, metrics=emf)  # counts Operations_abandoned
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
