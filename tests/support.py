@@ -17,6 +17,7 @@ import boto3
 from jobsched import resources
 from jobsched.adapters.sqs import Outgoing, RunQueue
 from jobsched.domain import times
+from jobsched.domain.alerts import LateWatch, is_late_watch
 from jobsched.domain.models import RunMessage
 from jobsched.local.aws import MOTO_SENDER_ID
 from jobsched.ports import Crash, FakeClock
@@ -240,6 +241,8 @@ class Pump:
 
 
 def _scheduled_for(message: dict[str, Any]) -> datetime:
+    if is_late_watch(message["Body"]):  # due when the run it looks at is late (services/late.py)
+        return times.parse_stored(LateWatch.model_validate_json(message["Body"]).due)
     return times.parse_stored(RunMessage.model_validate_json(message["Body"]).scheduled_for)
 
 

@@ -36,7 +36,8 @@ app = build_app(
     tenant_source=os.environ.get(c.TENANT_SOURCE_ENV, "iam"),
     signing_secrets=services.signing_secrets,
     logs=LogLinks(_worker_logs, os.environ.get("AWS_REGION", "us-east-1")) if _console else None,
-    run_logs=CloudWatchRunLogs(boto3.client("logs"), _worker_logs) if _worker_logs else None,
+    # Its client is made at the first read of a run's log lines, not at every cold start.
+    run_logs=CloudWatchRunLogs(lambda: boto3.client("logs"), _worker_logs) if _worker_logs else None,
     pools=worker_pools(services, table=os.environ.get(c.WORKERS_TABLE_ENV, "")),
 )
 

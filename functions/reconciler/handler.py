@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.adapters.metrics import EmfMetrics
+from jobsched.domain.alerts import is_late_watch
 from jobsched.domain.models import RunMessage
 from jobsched.domain.operations import OperationMessage, is_operation_message
 from jobsched.services.operations import OperationService
@@ -21,15 +22,19 @@ logger = Logger(service="jobsched-reconciler")
 metrics = Metrics(namespace="jobsched", service="reconciler")
 tracer = Tracer(service="jobsched-reconciler")
 
-services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
-operations = OperationService(schedule=services.schedule)
+emf = EmfMetrics(metrics)
+services = build(Settings.from_env(), metrics=emf)
+operations = OperationService(schedule=services.schedule, metrics=emf)  # counts Operations_abandoned
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def record_handler(record: SQSRecord) -> str:
     """Dead-letter the run of one poison message; an exception keeps it in the DLQ for a retry."""
-    if is_operation_message(record.body):  # a chunk of a long backfill or bulk action: it ends FAILED
-        outcome: str = operations.abandon(OperationMessage.model_validate_json(record.body))
+    outcome: str
+    if is_late_watch(record.body):  # a look at a run that kept failing (services/late.py): only an alert
+        outcome = "late_watch_dropped"
+    elif is_operation_message(record.body):  # a chunk of a long backfill or bulk action: it ends FAILED
+        outcome = operations.abandon(OperationMessage.model_validate_json(record.body))
     else:
         outcome = services.failures.reconcile(RunMessage.model_validate_json(record.body))
     metrics.add_metric(name=f"Reconciled_{outcome}", unit=MetricUnit.Count, value=1)

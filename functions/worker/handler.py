@@ -21,6 +21,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched import constants as c
+from jobsched import telemetry
 from jobsched.adapters.metrics import EmfMetrics
 from jobsched.domain.operations import OperationMessage, is_operation_message
 from jobsched.domain.senders import trusted
@@ -37,10 +38,11 @@ tracer = Tracer(service="jobsched-worker")
 # A handler's own `logging` lines: JSON, with the run's job_id, run_id and tenant (services/run.py's scope).
 route_stdlib_logs(logger)
 
-services = build(Settings.from_env(), metrics=EmfMetrics(metrics))
+emf = EmfMetrics(metrics)
+services = build(Settings.from_env(), metrics=emf)
 # Worker-pool runs go to their pool's queue (the workers table), for the external workers.
 attach_pools(services, table=os.environ.get(c.WORKERS_TABLE_ENV, ""))
-operations = OperationService(schedule=services.schedule)
+operations = OperationService(schedule=services.schedule, metrics=emf)  # counts Operations_<outcome>
 if not services.settings.trusted_senders:
     # Fail closed: without them the worker would run whatever anyone who may send to the queue sends.
     raise RuntimeError(f"{c.TRUSTED_SENDERS_ENV} is not set: the worker trusts no sender")
@@ -97,10 +99,10 @@ async def _on_own_thread(record: SQSRecord) -> Outcome | ChunkOutcome:
 
 
 def _counted(outcome: Outcome | ChunkOutcome) -> str:
-    # Counted here: a run refused before the worker service saw it, and an operation's chunk; the
-    # worker service counts every other outcome itself.
-    if outcome == Outcome.REFUSED or isinstance(outcome, ChunkOutcome):
-        metrics.add_metric(name=f"Runs_{outcome.value}", unit=MetricUnit.Count, value=1)
+    # Counted here: a run refused before the worker service saw it. The worker service counts every
+    # other run outcome itself (Runs_<outcome>), and OperationService its chunks (Operations_<outcome>).
+    if outcome == Outcome.REFUSED:
+        metrics.add_metric(name=telemetry.runs(outcome.value), unit=MetricUnit.Count, value=1)
     return outcome.value
 
 

@@ -285,3 +285,50 @@ def test_an_attempt_that_names_its_worker_keeps_it_in_the_history(
     # Then its attempt names that worker
     row = backend.runs.get(JOB, SF)
     assert row is not None and [a.worker for a in row.attempts] == ["w-pool-1"]
+def test_request_cancel_with_create_marks_a_run_that_has_no_row_yet_and_its_fast_path_records_over_it(
+    backend: Backend,
+) -> None:
+    # A run on the fast path (no row until it ends): the mark creates its row PENDING, marked
+    marked = backend.runs.request_cancel(JOB, SF, now=T0, pending_too=True, create=NEW)
+    assert marked.applied and marked.row is not None
+    row = marked.row
+    assert (row.status, row.attempt, row.cancel_requested_at) == (RunStatus.PENDING, 0, T0)
+    # A second mark keeps the row and the first instant
+    again = backend.runs.request_cancel(JOB, SF, now=at(3), pending_too=True, create=NEW)
+    assert again.applied and again.row is not None and again.row.cancel_requested_at == T0
+    # The run's one write at its end still applies: its result is its truth
+    assert backend.runs.record_unleased(JOB, SF, worker="w1", end=ok(), create=NEW).applied
+    row = backend.runs.get(JOB, SF)
+    assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 1
+    # and a finished run is never created or marked again
+    done = backend.runs.request_cancel(JOB, SF, now=at(9), pending_too=True, create=NEW)
+    assert not done.applied and done.row is not None and done.row.status == RunStatus.SUCCEEDED
+
+
+def test_save_progress_keeps_progress_and_checkpoint_for_the_lease_owner_through_a_takeover(
+    backend: Backend,
+) -> None:
+    # No row, or a PENDING one: nothing to keep them on (a run writes them once it holds its lease)
+    assert not backend.runs.save_progress(JOB, SF, owner="w1/a", now=T0, progress='{"done":1}')
+    pending(backend)
+    assert not backend.runs.save_progress(JOB, SF, owner="w1/a", now=T0, checkpoint='{"done":1}')
+    # The holder keeps both, each with its instant; another owner is refused and changes nothing
+    assert backend.runs.claim(JOB, SF, lease=lease(), now=T0).applied
+    assert backend.runs.start(JOB, SF, owner="w1/a", now=at(1)).applied
+    assert backend.runs.save_progress(JOB, SF, owner="w1/a", now=at(2), progress='{"done":2,"of":9}')
+    assert backend.runs.save_progress(JOB, SF, owner="w1/a", now=at(3), checkpoint='{"done":2}')
+    assert not backend.runs.save_progress(JOB, SF, owner="w2/b", now=at(4), checkpoint='{"done":0}')
+    row = backend.runs.get(JOB, SF)
+    assert row is not None
+    assert (row.progress, row.progress_at, row.checkpoint, row.checkpoint_at) == (
+        {"done": 2, "of": 9}, at(2), {"done": 2}, at(3)
+    )
+    # A takeover of the lapsed lease finds the checkpoint on the row it moves, and keeps it
+    taken = backend.runs.claim(JOB, SF, lease=lease("w2/b", until=90), now=at(40))
+    assert taken.applied and taken.previous is not None and taken.previous.checkpoint == {"done": 2}
+    assert backend.runs.start(JOB, SF, owner="w2/b", now=at(41)).applied
+    assert backend.runs.record(JOB, SF, owner="w2/b", end=ok(41, 42, attempt=2)).applied
+    done = backend.runs.get(JOB, SF)
+    assert done is not None and done.status == RunStatus.SUCCEEDED and done.checkpoint == {"done": 2}
+    # and a finished run keeps nothing more
+    assert not backend.runs.save_progress(JOB, SF, owner="w2/b", now=at(50), progress="3")

@@ -12,7 +12,7 @@ import pytest
 
 from jobsched import constants as c
 from jobsched.handlers import registry
-from jobsched.local import events, lambdas
+from jobsched.local import events, lambdas, loopback
 from jobsched.local.aws import EmbeddedAws
 from jobsched.local.stack import free_port
 from jobsched.settings import Settings
@@ -29,6 +29,45 @@ def api(aws: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
         monkeypatch.setenv(key, value)
     monkeypatch.setenv(c.TENANT_SOURCE_ENV, "header")
     yield lambdas.load("api")
+
+
+class ApiOverLoopback:
+    """The API Lambda served over HTTP on a free loopback port (jobsched.local.loopback), as the local
+    stack serves it; `before_get(path)` runs on the serving thread before each GET is answered."""
+
+    def __init__(self, api: ModuleType) -> None:
+        self.before_get: Callable[[str], None] = lambda path: None
+        served = self
+
+        class Handler(loopback.QuietHandler):
+            def _serve(self) -> None:
+                if self.command == "GET":
+                    served.before_get(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                event = events.api_gateway_event(self.command, self.path, dict(self.headers.items()), body)
+                out = api.lambda_handler(event, lambdas.LambdaContext("api"))
+                payload = (out.get("body") or "").encode()
+                self.send_response(out["statusCode"])
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _serve
+
+        self.server = loopback.serve(Handler, name="api-over-loopback")
+        self.url = self.server.url
+
+
+@pytest.fixture
+def api_over_loopback(api: ModuleType) -> Iterator[ApiOverLoopback]:
+    """The API Lambda over HTTP on a free loopback port, stopped (socket closed, thread joined) after."""
+    running = ApiOverLoopback(api)
+    try:
+        yield running
+    finally:
+        running.server.stop()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict
 from jobsched.handlers import HandlerRegistry, RunContext
 from jobsched.ports import FakeClock
+from jobsched.services.runs import RunService
 from jobsched.wiring import Services
 from tests.conftest import T0
 from tests.support import Pump
@@ -165,3 +166,51 @@ def test_a_run_whose_worker_died_mid_run_ends_lost_when_its_job_is_cancelled(
     [run] = svc.job_service.get(job_id, tenant="t").runs
     assert (run.status, run.attempt) == ("LOST", 2)
     assert pump.receive_all() == []
+
+
+class CancelOwnRunMidRun:
+    """A handler that, 2.5 s into its run (before any heartbeat), has the API cancel its own run; then
+    it beats once (the beat reads the cancel mark) and answers whether it was asked to stop."""
+
+    def __init__(self, svc: Services, clock: FakeClock) -> None:
+        self.runs = RunService(job_service=svc.job_service)
+        self.clock = clock
+        self.answers: list[tuple[str, bool]] = []
+
+    def __call__(self, payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
+        self.clock.advance(2.5)
+        cancel = self.runs.cancel(ctx.run_id, tenant=ctx.tenant)
+        self.answers.append((cancel.status.value, cancel.stopping))
+        ctx.heartbeat()
+        self.clock.advance(5.5)
+        return {"stopped": ctx.cancelled}
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        CreateJobRequest(type="one_off", handler="t.cancel", run_at=T0 + timedelta(seconds=5)),
+        CreateJobRequest(type="recurring", handler="t.cancel", cron_expr="5 * * * * *"),
+        CreateJobRequest(
+            type="recurring", handler="t.cancel", cron_expr="5 * * * * *", overlap_policy="allow"
+        ),
+    ],
+    ids=["one_off", "recurring_skip", "recurring_allow"],
+)
+def test_a_run_cancel_during_a_runs_first_seconds_asks_it_to_stop_and_the_run_ends_as_what_it_did(
+    svc: Services, pump: Pump, clock: FakeClock, request_: CreateJobRequest
+) -> None:
+    # Given a run whose handler is 2.5 s in (no run row written for a recurring tick: the fast path
+    # writes it at the end) when its own run is cancelled
+    handler = CancelOwnRunMidRun(svc, clock)
+    _register(svc, "t.cancel", handler)
+    job_id = svc.job_service.submit(request_, tenant="t", idempotency_key=None).job_id
+    # When it runs
+    pump.run_due(T0 + timedelta(seconds=5))
+    # Then the cancel saw the run's start marker (its slot, or its in-flight entry): asked to stop
+    # (202), never a 200 CANCELLED for a run that executes
+    assert handler.answers == [("RUNNING", True)]
+    # And the run ends as what it did: SUCCEEDED, attempt 1, with the handler's answer to the mark
+    [run] = svc.runs.recent(job_id, limit=5)
+    assert (run.status, run.attempt, run.result) == (RunStatus.SUCCEEDED, 1, {"stopped": True})
+    assert run.cancel_requested_at == T0 + timedelta(seconds=7.5)

@@ -3,47 +3,18 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from jobsched import cli
-from jobsched.local import events, lambdas
+from tests.integration.conftest import ApiOverLoopback
 
 
 @pytest.fixture
-def api_url(api: ModuleType) -> Iterator[str]:
+def api_url(api_over_loopback: ApiOverLoopback) -> str:
     """The API Lambda served over HTTP on a free loopback port, as the local stack serves it."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
-            event = events.api_gateway_event(self.command, self.path, dict(self.headers.items()), body)
-            out = api.lambda_handler(event, lambdas.LambdaContext("api"))
-            payload = (out.get("body") or "").encode()
-            self.send_response(out["statusCode"])
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = do_POST = do_PATCH = do_DELETE = _serve
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)  # port 0: a free one
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
+    return api_over_loopback.url
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

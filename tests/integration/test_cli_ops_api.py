@@ -4,63 +4,22 @@ progress of a long backfill and bulk action, whose chunks the test's worker does
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from types import ModuleType
-from typing import Any
 
 import pytest
 
 from jobsched import cli
 from jobsched.domain.operations import OperationMessage
-from jobsched.local import events, lambdas
 from jobsched.services.operations import OperationService
 from jobsched.settings import Settings
 from jobsched.wiring import build
-
-
-class Served:
-    """The API Lambda on a loopback port; `before_get` runs on the server's thread before each GET."""
-
-    def __init__(self, api: ModuleType) -> None:
-        self.before_get: Callable[[str], None] = lambda path: None
-        served = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self) -> None:
-                if self.command == "GET":
-                    served.before_get(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                event = events.api_gateway_event(self.command, self.path, dict(self.headers.items()), body)
-                out = api.lambda_handler(event, lambdas.LambdaContext("api"))
-                payload = (out.get("body") or "").encode()
-                self.send_response(out["statusCode"])
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = do_PATCH = do_DELETE = _serve
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+from tests.integration.conftest import ApiOverLoopback
 
 
 @pytest.fixture
-def served(api: ModuleType) -> Iterator[Served]:
-    running = Served(api)
-    running.thread.start()
-    yield running
-    running.server.shutdown()
-    running.server.server_close()
-    running.thread.join(timeout=10)
+def served(api_over_loopback: ApiOverLoopback) -> ApiOverLoopback:
+    """The API Lambda over loopback; a test sets its before_get to play a worker between polls."""
+    return api_over_loopback
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -69,7 +28,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def submit(served: Served, capsys: pytest.CaptureFixture[str], tenant: str, *flags: str) -> str:
+def submit(served: ApiOverLoopback, capsys: pytest.CaptureFixture[str], tenant: str, *flags: str) -> str:
     code, out, _ = run(
         capsys, "submit", "--api-url", served.url, "--tenant", tenant, "--handler", "demo.echo", *flags
     )
@@ -77,7 +36,7 @@ def submit(served: Served, capsys: pytest.CaptureFixture[str], tenant: str, *fla
     return str(json.loads(out)["job_id"])
 
 
-def a_worker_between_polls(served: Served, settings: Settings) -> None:
+def a_worker_between_polls(served: ApiOverLoopback, settings: Settings) -> None:
     """Each GET of an operation first has the worker do its next chunk (as the queue would)."""
     worker = OperationService(schedule=build(settings).schedule)
 
@@ -91,7 +50,7 @@ def a_worker_between_polls(served: Served, settings: Settings) -> None:
 
 
 def test_list_shows_the_callers_jobs_as_a_table_and_as_json(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    served: ApiOverLoopback, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given two jobs of tenant a (one tagged) and one of tenant b
     monkeypatch.setenv("COLUMNS", "220")
@@ -111,7 +70,7 @@ def test_list_shows_the_callers_jobs_as_a_table_and_as_json(
 
 
 def test_stats_shows_runs_by_status_and_percentiles(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    served: ApiOverLoopback, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a minutely job with three backfilled runs
     monkeypatch.setenv("COLUMNS", "200")
@@ -131,7 +90,7 @@ def test_stats_shows_runs_by_status_and_percentiles(
 
 
 def test_backfill_of_250_ticks_follows_its_operation_with_a_progress_bar_until_done(
-    served: Served, aws: Settings, capsys: pytest.CaptureFixture[str]
+    served: ApiOverLoopback, aws: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given a minutely job, and a worker that does one chunk between two polls of the operation
     job_id = submit(served, capsys, "a", "--cron", "* * * * *")
@@ -161,7 +120,10 @@ def test_backfill_of_250_ticks_follows_its_operation_with_a_progress_bar_until_d
 
 
 def test_actions_on_25_jobs_follow_the_operation_and_show_one_result_per_job(
-    served: Served, aws: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    served: ApiOverLoopback,
+    aws: Settings,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Given 25 jobs of tenant a, and a worker that does one chunk between two polls
     monkeypatch.setenv("COLUMNS", "200")

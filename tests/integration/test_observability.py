@@ -18,6 +18,7 @@ from jobsched.adapters.dynamodb import job_to_item
 from jobsched.domain import times
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Job, RunMessage
+from jobsched.domain.operations import OperationMessage
 from jobsched.domain.status import JobStatus
 from jobsched.handlers import RunContext, registry
 from jobsched.local import lambdas
@@ -121,3 +122,19 @@ def test_every_line_a_handler_logs_during_its_run_carries_the_runs_keys(
                 "tenant": "tenant-a",
             }
     assert "run_id" not in lines["after the runs"]
+
+
+def test_the_worker_entry_point_counts_an_operation_chunk_as_an_operation_not_a_run(
+    env: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an operation chunk's message for an operation that is over (or never was)
+    body = OperationMessage(operation_id="op_gone", chunk=0).model_dump_json()
+    worker = lambdas.load("worker")
+    capsys.readouterr()
+    # When the worker Lambda processes it
+    worker.lambda_handler(sqs_event(body), lambdas.LambdaContext("worker"))
+    # Then its EMF document counts Operations_stale, and no Runs_ figure at all
+    [doc] = [d for d in printed_json(capsys.readouterr().out) if "_aws" in d]
+    (directive,) = doc["_aws"]["CloudWatchMetrics"]
+    names = [m["Name"] for m in directive["Metrics"]]
+    assert names == [telemetry.operations("stale")] and doc[telemetry.operations("stale")] == [1.0], names

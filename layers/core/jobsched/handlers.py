@@ -8,6 +8,7 @@ a failed attempt. Runs are at least once, so a handler makes its side effect ide
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 import threading
@@ -18,6 +19,34 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.errors import UnknownHandler
+
+# What a run's row holds for its long-job helpers (compact JSON, UTF-8): a progress is a glance (a
+# number, a few fields), a checkpoint the state an attempt resumes from; both ride on the run row,
+# which stays far below DynamoDB's 400 KB with the run's attempts and result (16 KiB) beside them.
+MAX_PROGRESS_BYTES = 1024
+MAX_CHECKPOINT_BYTES = 32 * 1024
+
+Note = Callable[[str | None, str | None], bool]
+"""The worker's write of (progress JSON, checkpoint JSON) on the run's row; False: not this worker's."""
+
+
+class ProgressTooLarge(ValueError):
+    """ctx.heartbeat(progress) with a progress that is not JSON or over MAX_PROGRESS_BYTES."""
+
+
+class CheckpointTooLarge(ValueError):
+    """ctx.checkpoint(state) with a state that is not JSON or over MAX_CHECKPOINT_BYTES."""
+
+
+def _json_within(value: object, limit: int, error: type[ValueError], what: str) -> str:
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise error(f"{what} must be JSON: {exc}") from None
+    size = len(text.encode())
+    if size > limit:
+        raise error(f"{what} is {size} bytes; at most {limit}")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +64,37 @@ class RunContext:
     """The worker's heartbeat for this run (None outside a worker)."""
     cancel_requested: Callable[[], bool] | None = None
     """Whether the run's last heartbeat found it asked to stop (None outside a worker)."""
+    note: Note | None = None
+    """The worker's write of progress and checkpoints on the run's row (None outside a worker)."""
+    last_checkpoint: Any = None
+    """The state the run's last ctx.checkpoint() stored, as this attempt found it (None: none yet):
+    a retried or taken-over attempt resumes from it."""
 
-    def heartbeat(self) -> None:
-        """Renew this run's leases now (the worker also renews them every lease/3 on its own)."""
+    def heartbeat(self, progress: Any = None) -> None:
+        """Renew this run's leases now (the worker also renews them every lease/3 on its own).
+
+        `progress` (a number or a small JSON value, at most MAX_PROGRESS_BYTES) is kept on the run,
+        shown by GET /api/runs/{id} and the run's history; None leaves the last one as it is. Raises
+        ProgressTooLarge for a value that is not JSON or too big.
+        """
+        text = None if progress is None else _json_within(
+            progress, MAX_PROGRESS_BYTES, ProgressTooLarge, "progress"
+        )
         if self.beat is not None:
             self.beat()
+        if text is not None and self.note is not None:
+            self.note(text, None)
+
+    def checkpoint(self, state: Any) -> bool:
+        """Store `state` (JSON, at most MAX_CHECKPOINT_BYTES) durably with the run: the next attempt
+        of this run (a retry, or a takeover after this worker died) finds it as ctx.last_checkpoint.
+
+        True once stored; False if the run is no longer this attempt's (another worker took it over:
+        finish quickly, this attempt's result will be refused). Raises CheckpointTooLarge for a
+        state that is not JSON or too big, and a store error if the write failed (nothing stored).
+        """
+        text = _json_within(state, MAX_CHECKPOINT_BYTES, CheckpointTooLarge, "checkpoint")
+        return self.note is None or self.note(None, text)
 
     @property
     def cancelled(self) -> bool:
@@ -132,7 +187,7 @@ class HandlerRegistry:
 registry = HandlerRegistry()
 # The built-in demo handlers below: registered on `registry` at import, and left out of a deployed
 # function's registry unless JOBSCHED_DEMO_HANDLERS=true (Settings.demo_handlers; jobsched.wiring).
-DEMO_HANDLERS = ("demo.echo", "demo.sleep", "demo.fail", "demo.flaky")
+DEMO_HANDLERS = ("demo.echo", "demo.sleep", "demo.fail", "demo.flaky", "demo.checkpoint")
 
 
 class DemoFailure(RuntimeError):
@@ -167,3 +222,20 @@ def _flaky(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
     if ctx.attempt <= fail_times:
         raise DemoFailure(f"demo.flaky fails attempt {ctx.attempt} of the first {fail_times}")
     return {"attempt": ctx.attempt}
+
+
+@registry.handler("demo.checkpoint")
+def _checkpointing(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """`steps` steps of `step_seconds` each, checkpointing after every one: an attempt resumes after the
+    last step its run checkpointed (a retry, or a takeover after a lost worker), never from step 0."""
+    steps = max(0, min(int(payload.get("steps", 5)), 10_000))
+    step_seconds = max(0.0, min(float(payload.get("step_seconds", 1)), 60.0))
+    resumed = ctx.last_checkpoint
+    start = int(resumed["done"]) if isinstance(resumed, dict) and "done" in resumed else 0
+    for step in range(start, steps):
+        if ctx.cancelled:
+            return {"done": step, "steps": steps, "resumed_from": start, "cancelled": True}
+        time.sleep(step_seconds)
+        ctx.checkpoint({"done": step + 1})
+        ctx.heartbeat(progress={"done": step + 1, "of": steps})
+    return {"done": steps, "steps": steps, "resumed_from": start, "attempt": ctx.attempt}

@@ -357,13 +357,36 @@ class RunStore(Protocol):
         """Push a LEASED|RUNNING run's lease to `until` if `owner` holds it; else False."""
         ...
 
+    def save_progress(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        owner: str,
+        now: datetime,
+        progress: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        """Keep a LEASED|RUNNING run's progress and/or checkpoint (JSON texts; None: left as is),
+        each with its instant (now), if `owner` holds its lease; else False (nothing written). Both
+        stay on the row through the run's later moves (a retry, a takeover, its end)."""
+        ...
+
     def request_cancel(
-        self, job_id: str, scheduled_for: str, *, now: datetime, pending_too: bool = False
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        now: datetime,
+        pending_too: bool = False,
+        create: NewRun | None = None,
     ) -> Transition:
         """Mark a LEASED|RUNNING run (and a PENDING one with `pending_too`: a fast-path run whose
         row is not written yet) cancel-requested (cancel_requested_at = now, kept if set already):
         its worker's heartbeat reads the mark and the handler is asked to stop. The status does
-        not change; refused (the row as it stood, or None) for any other status."""
+        not change; refused (the row as it stood, or None) for any other status. With `create`
+        (and pending_too), a missing row is created PENDING, marked: a fast-path run that has
+        written no row yet. An applied mark answers the row after it."""
         ...
 
     def fail_stuck(

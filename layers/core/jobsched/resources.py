@@ -86,6 +86,9 @@ DUE_INDEX = IndexSpec(
         "policy",
         "dispatched",
         "lane",  # "ecs" for the ECS worker's jobs, absent for the Lambda worker's (codec.job_items)
+        # A job's alert policy (stored only when set): a tick of a job alerting on "late" goes out
+        # with its LateWatch (services/late.py) without the pass reading the job item.
+        "alerts",
     ),
 )
 

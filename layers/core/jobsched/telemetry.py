@@ -27,6 +27,9 @@ RETRIES = "Retries"
 """Failed attempts handed to the failure workflow to be retried."""
 ALERTS = "Alerts_"
 """Alerts_<kind>: one per alert raised (Metrics.alert)."""
+OPERATIONS = "Operations_"
+"""Operations_<outcome>: one per chunk message of a long backfill or bulk action (OperationService):
+advanced, resent, raced, stale, abandoned. Not runs: they stay out of Runs_<outcome>."""
 
 OUTCOMES = ("succeeded", "failed", "dead_letter", "skipped", "cancelled")
 """The outcomes the dashboard shows (a worker emits Runs_<Outcome> for every other one too)."""
@@ -38,6 +41,12 @@ COUNT = "Count"
 def runs(outcome: str) -> str:
     """The metric name counting runs of one outcome."""
     return f"{RUNS}{outcome}"
+
+
+def operations(outcome: str) -> str:
+    """The metric name counting operation chunk messages of one outcome ("operation_advanced" or
+    "advanced" -> Operations_advanced)."""
+    return f"{OPERATIONS}{outcome.removeprefix('operation_')}"
 
 
 def alerts(kind: str) -> str:

@@ -194,3 +194,38 @@ def test_stats_count_runs_by_status_with_lateness_and_duration_percentiles(world
     assert call(app, "GET", f"/api/jobs/{job_id}/stats?since={since}", headers=A)[1]["runs"] == 2
     assert call(app, "GET", f"/api/jobs/{job_id}/stats", headers=B)[0] == 404
     assert call(app, "GET", f"/api/jobs/{job_id}/stats?since=yesterday", headers=A)[0] == 400
+
+
+def test_a_cancel_of_a_counted_run_on_the_fast_path_asks_it_to_stop_and_the_run_keeps_its_truth(
+    world: World,
+) -> None:
+    # Given a recurring job that allows overlap (its runs are counted in flight on the job, not held in
+    # its slot), whose handler, mid-run and before any heartbeat (no run row yet: the fast path writes
+    # it at the end), has its own run cancelled and then looks at ctx.cancelled
+    app = api(world)
+    seen: dict[str, Any] = {}
+
+    def cooperative(payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
+        seen["row_before"] = world.runs.get(*_key(ctx.run_id))
+        seen["answer"] = call(app, "POST", f"/api/runs/{ctx.run_id}/cancel", headers=A)
+        ctx.heartbeat()  # the fast path's first beat writes the row RUNNING, and reads the mark
+        seen["after"] = ctx.cancelled
+        return {"stopped": ctx.cancelled}
+
+    world.handler("t.cooperative", cooperative)
+    body = {"type": "recurring", "handler": "t.cooperative", "cron_expr": "* * * * *"}
+    body["overlap_policy"] = "allow"
+    status, created = call(app, "POST", "/api/jobs", headers=A, body=body)
+    assert status == 201, created
+    world.clock.advance(61)
+    # When its first tick runs
+    world.deliver()
+    run_id = the_run_id(world, str(created["job_id"]))
+    # Then the cancel saw the live in-flight entry: 202, asked to stop (not a 200 CANCELLED mid-run)
+    assert seen["row_before"] is None
+    assert seen["answer"] == (202, {"run_id": run_id, "status": "RUNNING"}), seen["answer"]
+    assert seen["after"] is True
+    # And the run ends as what it did: SUCCEEDED with the handler's answer, its cancel mark kept
+    status, run = call(app, "GET", f"/api/runs/{run_id}", headers=A)
+    assert (run["status"], run["result"], run["attempt"]) == ("SUCCEEDED", {"stopped": True}, 1), run
+    assert run["cancel_requested_at"] is not None

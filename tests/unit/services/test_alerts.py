@@ -10,14 +10,14 @@ import pytest
 
 from jobsched.adapters.memory import MemoryAlertPublisher, MemoryAlertStore
 from jobsched.domain import times
-from jobsched.domain.alerts import Alert
+from jobsched.domain.alerts import Alert, LateWatch, is_late_watch
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import TransientStoreError
 from jobsched.ports import Crash
-from jobsched.services.run import Outcome
+from jobsched.services.run import Delivery, Outcome
 from tests.unit.services.conftest import T0, World
 
 
@@ -125,9 +125,10 @@ def test_the_failure_workflow_is_told_whether_the_job_wants_its_dead_letter_aler
 def test_a_run_that_starts_later_than_late_after_seconds_raises_late_once(world: World) -> None:
     # Given a one-off due at T0+5 s that is late after 30 s, handed over on time
     job_id = one_off(world, alerts={"on": ["late"], "late_after_seconds": 30})
-    # When no worker receives it before T0+95 s (a throttled mapping)
+    # When no worker receives it before T0+95 s (a throttled mapping): then its late watch comes after
+    # it, and finds it started
     world.clock.advance(95)
-    assert world.deliver() == [Outcome.SUCCEEDED]
+    assert world.deliver() == [Outcome.SUCCEEDED, Outcome.WATCHED]
     # Then one "late" alert says by how much
     [alert] = published(world)
     assert (alert.kind, alert.job_id) == ("late", job_id) and alert.detail.startswith("started 90 s")
@@ -260,3 +261,92 @@ def test_a_tick_skipped_for_overlap_raises_skipped_naming_the_policy(world: Worl
     [alert] = published(world)
     assert (alert.kind, alert.job_id, alert.scheduled_for) == ("skipped", job_id, T0 + timedelta(minutes=2))
     assert "overlap" in alert.detail
+
+
+# -- late, for a run that never starts (services/late.py) -------------------------------------------------
+def late_watches(world: World) -> list[LateWatch]:
+    return [LateWatch.model_validate_json(body) for _, body in world.queue.peek() if is_late_watch(body)]
+
+
+def deliver_watches_only(world: World) -> list[Outcome]:
+    """Deliver the visible late watches, leaving every run message received and unprocessed (a run whose
+    message waits: behind the job's slot, a quota, a throttled mapping)."""
+    outcomes = []
+    for m in world.queue.receive(limit=100):
+        if is_late_watch(m.body):
+            outcomes.append(world.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body)))
+            world.queue.delete(m.receipt_handle)
+    return outcomes
+
+
+def test_a_run_that_never_starts_raises_late_once_it_is_late_after_seconds_past_its_tick(
+    world: World,
+) -> None:
+    # Given a one-off due at T0+5 s that is late after 30 s, handed over on time with its late watch
+    job_id = one_off(world, alerts={"on": ["late"], "late_after_seconds": 30})
+    [watch] = late_watches(world)
+    assert (watch.job_id, watch.late_watch) == (job_id, times.stored(T0 + timedelta(seconds=5)))
+    # When its message waits unprocessed, and the watch comes due 30 s after the tick
+    world.clock.advance(40)
+    assert deliver_watches_only(world) == [Outcome.WATCHED]
+    # Then one "late" alert says the run has not started, and by how much
+    [alert] = published(world)
+    assert (alert.kind, alert.job_id) == ("late", job_id) and alert.detail.startswith("not started 35 s")
+    # When the run finally starts (its message surfaces again), late by more still
+    world.clock.advance(300)
+    assert world.deliver() == [Outcome.SUCCEEDED]
+    # Then it is still one alert: once per run and kind
+    assert len(published(world)) == 1
+
+
+def test_a_late_watch_due_beyond_sqs_delays_sends_itself_again_for_the_rest(world: World) -> None:
+    # Given a one-off due at T0+5 s that is late after 20 minutes (SQS delays a message 15 at most)
+    one_off(world, alerts={"on": ["late"], "late_after_seconds": 1200})
+    # When the watch surfaces at its 15 minutes, the run still waiting
+    world.clock.advance(901)
+    assert deliver_watches_only(world) == [Outcome.WATCHED]
+    # Then nothing is alerted yet, and the watch waits again for the rest
+    assert published(world) == []
+    [watch] = late_watches(world)
+    [(visible, _)] = [(at, b) for at, b in world.queue.peek() if is_late_watch(b)]
+    assert visible >= T0 + timedelta(seconds=1205) and watch.due == times.stored(T0 + timedelta(seconds=1206))
+    # When it comes due, the run not started
+    world.clock.set(T0 + timedelta(seconds=1210))
+    assert deliver_watches_only(world) == [Outcome.WATCHED]
+    # Then it is late
+    assert [a.kind for a in published(world)] == ["late"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"type": "one_off", "run_at": (T0 + timedelta(seconds=5)).isoformat()},  # holds the job's slot
+        {"type": "recurring", "cron_expr": "* * * * *", "overlap_policy": "allow"},  # counted in flight
+    ],
+    ids=["slot", "in-flight"],
+)
+def test_a_run_still_running_on_the_fast_path_when_its_watch_comes_is_not_late(
+    world: World, fields: dict[str, Any]
+) -> None:
+    # Given a job late after 30 s whose run starts on time and is still running (its row not written
+    # yet: the fast path writes it at the end) when its watch comes due
+    seen: dict[str, Any] = {}
+
+    def long_run(payload: dict[str, Any], ctx: Any) -> None:
+        world.clock.advance(60)
+        seen["watch"] = deliver_watches_only(world)
+
+    world.handler("t.long", long_run)
+    submit(world, handler="t.long", alerts={"on": ["late"], "late_after_seconds": 30}, **fields)
+    world.clock.set(T0 + timedelta(seconds=65 if fields["type"] == "recurring" else 5))
+    # When the run starts and the watch is delivered while it runs
+    assert Outcome.SUCCEEDED in world.deliver()
+    # Then the watch found the run started: no alert
+    assert seen["watch"] == [Outcome.WATCHED] and published(world) == []
+
+
+def test_a_job_without_late_alerts_hands_over_no_watch(world: World) -> None:
+    # Given a one-off that alerts on failures only
+    one_off(world, alerts={"on": ["failed"]})
+    # Then only its run message is queued
+    assert late_watches(world) == [] and world.queue.depth() == 1

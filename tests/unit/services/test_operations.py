@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from jobsched import telemetry
+from jobsched.adapters.memory.metrics import MemoryMetrics
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest
 from jobsched.domain.operations import Operation, OperationMessage, is_operation_message
 from jobsched.domain.status import JobStatus
@@ -241,3 +243,18 @@ def test_a_chunk_whose_message_reached_the_dead_letter_queue_ends_its_operation_
     done = operations.get(accepted.operation_id, tenant="t")
     assert (done.status, done.done, done.failed) == ("FAILED", 3, 5) and "chunk 1" in (done.error or "")
     assert operations.advance(given_up) == ChunkOutcome.STALE
+
+
+def test_each_chunk_message_is_counted_as_an_operation_outcome_and_never_as_a_run(world: World) -> None:
+    # Given an operation service that emits to kept metrics, and a backfill of three chunks
+    metrics = MemoryMetrics()
+    operations = service(world, metrics=metrics)
+    job_id = recurring(world)
+    operations.start_backfill(job_id, BackfillRequest(**{"from": START, "to": END}), tenant="t")
+    # When the worker carries it out, and a stale copy of its first chunk arrives after
+    deliver_all(world, operations)
+    operations.advance(OperationMessage(operation_id="op_gone", chunk=0))
+    # Then each chunk counted Operations_advanced once, the stale one Operations_stale, and no Runs_
+    assert metrics.values(telemetry.operations("advanced")) == [1, 1, 1]
+    assert metrics.values(telemetry.operations("stale")) == [1]
+    assert not [e.name for e in metrics.emitted if e.name.startswith(telemetry.RUNS)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,9 +38,26 @@ def _ms(at: datetime) -> int:
 class CloudWatchRunLogs:
     """ports.RunLogs over one log group (the worker's); the cursor is FilterLogEvents' nextToken."""
 
-    def __init__(self, client: CloudWatchLogsClient, log_group: str) -> None:
-        self.client = client
+    def __init__(
+        self, client: CloudWatchLogsClient | Callable[[], CloudWatchLogsClient], log_group: str
+    ) -> None:
+        """`client`: a client, or a factory called at the first read (the API function builds no
+        `logs` client at its cold start: a boto3 client costs tens of ms, and most requests read no
+        log lines)."""
+        # A boto3 client is not callable, so a callable is the factory.
+        self._factory = client if callable(client) else None
+        self._client = None if callable(client) else client
+        self._lock = threading.Lock()
         self.log_group = log_group
+
+    @property
+    def client(self) -> CloudWatchLogsClient:
+        """The CloudWatch Logs client, built by the factory on first use."""
+        with self._lock:
+            if self._client is None:
+                assert self._factory is not None
+                self._client = self._factory()
+            return self._client
 
     def page(self, run_id: str, *, tenant: str, since: datetime, cursor: str | None, limit: int) -> LogPage:
         """See ports.RunLogs."""

@@ -235,6 +235,9 @@ class RunView(BaseModel):
     lateness_ms: int | None
     duration_ms: int | None
     error: RunError | None = None
+    progress: Any = None
+    """The handler's last ctx.heartbeat(progress) (null: none)."""
+    progress_at: str | None = None
 
 
 class RunPage(BaseModel):
@@ -405,6 +408,12 @@ class RunDetailView(BaseModel):
     error: RunError | None = None
     attempts: list[AttemptView]
     cancel_requested_at: str | None = None
+    progress: Any = Field(default=None, description="the handler's last ctx.heartbeat(progress); null: none")
+    progress_at: str | None = None
+    checkpoint: Any = Field(
+        default=None, description="the run's last ctx.checkpoint() state: its next attempt resumes from it"
+    )
+    checkpoint_at: str | None = None
     logs_url: str | None = Field(
         description="the worker's CloudWatch log group filtered by the run id; null on the local stack"
     )

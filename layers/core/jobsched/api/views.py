@@ -249,6 +249,8 @@ def run_page(page: results.RunPage) -> RunPage:
                 lateness_ms=r.lateness_ms(),
                 duration_ms=r.duration_ms,
                 error=r.error,
+                progress=r.progress,
+                progress_at=_iso(r.progress_at),
             )
             for r in page.items
         ],
@@ -393,6 +395,10 @@ def run_detail(detail: RunDetail) -> RunDetailView:
         error=run.error,
         attempts=shown.attempts,
         cancel_requested_at=_iso(run.cancel_requested_at),
+        progress=run.progress,
+        progress_at=_iso(run.progress_at),
+        checkpoint=run.checkpoint,
+        checkpoint_at=_iso(run.checkpoint_at),
         logs_url=detail.logs_url,
     )
 

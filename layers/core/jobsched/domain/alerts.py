@@ -7,6 +7,7 @@ the same id: the store's conditional write keeps the first and the second is dro
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Literal, get_args
 
@@ -100,3 +101,31 @@ class Alert(BaseModel):
     """When the scheduler raised it."""
     detail: str = ""
     """One line saying why (the error, how late, which policy dropped the tick)."""
+
+
+class LateWatch(BaseModel):
+    """The execution-queue message that looks, once a run should have started, whether it has.
+
+    The dispatcher sends one beside each tick of a job that alerts on "late" (services/late.py),
+    delayed until the tick is late_after_seconds old: a run that never starts (its message waits
+    behind a slot, a quota, a throttled mapping) is then alerted late, not only once it starts.
+    Its fields are not a RunMessage's, so nothing that reads run messages can take it for a run.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    v: Literal[1] = 1
+    late_watch: str
+    """The run's tick, in stored form (jobsched.domain.times.stored)."""
+    job_id: str
+    due: str
+    """When the run is late (tick + late_after_seconds), stored form: the watch looks then."""
+
+
+def is_late_watch(body: str) -> bool:
+    """Whether an execution-queue body is a LateWatch (else a RunMessage or an OperationMessage)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "late_watch" in data

@@ -289,6 +289,14 @@ class Execution(BaseModel):
     """When the row was written first: for a backfill run, when the backfill asked for it."""
     cancel_requested_at: datetime | None = None
     """When POST /api/runs/{id}/cancel asked this running run to stop (its heartbeat reads it)."""
+    # The long-job helpers (jobsched.handlers.RunContext): written only by runs that call them.
+    progress: Any = None
+    """The last progress the run's handler reported (ctx.heartbeat(progress)), and when."""
+    progress_at: datetime | None = None
+    checkpoint: Any = None
+    """The state the run's handler last checkpointed (ctx.checkpoint), and when: its next attempt
+    resumes from it (ctx.last_checkpoint)."""
+    checkpoint_at: datetime | None = None
 
     def lateness_ms(self) -> int | None:
         """How late the run started (None: not started, or nothing to measure from).

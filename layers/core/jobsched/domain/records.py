@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from jobsched.domain.alerts import LateWatch
 from jobsched.domain.models import Execution, Job, RunMessage, SchedulePolicy
 from jobsched.domain.operations import OperationMessage
 from jobsched.domain.status import RunStatus
@@ -32,6 +33,8 @@ class DueEntry:
     dispatched: int = 0
     lane: str = "lambda"
     """The worker queue its runs go to: "lambda" (the execution queue) or "ecs" (jobsched.domain.compute)."""
+    late_after_seconds: int | None = None
+    """The job alerts on "late" after this long: its ticks go out with a LateWatch (None: it does not)."""
 
     @classmethod
     def of(cls, job: Job) -> DueEntry:
@@ -47,6 +50,7 @@ class DueEntry:
             policy=job.policy,
             dispatched=job.dispatched,
             lane=job.placement().runs_on,
+            late_after_seconds=job.alerts.late_after_seconds if job.alerts else None,
         )
 
 
@@ -152,7 +156,7 @@ class AttemptEnd:
 class Outgoing:
     """One run (or an operation's next chunk) to hand to the queue, held back `delay_seconds`."""
 
-    message: RunMessage | OperationMessage
+    message: RunMessage | OperationMessage | LateWatch
     delay_seconds: int
     group: str | None = None
     """The SQS fair-queue group (MessageGroupId on the standard queue): the run's tenant, so one

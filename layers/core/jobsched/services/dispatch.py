@@ -52,6 +52,7 @@ from aws_lambda_powertools import Logger
 
 from jobsched import cron, telemetry
 from jobsched.domain import times
+from jobsched.domain.alerts import LateWatch
 from jobsched.domain.fairness import LEAD_SECONDS, fair_order
 from jobsched.domain.models import RunMessage, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
@@ -59,6 +60,7 @@ from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
 from jobsched.ports import Clock, CrashPoints, JobStore, Metrics, NoMetrics, RunQueue, RunStore, no_crash
 from jobsched.services.alerts import AlertService, policy_of
+from jobsched.services.late import watch_for
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -362,7 +364,7 @@ class Dispatcher:
             for e in entries
         ]
         plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
-        outgoing: list[tuple[RunMessage, datetime, DueEntry]] = []  # when each fires, whose it is
+        outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]] = []  # when each fires, whose it is
         for plan in plans:
             entry = plan.entry
             for tick, reason in plan.skip:
@@ -385,6 +387,8 @@ class Dispatcher:
                 guard = takes_slot(entry.type, entry.policy.overlap_policy)
                 message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
                 outgoing.append((message, fire_at, entry))
+                if self.alerts is not None and (watch := watch_for(entry, tick, now=now)) is not None:
+                    outgoing.append((*watch, entry))  # only for a job alerting on "late": services/late.py
         if self.settings.fair_dispatch:
             outgoing = fair_order(
                 outgoing,
@@ -408,7 +412,7 @@ class Dispatcher:
             plans,
         )
         self.crash("dispatch.after_stamp")
-        return len(outgoing)
+        return sum(isinstance(message, RunMessage) for message, _, _ in outgoing)
 
     def _alert(self, plan: Plan, *, now: datetime) -> None:
         """Raise the plan's missed, skipped and late alerts (a job the pass drops ticks of, or hands
@@ -444,7 +448,7 @@ class Dispatcher:
                 detail=f"not started {(now - tick).total_seconds():.0f} s after its tick: handed over late",
             )
 
-    def _send(self, batch: Sequence[tuple[RunMessage, datetime, DueEntry]]) -> None:
+    def _send(self, batch: Sequence[tuple[RunMessage | LateWatch, datetime, DueEntry]]) -> None:
         # Each delay is taken from the clock as the batch goes out, not from the start of the pass:
         # a message sent late in a long pass would otherwise surface that much after its second.
         now = self.clock.now()

@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from jobsched import telemetry
 from jobsched.domain import times
 from jobsched.domain.commands import BackfillRequest
 from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter
@@ -52,7 +53,7 @@ from jobsched.domain.operations import BACKFILL_CHUNK, BULK_CHUNK, Operation, Op
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import JobStatus
 from jobsched.errors import JobschedError, NotFound
-from jobsched.ports import CrashPoints, JobStore, no_crash
+from jobsched.ports import CrashPoints, JobStore, Metrics, NoMetrics, no_crash
 from jobsched.services.catalog import BulkAction, BulkItem, Catalog
 from jobsched.services.schedule import BACKFILL_RATE_PER_SECOND, ScheduleService
 
@@ -84,6 +85,8 @@ class OperationService:
     crash: CrashPoints = no_crash
     backfill_chunk: int = BACKFILL_CHUNK
     bulk_chunk: int = BULK_CHUNK
+    # Operations_<outcome> per chunk message (jobsched.telemetry): EMF on AWS.
+    metrics: Metrics = field(default_factory=NoMetrics)
 
     @property
     def jobs(self) -> JobStore:
@@ -165,6 +168,9 @@ class OperationService:
     # -- advance (the worker) -------------------------------------------------------------------------
     def advance(self, message: OperationMessage) -> ChunkOutcome:
         """Do the message's chunk once (see the module docstring); raise to leave the message queued."""
+        return self._counted(self._advance(message))
+
+    def _advance(self, message: OperationMessage) -> ChunkOutcome:
         operation = self.jobs.get_operation(message.operation_id)
         if operation is None or operation.status != "RUNNING":
             return ChunkOutcome.STALE
@@ -188,6 +194,9 @@ class OperationService:
         A chunk that fails every delivery (a job it cannot act on is a result, not a failure, so this
         is a fault of the stores) would otherwise leave its operation RUNNING for ever.
         """
+        return self._counted(self._abandon(message))
+
+    def _abandon(self, message: OperationMessage) -> ChunkOutcome:
         operation = self.jobs.get_operation(message.operation_id)
         if operation is None or operation.status != "RUNNING" or operation.chunk != message.chunk:
             return ChunkOutcome.STALE
@@ -202,6 +211,10 @@ class OperationService:
         if not self.jobs.advance_operation(failed, expected_chunk=operation.chunk):
             return ChunkOutcome.RACED
         return ChunkOutcome.ABANDONED
+
+    def _counted(self, outcome: ChunkOutcome) -> ChunkOutcome:
+        self.metrics.emit(telemetry.operations(outcome.value), 1, telemetry.COUNT)
+        return outcome
 
     def _send_next(self, operation: Operation, *, delay: int) -> None:
         message = OperationMessage(operation_id=operation.operation_id, chunk=operation.chunk)

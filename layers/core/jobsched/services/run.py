@@ -58,6 +58,7 @@ from aws_lambda_powertools import Logger
 
 from jobsched import cron, telemetry
 from jobsched.domain import times
+from jobsched.domain.alerts import LateWatch, is_late_watch
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.limits import key_wait_seconds, wait_reason
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
@@ -85,6 +86,7 @@ from jobsched.services.alerts import AlertService
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
+from jobsched.services.late import LateWatcher
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -133,6 +135,7 @@ class Outcome(StrEnum):
     WAITING = "waiting"  # its concurrency key was full: a delayed copy of the message carries the run
     FORWARDED = "forwarded"  # an ECS-placed run reached the Lambda worker: sent on to the ECS queue
     HANDED_OFF = "handed_off"  # a worker-pool run, queued in its pool (services/workers.py runs it)
+    WATCHED = "watched"  # a LateWatch: "late" raised if its run had not started (services/late.py)
 
 
 class InFlightElsewhere(Exception):
@@ -205,6 +208,10 @@ class Worker:
         the count for every other run. A cancel is a compare-and-set on the same item, so either
         it sees this run and answers 409, or it won first and this run never starts.
         """
+        if is_late_watch(delivery.body):  # not a run: a look at one (services/late.py)
+            watch = LateWatch.model_validate_json(delivery.body)
+            LateWatcher(self.jobs, self.runs, self.queue, self.alerts, self.clock).check(watch)
+            return Outcome.WATCHED
         message = RunMessage.model_validate_json(delivery.body)
         sf = message.scheduled_for
         now = self.clock.now()
@@ -743,8 +750,11 @@ class Worker:
                 job.job_id, sf, lease=lease, started_at=started, now=self.clock.now(), create=created
             ).applied
 
+        # A retried run (re-armed PENDING) resumes from the checkpoint on the row read above: an
+        # eventually consistent read, which may show an older one (the re-arm came backoff seconds
+        # after it was written): resumed from a checkpoint, at worst not the very last.
         error, result, heartbeat = self._execute(
-            job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease, kind=kind
+            job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease, kind=kind, resume=row
         )
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
@@ -824,8 +834,10 @@ class Worker:
             )
             self.crash("run.after_handler")
         else:
+            # A takeover (or a retry) resumes from the checkpoint on the row the claim moved: its
+            # ALL_OLD answer, the row as it stood at the claim.
             error, result, beat = self._execute(
-                job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind
+                job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind, resume=previous
             )
             retry_after = beat.retry_after
         end = self._outcome(started, self.clock.now(), attempt, result, error)
@@ -887,8 +899,10 @@ class Worker:
         owner: str,
         persist: Callable[[datetime], bool] | None,
         kind: str,
+        resume: Execution | None = None,
     ) -> tuple[tuple[str, str] | None, object, _Heartbeat]:
-        """Call the handler under a heartbeat; (error or None, result, the heartbeat)."""
+        """Call the handler under a heartbeat; (error or None, result, the heartbeat). `resume`: the
+        run's row as this attempt found it (its checkpoint is the handler's ctx.last_checkpoint)."""
         scheduled_for = times.parse_stored(sf)
         key = run_id_for(job.job_id, scheduled_for)
         heartbeat = _Heartbeat(
@@ -912,6 +926,8 @@ class Worker:
             effect_key=key,
             beat=heartbeat.beat,
             cancel_requested=lambda: heartbeat.cancel_requested,
+            note=heartbeat.note,
+            last_checkpoint=resume.checkpoint if resume is not None else None,
         )
         if self.alerts is not None and attempt == 1 and kind == "scheduled":
             # The run's start is its first attempt's (a retry's start is late by its backoff).
@@ -1195,6 +1211,27 @@ class _Heartbeat:
                 lambda: worker.jobs.extend_count(
                     self._job_id, run=self._sf, message=self._delivery.message_id, until=hold_until
                 ),
+            )
+
+    def note(self, progress: str | None, checkpoint: str | None) -> bool:
+        """Keep the handler's progress and/or checkpoint on the run's row (ctx.heartbeat(progress),
+        ctx.checkpoint); False if the row is not this worker's. On the fast path the run has no lease
+        row before its first beat: that beat is taken first, so the row exists and is leased to it.
+
+        Only runs that call the helpers write here: a run that never does costs nothing more. A store
+        error is raised to the handler (nothing was kept; it may try again)."""
+        with self._lock:
+            if self._persist is not None:
+                self._beat()
+            if not self._leased:
+                return False
+            return self._worker.runs.save_progress(
+                self._job_id,
+                self._sf,
+                owner=self._owner,
+                now=self._worker.clock.now(),
+                progress=progress,
+                checkpoint=checkpoint,
             )
 
     def _read_cancel_mark(self) -> bool:

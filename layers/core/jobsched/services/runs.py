@@ -18,13 +18,15 @@ Cancelling one run races its worker. Every move out of PENDING is a compare-and-
     -- or the run is finished -> 409
 
 A worker on the fast path (an idempotent job) writes no row before its handler (its row stays
-PENDING, or absent, until its first heartbeat), but a run that holds its job's slot (one-offs,
-recurring jobs with overlap skip or buffer_one) has written that start marker on the job item, which
-the cancel reads first: such a run is marked (202), not cancelled. What is left: a counted run (overlap
-"allow", manual runs of those jobs, backfills, dependants) on the fast path, and a slot taken between
-the cancel's read of the job and its write of the row. Such a cancel is answered 200, the handler
-runs, and its result is refused (the row is CANCELLED). Closing it needs the cancel to write on the
-job item too, where the start markers are compared (as JobService.cancel does for whole jobs).
+PENDING, or absent, until its first heartbeat), but every run has written a start marker on its job
+item first, which the cancel reads first: the slot (one-offs, recurring jobs with overlap skip or
+buffer_one) or its in_flight entry (a counted run: overlap "allow", manual runs of those jobs,
+backfills, dependants). Such a run is marked (202), not cancelled; a row it has not written yet is
+born PENDING with the mark, and its one write at its end records what it did (SUCCEEDED, FAILED).
+What is left: a marker taken between the cancel's read of the job and its write of the row. Such a
+cancel is answered 200, the handler runs, and its result is refused (the row is CANCELLED). Closing
+it needs the cancel to write on the job item too, where the start markers are compared (as
+JobService.cancel does for whole jobs).
 
 Stopping a running run that is not a python handler (StopTask for an ECS task, StopExecution for a
 waited Step Functions target) plugs in as a RunStopper: every stopper is called with the run once
@@ -192,17 +194,21 @@ class RunService:
         job, scheduled_for = self._resolve(run_id, tenant)
         sf = times.stored(scheduled_for)
         row = self.runs.get(job.job_id, sf)
-        if row is None and not self._a_tick_of(job, scheduled_for):
-            raise NotFound(f"run '{run_id}' not found", field="run_id")
         now = self.clock.now()
-        if job.active_run == sf and job.active_until is not None and job.active_until >= now:
-            # The run holds its job's slot: it has started, maybe on the fast path, whose row stays
-            # PENDING (or absent) until its first heartbeat. Mark it instead of cancelling it.
-            marked = self.runs.request_cancel(job.job_id, sf, now=now, pending_too=True)
+        tick = self._a_tick_of(job, scheduled_for)
+        started = _holds_slot(job, sf, now) or _in_flight(job, sf, now)
+        if row is None and not tick and not started:
+            raise NotFound(f"run '{run_id}' not found", field="run_id")
+        if started:
+            # The run holds its job's slot, or is counted in flight on it (its live in_flight entry):
+            # it has started, maybe on the fast path, whose row stays PENDING (or absent) until its
+            # first heartbeat. Mark it instead of cancelling it (an absent row is born PENDING,
+            # marked: the run's one write at its end records what it did over it).
+            kind = "scheduled" if tick else "manual"  # a counted run that is no tick is a run-now
+            create = NewRun(job.job_id, job.tenant, sf, kind)
+            marked = self.runs.request_cancel(job.job_id, sf, now=now, pending_too=True, create=create)
             if marked.applied and marked.row is not None:
                 return self._stopping(job, marked.row, run_id)
-            if marked.row is None:
-                raise Conflict(f"run {run_id} is starting and has no row to mark yet; retry in a moment")
             row = marked.row
         if row is None or row.status == RunStatus.PENDING or row.status in HELD:
             # Absent (a tick handed over on the fast path has no row until it ends): created
@@ -286,3 +292,13 @@ class RunService:
             schedule = cron.parse(job.cron_expr, job.timezone)
             return schedule.next_after(scheduled_for - timedelta(milliseconds=1)) == scheduled_for
         return False
+
+
+def _holds_slot(job: Job, sf: str, now: datetime) -> bool:
+    """Whether the run of `sf` holds its job's slot now (its start marker, for slot-taking jobs)."""
+    return job.active_run == sf and job.active_until is not None and job.active_until >= now
+
+
+def _in_flight(job: Job, sf: str, now: datetime) -> bool:
+    """Whether the run of `sf` is counted in flight on its job now (a live in_flight entry of it)."""
+    return any(key.split("#", 1)[0] == sf and until >= now for key, until in job.in_flight.items())

@@ -231,6 +231,7 @@ def due_entry_from_item(raw: Mapping[str, Any]) -> DueEntry:
         policy=SchedulePolicy.model_validate_json(item["policy"]) if "policy" in item else SchedulePolicy(),
         dispatched=int(item.get("dispatched", 0)),
         lane=item.get("lane", "lambda"),
+        late_after_seconds=AlertPolicy.parse(item["alerts"]).late_after_seconds if "alerts" in item else None,
     )
 
 
@@ -291,4 +292,8 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         kind=item.get("kind", "scheduled"),
         created_at=opt_time(item.get("created_at")),
         cancel_requested_at=opt_time(item.get("cancel_requested_at")),
+        progress=json.loads(item["progress"]) if "progress" in item else None,
+        progress_at=opt_time(item.get("progress_at")),
+        checkpoint=json.loads(item["checkpoint"]) if "checkpoint" in item else None,
+        checkpoint_at=opt_time(item.get("checkpoint_at")),
     )

@@ -514,25 +514,84 @@ class RunStore:
             },
         )[0]
 
+    def save_progress(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        owner: str,
+        now: datetime,
+        progress: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        """Keep a held run's progress and/or checkpoint, conditional on its lease owner (a worker that
+        lost the run to a takeover writes nothing over the taker's)."""
+        held = sorted(s.value for s in HELD)
+        values: dict[str, Any] = {
+            ":now": enc(times.stored(now)),
+            ":me": enc(owner),
+            ":h0": enc(held[0]),
+            ":h1": enc(held[1]),
+        }
+        sets = []
+        if progress is not None:
+            values[":progress"] = enc(progress)
+            sets += ["progress = :progress", "progress_at = :now"]
+        if checkpoint is not None:
+            values[":checkpoint"] = enc(checkpoint)
+            sets += ["checkpoint = :checkpoint", "checkpoint_at = :now"]
+        if not sets:
+            return True
+        return conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc(run_sk(scheduled_for))},
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression="lease_owner = :me AND #s IN (:h0, :h1)",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=values,
+        )[0]
+
     def request_cancel(
-        self, job_id: str, scheduled_for: str, *, now: datetime, pending_too: bool = False
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        now: datetime,
+        pending_too: bool = False,
+        create: NewRun | None = None,
     ) -> Transition:
-        """Mark a LEASED|RUNNING (or PENDING) run cancel-requested, in one conditional write on its status."""
+        """Mark a LEASED|RUNNING (or PENDING) run cancel-requested, in one conditional write on its
+        status; with `create`, a missing row is created PENDING (attempt 0) and marked in the same write."""
         held = sorted(s.value for s in HELD)
         pending = RunStatus.PENDING.value if pending_too else held[0]
+        names = {"#s": "status"}
+        values: dict[str, Any] = {
+            ":now": enc(times.stored(now)),
+            ":h0": enc(held[0]),
+            ":h1": enc(held[1]),
+            ":p": enc(pending),
+        }
+        sets = ["cancel_requested_at = if_not_exists(cancel_requested_at, :now)"]
+        condition = "#s IN (:h0, :h1, :p)"
+        if create is not None and pending_too:
+            # Absent: the row is born PENDING with the mark (the fast path's one write at its end
+            # applies from PENDING as from no row); present, every if_not_exists keeps what it holds.
+            condition = f"attribute_not_exists(PK) OR {condition}"
+            born = {**self._created(create), "status": RunStatus.PENDING.value, "attempt": 0}
+            born["created_at"] = times.stored(now)
+            for i, (key, value) in enumerate(sorted(born.items())):
+                names[f"#c{i}"] = key
+                values[f":c{i}"] = enc(value)
+                sets.append(f"#c{i} = if_not_exists(#c{i}, :c{i})")
         applied, item = conditional(
             self.client.update_item,
             TableName=self.table,
             Key={"PK": enc(job_pk(job_id)), "SK": enc(run_sk(scheduled_for))},
-            UpdateExpression="SET cancel_requested_at = if_not_exists(cancel_requested_at, :now)",
-            ConditionExpression="#s IN (:h0, :h1, :p)",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":now": enc(times.stored(now)),
-                ":h0": enc(held[0]),
-                ":h1": enc(held[1]),
-                ":p": enc(pending),
-            },
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )

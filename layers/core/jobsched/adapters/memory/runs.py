@@ -282,14 +282,46 @@ class MemoryRunStore:
             self.rows[key] = row.model_copy(update={"lease_until": until})
             return True
 
+    def save_progress(
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        owner: str,
+        now: datetime,
+        progress: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        """Keep a held run's progress and/or checkpoint if `owner` holds its lease."""
+        key = (job_id, scheduled_for)
+        update: dict[str, Any] = {}
+        if progress is not None:
+            update.update(progress=json.loads(progress), progress_at=now)
+        if checkpoint is not None:
+            update.update(checkpoint=json.loads(checkpoint), checkpoint_at=now)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is None or row.lease_owner != owner or row.status not in HELD:
+                return False
+            self.rows[key] = row.model_copy(update=update)
+            return True
+
     def request_cancel(
-        self, job_id: str, scheduled_for: str, *, now: datetime, pending_too: bool = False
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        now: datetime,
+        pending_too: bool = False,
+        create: NewRun | None = None,
     ) -> Transition:
         """Mark a held (or, with pending_too, PENDING) run cancel-requested; refused otherwise."""
         key = (job_id, scheduled_for)
         allowed = {*HELD, RunStatus.PENDING} if pending_too else set(HELD)
         with self._lock:
             row = self.rows.get(key)
+            if row is None and create is not None and pending_too:
+                row = self._created(create).model_copy(update={"created_at": now})
             if row is None or row.status not in allowed:
                 return Transition(applied=False, row=row.model_copy(deep=True) if row else None)
             new = row.model_copy(update={"cancel_requested_at": row.cancel_requested_at or now})
