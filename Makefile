@@ -39,7 +39,7 @@ layer: $(STAMP)
 synth: layer
 	$(BIN)/python infra/app.py
 
-## bench: lateness, throughput vs. floor, cost per run, cold start, head-of-line, fairness: tables on stdout, JSON under
+## bench: lateness, throughput vs. floor, cost per run, cold start, head-of-line, fairness, pools: tables, JSON under
 ## bench/results/ (about 20 min; BENCH_ARGS=--quick: about 13, BENCH_ARGS="--only a,d": some tables)
 BENCH_ARGS ?=
 bench: $(STAMP)

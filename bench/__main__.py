@@ -7,13 +7,14 @@
     e  hol          bench/hol.py         an echo job's lateness beside slow jobs (head-of-line blocking)
     f  httplateness bench/httplateness.py  an http target's request arrival - scheduled_for, real tick
     g  fairness     bench/fairness.py    a quiet tenant beside a noisy burst, high beside low, fair or not
+    h  pools        bench/pools.py       worker pools: hand-off to started over three workers, cost per run
 
 Each writes bench/results/<name>.json (bench/results/README.md describes the fields). Tables go to
 stdout, progress to stderr. `--quick` is a short smoke run of every table; `--only b,d` picks tables.
 The cost table runs its quick variant unless `--costs-full` (its full run alone takes about 6 min;
 `python -m bench.costs` runs it on its own).
-They run one after another (d, b, c, a, e, f, g: the machine-bound ones first), never at the same time: each
-measures this machine's CPU.
+They run one after another (d, b, c, a, e, f, g, h: the machine-bound ones first), never at the same
+time: each measures this machine's CPU.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ TABLES = {
     "e": "hol",
     "f": "httplateness",
     "g": "fairness",
+    "h": "pools",
 }
-ORDER = ("d", "b", "c", "a", "e", "f", "g")
+ORDER = ("d", "b", "c", "a", "e", "f", "g", "h")
 
 
 def load(name: str) -> ModuleType | None:
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m bench", description=__doc__.split("\n")[0] if __doc__ else None
     )
     parser.add_argument("--quick", action="store_true", help="a short smoke run of every table")
-    parser.add_argument("--only", default="", help="comma-separated tables: a,b,c,d,e,f,g or their names")
+    parser.add_argument("--only", default="", help="comma-separated tables: a,b,c,d,e,f,g,h or their names")
     parser.add_argument("--burst", type=int, help="a: jobs due on the same second (default 200, quick 50)")
     parser.add_argument(
         "--costs-full",
