@@ -13,6 +13,8 @@ WORKER_LANE_ENV = "JOBSCHED_WORKER_LANE"
 # one request at a time, so it polls short) and its SIGTERM grace for runs in progress.
 ECS_POLL_SECONDS_ENV = "JOBSCHED_ECS_POLL_SECONDS"
 ECS_GRACE_SECONDS_ENV = "JOBSCHED_ECS_GRACE_SECONDS"
+# The local stack's pid, given to the ECS worker it starts: the child stops when its parent is gone.
+ECS_PARENT_PID_ENV = "JOBSCHED_ECS_PARENT_PID"
 # The local stack's Lambda worker timeout (resources.WORKER_TIMEOUT_SECONDS unless set: tests shorten it).
 LOCAL_LAMBDA_TIMEOUT_ENV = "JOBSCHED_LOCAL_LAMBDA_TIMEOUT_SECONDS"
 FAILURE_WORKFLOW_ARN_ENV = "JOBSCHED_FAILURE_WORKFLOW_ARN"

@@ -175,6 +175,31 @@ class EcsWorker:
                 future.result(timeout=timeout)
 
 
+def _one_second() -> bool:
+    time.sleep(1)
+    return True
+
+
+def watch_parent(
+    parent: int,
+    stop: Callable[[], None],
+    *,
+    getppid: Callable[[], int] = os.getppid,
+    every: Callable[[], bool] | None = None,
+) -> None:
+    """Call stop() (a SIGTERM's drain and hand-back) once this process's parent is no longer `parent`.
+
+    The local stack starts this worker as its child and stops it in its own stop(); a stack killed
+    -9 runs none, and its orphan (re-parented to init) would go on polling. Polled: a parent-death
+    signal (prctl) is Linux-only. `every` waits one interval and answers whether to go on (default:
+    a second, for good).
+    """
+    while (every or _one_second)():
+        if getppid() != parent:
+            stop()
+            return
+
+
 def main() -> int:
     """The container's entry point: build the services from the environment and serve until SIGTERM."""
     from jobsched import constants as c
@@ -201,6 +226,9 @@ def main() -> int:
     )
     signal.signal(signal.SIGTERM, lambda signum, frame: ecs.stop())
     signal.signal(signal.SIGINT, lambda signum, frame: ecs.stop())
+    if os.environ.get(c.ECS_PARENT_PID_ENV):
+        parent = int(os.environ[c.ECS_PARENT_PID_ENV])
+        threading.Thread(target=watch_parent, args=(parent, ecs.stop), daemon=True).start()
     print(f"jobsched ecs worker: polling {settings.ecs_queue_url}", flush=True)
     ecs.serve()
     # Runs handed back may still be on their threads (Python cannot stop a thread): exit without

@@ -164,6 +164,8 @@ class LocalStack:
             c.WORKER_LANE_ENV: "ecs",
             c.ECS_POLL_SECONDS_ENV: "0",  # the embedded AWS serves one request at a time: no long polls
             c.ECS_GRACE_SECONDS_ENV: "2",
+            # A local stack killed -9 runs no stop(): the child watches for it (ecsworker.watch_parent).
+            c.ECS_PARENT_PID_ENV: str(os.getpid()),
         }
         self.ecs_process = subprocess.Popen([sys.executable, "-m", "jobsched.ecsworker"], env=env)
 
