@@ -230,7 +230,10 @@ def _openapi() -> dict[str, Any]:
 
     Test collection needs it before any stack runs; the test checks the live stack serves the same.
     """
-    app = build_app(cast(Any, None), cast(Any, None), cast(Any, None), tenant_source="header")
+    # pools: a stand-in that is not None, so the worker API's routes are in it, as the stack serves them
+    app = build_app(
+        cast(Any, None), cast(Any, None), cast(Any, None), tenant_source="header", pools=cast(Any, object())
+    )
     return openapi_document(app)
 
 
