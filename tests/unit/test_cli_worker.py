@@ -24,6 +24,17 @@ def transport(app: Any) -> Any:
     return send
 
 
+def gpu_agent(world: World, app: Any) -> WorkerAgent:
+    """A 4-vCPU, 1-GPU worker of pool "gpu" in zone a, on the world's handlers, talking to `app`."""
+    return WorkerAgent(
+        api=transport(app),
+        pool="gpu",
+        capacity={"cpu": 4096, "memory_mib": 16_384, "gpus": 1},
+        labels={"zone": "a"},
+        handlers=world.handlers,
+        say=lambda _: None,
+    )
+
 def test_the_worker_runs_a_placed_run_with_its_context_and_reports_it_finished(world: World) -> None:
     # Given a due worker-pool job whose handler records its context, and a worker process's agent
     seen: list[RunContext] = []
@@ -38,14 +49,7 @@ def test_the_worker_runs_a_placed_run_with_its_context_and_reports_it_finished(w
     job_id = pool_job(app, cpu=1024)
     world.clock.advance(31)
     world.deliver()
-    agent = WorkerAgent(
-        api=transport(app),
-        pool="gpu",
-        capacity={"cpu": 4096, "memory_mib": 16_384, "gpus": 1},
-        labels={"zone": "a"},
-        handlers=world.handlers,
-        say=lambda _: None,
-    )
+    agent = gpu_agent(world, app)
     agent.register()
     # When it polls once (running the handler inline)
     assert agent.poll_once(wait_seconds=0, threaded=False) == 1
@@ -70,14 +74,7 @@ def test_a_failing_handler_is_reported_as_the_runs_error(world: World) -> None:
     job_id = pool_job(app, cpu=1024)
     world.clock.advance(31)
     world.deliver()
-    agent = WorkerAgent(
-        api=transport(app),
-        pool="gpu",
-        capacity={"cpu": 4096, "memory_mib": 16_384, "gpus": 1},
-        labels={"zone": "a"},
-        handlers=world.handlers,
-        say=lambda _: None,
-    )
+    agent = gpu_agent(world, app)
     agent.register()
     agent.poll_once(wait_seconds=0, threaded=False)
     # Then the run FAILED with the handler's error, and the worker holds nothing
