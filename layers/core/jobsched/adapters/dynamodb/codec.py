@@ -131,8 +131,9 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         asked = {"resources": wanted, "runs_on": job.runs_on}
         compact = {k: v for k, v in asked.items() if v is not None}
         item["compute"] = enc(json.dumps(compact, separators=(",", ":")))
-    if job.placement().runs_on != "lambda":
-        item["lane"] = enc(job.placement().runs_on)
+    lane = job.placement().runs_on
+    if lane != "lambda":
+        item["lane"] = enc(lane)
     if job.alerts:  # absent when unset; "failed,late@300" when set (AlertPolicy.stored)
         item["alerts"] = enc(job.alerts.stored())
     if job.concurrency:  # absent when unset (the item stays one write unit)
