@@ -74,10 +74,9 @@ def test_a_run_whose_worker_died_after_its_handler_is_not_cancelled_by_a_later_c
     assert job is not None and job.status == JobStatus.CANCELLED
 
 
-def test_a_run_whose_worker_died_after_its_handler_runs_again_though_an_edit_moved_the_schedule(
-    world: World,
-) -> None:
-    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran
+def minute_job_dead_after_handler(world: World) -> tuple[str, list[tuple[str, int]]]:
+    """A per-minute job whose 12:01 tick's worker died after the handler ran (the fleet healthy
+    again since): its id, and the handler's calls."""
     calls = _effect(world)
     request = CreateJobRequest(type="recurring", handler="test.effect", cron_expr="* * * * *", catchup="one")
     world.clock.advance(0.5)
@@ -87,9 +86,17 @@ def test_a_run_whose_worker_died_after_its_handler_runs_again_though_an_edit_mov
     world.svc.worker.crash = crash_once_at("run.after_handler")
     with pytest.raises(Crash):
         world.deliver()
+    world.svc.worker.crash = no_crash
+    return job_id, calls
+
+
+def test_a_run_whose_worker_died_after_its_handler_runs_again_though_an_edit_moved_the_schedule(
+    world: World,
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran
+    job_id, calls = minute_job_dead_after_handler(world)
     # When an edit moves the schedule off 12:01, and the tick's message comes back
     world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
-    world.svc.worker.crash = no_crash
     world.clock.advance(VISIBILITY)
     outcomes = world.deliver()
     # Then the run goes on and is recorded as executed: the handler ran again (at least once) under
@@ -106,16 +113,7 @@ def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_once_a_later_t
 ) -> None:
     # Given a per-minute job whose 12:01 tick's worker dies after the handler ran, and an edit that
     # moves the schedule to every five minutes
-    calls = _effect(world)
-    request = CreateJobRequest(type="recurring", handler="test.effect", cron_expr="* * * * *", catchup="one")
-    world.clock.advance(0.5)
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
-    world.svc.dispatcher.dispatch_all()
-    world.clock.set(T0 + timedelta(seconds=60))
-    world.svc.worker.crash = crash_once_at("run.after_handler")
-    with pytest.raises(Crash):
-        world.deliver()
-    world.svc.worker.crash = no_crash
+    job_id, calls = minute_job_dead_after_handler(world)
     world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
     # When the 12:05 tick takes the dead run's lapsed slot (its start marker) and succeeds, and then
     # the 12:01 message comes back, every minute until all is settled
