@@ -123,7 +123,7 @@ def test_max_receive_count_covers_every_receive_a_run_may_use_before_it_runs_plu
     budget = resources.EXECUTION_RECEIVES
     lease = resources.EXECUTION_QUEUE.visibility_timeout_seconds
     worker_timeout = int(WORKER_TIMEOUT.to_seconds())
-    hold = max(2, lease // 2)  # RunService.hold_seconds()
+    hold = run_service.hold_seconds(lease)
     # Then the overlap waits cover the longest a Lambda holder keeps the slot: its run (the worker
     # timeout) and the hold a dead holder leaves behind, received a lease apart: ceil(80 / 60) = 2
     assert budget.overlap_waits * lease >= worker_timeout + hold > (budget.overlap_waits - 1) * lease

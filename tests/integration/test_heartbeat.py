@@ -96,3 +96,46 @@ def test_a_second_receive_of_a_running_message_leaves_the_first_its_slot(
     # freed by the second's back-off, and the job's next tick could have started beside the run)
     assert inner == ["InFlightElsewhere", "slot=True"]
     assert svc.job_service.get(job_id, tenant="t").runs[0].status == "SUCCEEDED"
+
+
+def test_a_beat_whose_slot_renewal_fails_twice_leaves_the_slot_held_until_the_next_beat(
+    svc: Services, pump: Pump, clock: FakeClock
+) -> None:
+    # Given a `skip` job whose run beats every lease/3 s and whose second beat's slot renewal fails
+    # on both of its tries (a throttle burst; found by the chaos harness, seed 1 in CI)
+    real_hold = svc.jobs.extend_hold
+    calls: list[str] = []
+
+    def burst(*args: Any, **kw: Any) -> bool:
+        calls.append("extend_hold")
+        if len(calls) in (2, 3):
+            raise TransientStoreError("throttled")
+        return real_hold(*args, **kw)
+
+    svc.jobs.extend_hold = burst  # type: ignore[method-assign]
+    beat = svc.worker.settings.lease_seconds // 3
+    holders: list[str | None] = []
+
+    def long(payload: dict[str, Any], ctx: RunContext) -> None:
+        for _ in range(2):
+            clock.advance(beat)
+            ctx.heartbeat()
+        # just before the third beat (the second failed), another worker looks at the slot: it is
+        # still held, so a later tick may not start
+        clock.advance(beat - 1)
+        job = svc.jobs.get_job(ctx.job_id)
+        assert job is not None
+        live = job.active_until is not None and job.active_until > clock.now()
+        holders.append(job.active_run if live else None)
+        ctx.heartbeat()
+
+    handlers = HandlerRegistry()
+    handlers.register("t.long", long)
+    svc.worker.registry = svc.job_service.registry = handlers
+    request = CreateJobRequest(type="recurring", handler="t.long", cron_expr="0 * * * * *")
+    svc.job_service.submit(request, tenant="t", idempotency_key=None)
+    # When it runs
+    assert pump.run_due(T0 + timedelta(minutes=1))["succeeded"] == 1
+    # Then the failed beat cost nothing: the slot was still this run's when the next beat came
+    assert calls.count("extend_hold") == 4
+    assert holders == [times.stored(T0 + timedelta(minutes=1))]

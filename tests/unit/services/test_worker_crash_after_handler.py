@@ -115,9 +115,11 @@ def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_once_a_later_t
     # moves the schedule to every five minutes
     job_id, calls = minute_job_dead_after_handler(world)
     world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
-    # When the 12:05 tick takes the dead run's lapsed slot (its start marker) and succeeds, and then
-    # the 12:01 message comes back, every minute until all is settled
-    world.clock.set(T0 + timedelta(seconds=300))
+    # When the 12:05 tick, a little late, takes the dead run's lapsed slot (its start marker) and
+    # succeeds, and then the 12:01 message comes back, every minute until all is settled
+    lapsed = T0 + timedelta(seconds=60 + world.svc.worker.hold_seconds() + 1)
+    assert T0 + timedelta(seconds=300) < lapsed < T0 + timedelta(seconds=60 + VISIBILITY)
+    world.clock.set(lapsed)
     world.svc.dispatcher.dispatch_all()
     assert world.deliver() == [Outcome.SUCCEEDED]
     for minute in range(6, 16):

@@ -63,7 +63,7 @@ from jobsched.domain.keys import run_id_for
 from jobsched.domain.limits import key_wait_seconds, wait_reason
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
-from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
+from jobsched.domain.status import HELD, TERMINAL, UNSTARTED_RECORDS, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed, WorkerTarget
 from jobsched.errors import JobschedError, StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
@@ -499,8 +499,7 @@ class Worker:
         return Outcome.FORWARDED
 
     def hold_seconds(self) -> int:
-        # The heartbeat renews the hold every lease/3 s, so a live holder never lets it lapse.
-        return max(2, self.settings.lease_seconds // 2)
+        return hold_seconds(self.settings.lease_seconds)
 
     def _next_tick_within_hold(self, job: Job, sf: str) -> bool:
         """Whether the job's next tick may start while this run's (unreleased) hold is still live."""
@@ -662,6 +661,11 @@ class Worker:
         # No row, or PENDING: the holder is running on the fast path (it writes once, at the end).
         if row is None or row.status == RunStatus.PENDING or row.status in HELD:
             return None
+        if row.status in UNSTARTED_RECORDS and row.attempt == 0:
+            # "Never started" is no proof here: another copy of the holder's message, late past the
+            # starting deadline, may have written it SKIPPED while the holder runs on the fast path
+            # (its record replaces that row). A live holder renews its hold; a dead one's lapses.
+            return None
         return holder
 
     @staticmethod
@@ -707,10 +711,13 @@ class Worker:
             self.hand_off(job, sf, kind)  # at most once per run: a redelivery changes nothing
             return Outcome.HANDED_OFF
         # Which path, and the attempt number. An eventually consistent read (half the price) is
-        # enough: it only picks the path; the conditional write decides. A stale "absent/PENDING"
+        # enough where it only picks the path; the conditional write decides. A stale "absent/PENDING"
         # for a run another worker holds or finished makes the fast path's write lose, and the
-        # run is dropped as a duplicate, as it would have been.
-        row = self.runs.get(job.job_id, sf, consistent=False)
+        # run is dropped as a duplicate, as it would have been. But a run that holds the job's slot
+        # reads consistently: a stale read of its own finished row would run the handler again
+        # under the slot, and the next tick, seeing the holder's row finished, would start beside it
+        # (tests/sim seed 86, buffer_one).
+        row = self.runs.get(job.job_id, sf, consistent=self._holds_slot(job, kind))
         created = NewRun(job.job_id, job.tenant, sf, kind)
         if self.fast_path and job.idempotent and (row is None or row.status == RunStatus.PENDING):
             return self._run_fast(job, sf, delivery, row, created, kind=kind)
@@ -1099,6 +1106,17 @@ def _records(row: Execution | None, end: AttemptEnd) -> bool:
         and times.stored(last.started_at) == times.stored(end.started_at)
         and times.stored(last.finished_at) == times.stored(end.finished_at)
     )
+
+
+def hold_seconds(lease_seconds: int) -> int:
+    """How long a taken or renewed slot hold lasts, for a worker whose lease is `lease_seconds`.
+
+    The heartbeat renews the hold every lease/3 s. A beat whose renewal fails on both tries (a
+    throttle burst) leaves the hold 2·lease/3 s old at the next beat: the hold outlasts that, with
+    lease/6 s to spare for the workers' clock skew, so a live holder never lets it lapse (at lease/2
+    one failed beat opened the slot mid-run, and the next tick ran beside it: the chaos harness).
+    """
+    return max(2, lease_seconds - lease_seconds // 6)
 
 
 def _ms(span: timedelta) -> int:
