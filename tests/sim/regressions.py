@@ -109,4 +109,22 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "an edit during a pause: the resume decides the pause's ticks over the new schedule, and the old"
         " schedule's ticks of the pause kept no row (now the edit records them SKIPPED 'rescheduled')",
     ),
+    (
+        86, 5, 10, "overlapped under overlap policy buffer_one",
+        "a duplicate delivery of a finished tick read its row stale (absent), took the free slot and ran"
+        " the handler again; the next tick, seeing the holder's row finished, started beside it (now a"
+        " run that holds the slot reads its row consistently)",
+    ),
+    (
+        139, 5, 10, "overlapped under overlap policy buffer_one",
+        "a tick's late original message, past the starting deadline, wrote it SKIPPED while its wake-up"
+        " copy ran it on the fast path; the next tick took the slot, the holder's row 'never started'"
+        " (now such a row is no proof the holder is over: its hold decides)",
+    ),
+    (
+        213, 5, 10, "was due and is missing",
+        "an edit of the schedule while the dispatcher was behind restarted the schedule at the edit: the"
+        " old schedule's ticks due before it, not handed over yet, kept no row (now the new schedule's"
+        " are handed over late, by the catch-up policy, and the rest recorded SKIPPED 'rescheduled')",
+    ),
 ]  # fmt: skip

@@ -1,8 +1,9 @@
-"""An edit of a paused job's schedule records the old schedule's ticks of the pause (tests/sim).
+"""An edit of a job's schedule loses no tick that came due before it (tests/sim).
 
 A paused job's ticks are decided at its resume, by its catch-up policy, over the schedule it then
 has. An edit during the pause left the old schedule's ticks of the pause with no row at all: due,
-never run, never recorded (tests/sim seeds 59, 118, 230).
+never run, never recorded (tests/sim seeds 59, 118, 230). So did an edit of a running job whose
+dispatcher was behind: ticks due before the edit but not handed over yet (seed 213).
 """
 
 from __future__ import annotations
@@ -44,3 +45,33 @@ def test_the_old_schedules_ticks_of_a_pause_are_skipped_rescheduled_when_an_edit
         assert row is not None and (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second
     after = rows.get(times.stored(T0 + timedelta(seconds=45)))
     assert after is not None and after.status == RunStatus.SUCCEEDED
+
+
+def test_an_edit_while_the_dispatcher_is_behind_keeps_the_ticks_that_came_due_before_it(world: World) -> None:
+    # Given a job every 10 s, handed over at its create up to the lookahead (12:01:30), whose
+    # dispatcher is then down: its ticks 12:01:40 .. 12:03:20 come due and are not handed over
+    request = CreateJobRequest(
+        type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", catchup="all"
+    )
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.next_run_at == T0 + timedelta(seconds=100)
+    # When, at 12:03:20, an edit moves it to every 20 s (:00, :20 and :40 stay ticks; :10, :30 and :50
+    # do not), and the dispatcher comes back
+    world.clock.set(T0 + timedelta(seconds=200))
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/20 * * * * *"), tenant="t")
+    world.clock.set(T0 + timedelta(seconds=230))
+    world.svc.dispatcher.dispatch_all()
+    while world.deliver():  # every visible message, ten at a time
+        pass
+    # Then every tick that came due before the edit has a row: the new schedule's ran late, by the
+    # catch-up policy (all); those the edit took off the schedule are SKIPPED "rescheduled". Before,
+    # the edit restarted the schedule at 12:03:20, and none of them had a row.
+    rows = {times.stored(r.scheduled_for): r for r in world.runs.recent(job_id, limit=50)}
+    for second in range(100, 201, 10):
+        row = rows.get(times.stored(T0 + timedelta(seconds=second)))
+        assert row is not None, second
+        if second % 20 == 0:
+            assert row.status == RunStatus.SUCCEEDED, second
+        else:
+            assert (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second

@@ -227,18 +227,50 @@ class ScheduleService:
             )
             if self.job_service.quotas is not None:
                 self.job_service.quotas.check_cron_interval(tenant, schedule)
-            tick = self._next_tick_after_edit(updated, now)
+            overdue = self._overdue_ticks(job, now) if job.status != JobStatus.PAUSED else []
+            tick = self._next_tick_after_edit(updated, now, since=overdue[0] if overdue else None)
             if job.status == JobStatus.PAUSED:
                 # The pause goes on under the new schedule from now: the resume decides its ticks.
                 updated = updated.model_copy(update={"resume_from": tick, "paused_at": now})
                 rescheduled_pause = True
             else:
                 updated = updated.model_copy(update={"next_run_at": tick})
+        else:
+            overdue = []
         self._save(job, updated)
         if rescheduled_pause:
             self._skip_rescheduled_ticks_of_pause(job, now=now)
-        self.job_service.hand_over_if_due_soon(updated)
+        self._skip_overdue_ticks_off_the_new_schedule(updated, overdue, now=now)
+        self.job_service.hand_over_if_due_soon(updated, missed_before=now if overdue else None)
         return self.job_service.owned(job_id, tenant)
+
+    @staticmethod
+    def _overdue_ticks(job: Job, now: datetime) -> list[datetime]:
+        """The old schedule's ticks that came due before an edit and were not handed over yet (the
+        dispatcher was behind: its stamp, next_run_at, is the oldest tick not handed over)."""
+        stamp = job.next_run_at
+        if job.type != "recurring" or not job.cron_expr or stamp is None or stamp > now:
+            return []
+        schedule = cron.parse(job.cron_expr, job.timezone)
+        end = min(now, job.policy.end_at) if job.policy.end_at else now
+        return schedule.ticks(stamp - timedelta(milliseconds=1), end, limit=MAX_MISSED_PER_PASS)
+
+    def _skip_overdue_ticks_off_the_new_schedule(
+        self, job: Job, overdue: list[datetime], *, now: datetime
+    ) -> None:
+        """Record SKIPPED "rescheduled" the overdue ticks (see _overdue_ticks) the edit took off the
+        schedule. Those the new schedule still has are handed over late, from the old stamp, and its
+        catch-up policy decides them, as after an outage: the edit loses no tick that came due
+        (tests/sim seed 213). Written after the edit's write, so a refused edit records nothing."""
+        if not overdue:
+            return
+        schedule = cron.parse(job.cron_expr or "", job.timezone)
+        start, end = job.policy.start_at, job.policy.end_at
+        for tick in overdue:
+            if not schedule.fires_at(tick) or (start and tick < start) or (end and tick > end):
+                self.runs.put_pending(
+                    job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, skipped="rescheduled"
+                )
 
     def _skip_rescheduled_ticks_of_pause(self, job: Job, *, now: datetime) -> None:
         """Record SKIPPED "rescheduled" the old schedule's ticks that came due during the pause.
@@ -282,11 +314,14 @@ class ScheduleService:
             raise Conflict(f"job {job.job_id} or one of its upstreams changed meanwhile; retry")
         return self.job_service.owned(job.job_id, tenant)
 
-    def _next_tick_after_edit(self, job: Job, now: datetime) -> datetime | None:
+    def _next_tick_after_edit(self, job: Job, now: datetime, *, since: datetime | None) -> datetime | None:
         # Ticks handed over already have run rows; the newest of them bounds the new schedule from
-        # below, so no tick is handed over twice and none before now is invented.
+        # below, so no tick is handed over twice. The rest starts at now, or, when the old schedule
+        # has ticks due that were not handed over yet, at the oldest of them (`since`): the new
+        # schedule's ticks from there on are due late (see _skip_overdue_ticks_off_the_new_schedule).
         newest = self.runs.recent(job.job_id, limit=1)
-        floor = max([now, *(r.scheduled_for for r in newest if r.kind == "scheduled")])
+        start = now if since is None else since - timedelta(milliseconds=1)
+        floor = max([start, *(r.scheduled_for for r in newest if r.kind == "scheduled")])
         schedule = cron.parse(job.cron_expr or "", job.timezone)
         policy = job.policy
         tick = schedule.next_after(
