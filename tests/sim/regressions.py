@@ -127,4 +127,10 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         " old schedule's ticks due before it, not handed over yet, kept no row (now the new schedule's"
         " are handed over late, by the catch-up policy, and the rest recorded SKIPPED 'rescheduled')",
     ),
+    (
+        355, 5, 10, "was due and is missing",
+        "an edit during a pause whose write applied and whose answer timed out: the 503 skipped the"
+        " SKIPPED records of the old schedule's ticks of the pause, and a retry found nothing to change"
+        " (now the write is read back and, applied, the edit goes on)",
+    ),
 ]  # fmt: skip

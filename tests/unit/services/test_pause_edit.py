@@ -8,11 +8,14 @@ dispatcher was behind: ticks due before the edit but not handed over yet (seed 2
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
+from typing import Any
 
 from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import RunStatus
+from jobsched.errors import StoreUnreachable
 from tests.unit.services.conftest import T0, World
 
 
@@ -75,3 +78,54 @@ def test_an_edit_while_the_dispatcher_is_behind_keeps_the_ticks_that_came_due_be
             assert row.status == RunStatus.SUCCEEDED, second
         else:
             assert (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second
+
+
+def _paused_every_10s_job_edited_while_its_write_times_out(world: World, *, applies: bool) -> str:
+    """A job every 10 s, paused at 12:00:05, edited at 12:00:35 to every 15 s, whose definition write
+    answers a timeout (after it applied, or not); its id."""
+    request = CreateJobRequest(
+        type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", catchup="all"
+    )
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.set(T0 + timedelta(seconds=5))
+    world.svc.schedule.pause(job_id, tenant="t")
+    world.clock.set(T0 + timedelta(seconds=35))
+    real = world.jobs.save_definition
+
+    def times_out(job: Any, *, expected_version: int) -> bool:
+        if applies:
+            real(job, expected_version=expected_version)
+        raise StoreUnreachable("read timeout")
+
+    world.jobs.save_definition = times_out  # type: ignore[method-assign]
+    with contextlib.suppress(StoreUnreachable):
+        world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/15 * * * * *"), tenant="t")
+    world.jobs.save_definition = real  # type: ignore[method-assign]
+    return job_id
+
+
+def test_an_edit_whose_write_timed_out_after_it_applied_still_records_the_old_ticks_of_the_pause(
+    world: World,
+) -> None:
+    # Given a paused job's edit whose write applied, and whose answer timed out
+    job_id = _paused_every_10s_job_edited_while_its_write_times_out(world, applies=True)
+    # Then the edit read the job back, found its write, and went on: the old schedule's ticks of the
+    # pause are recorded SKIPPED "rescheduled". Before, the 503 left them with no row for good (a
+    # retry finds nothing left to change: tests/sim seed 355).
+    rows = {times.stored(r.scheduled_for): r for r in world.runs.recent(job_id, limit=20)}
+    for second in (10, 20, 30):
+        row = rows.get(times.stored(T0 + timedelta(seconds=second)))
+        assert row is not None and (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.cron_expr == "*/15 * * * * *"
+
+
+def test_an_edit_whose_write_timed_out_before_it_applied_answers_the_timeout_and_records_nothing(
+    world: World,
+) -> None:
+    # Given a paused job's edit whose write did not apply, and whose answer timed out
+    job_id = _paused_every_10s_job_edited_while_its_write_times_out(world, applies=False)
+    # Then nothing changed (the caller got the 503 and retries with the same key)
+    assert world.runs.recent(job_id, limit=20) == []
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.cron_expr == "*/10 * * * * *"

@@ -21,7 +21,7 @@ from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.results import Backfill, Control, RunPage
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import WorkerTarget
-from jobsched.errors import Conflict, ValidationFailed
+from jobsched.errors import Conflict, StoreUnreachable, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
 from jobsched.services.dispatch import MAX_MISSED_PER_PASS, jitter_offset
 from jobsched.services.jobs import JobService, next_run_shown
@@ -459,7 +459,21 @@ class ScheduleService:
         )
 
     def _save(self, old: Job, new: Job) -> None:
-        if not self.jobs.save_definition(new, expected_version=old.version):
+        """Write `new` over `old` (its version); carry on only once it is known to have applied.
+
+        A write whose answer timed out may have applied: the job is read back, and the write counts
+        as applied when the job stands at the next version with this write's stamp. Then the steps
+        after the write (an edit's SKIPPED records, a resume's hand-over) still happen: a retry of the
+        request would find nothing left to change and skip them for good (tests/sim seed 355).
+        """
+        try:
+            applied = self.jobs.save_definition(new, expected_version=old.version)
+        except StoreUnreachable:
+            current = self.jobs.get_job(old.job_id)  # (a failure of this read is a 503 too)
+            if current is None or (current.version, current.updated_at) != (old.version + 1, new.updated_at):
+                raise
+            applied = True
+        if not applied:
             raise Conflict(f"job {old.job_id} changed meanwhile; read it again and retry")
 
     def _control(self, job: Job) -> Control:
