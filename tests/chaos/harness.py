@@ -607,8 +607,13 @@ def check(
         elif request.type == "one_off":
             if not runs and job.status.value != "CANCELLED":
                 bad.append(f"{job_id}: one-off never ran")
-            elif runs and runs[0].status.value not in ("SUCCEEDED", "DEAD_LETTER", "CANCELLED"):
+            elif runs and runs[0].status.value not in ("SUCCEEDED", "DEAD_LETTER", "CANCELLED", "LOST"):
                 bad.append(f"{job_id}: one-off ended {runs[0].status.value}")
+            elif runs and runs[0].status.value == "LOST" and job.status.value != "CANCELLED":
+                # LOST only for a run that may have run when a cancel went through (its worker died
+                # after the handler, its start marker lapsed, the job was cancelled): a cancelled job
+                # starts nothing, and the run is not recorded as one that never ran (as tests/sim)
+                bad.append(f"{job_id}: one-off ended LOST, its job not cancelled")
         else:
             ups = [svc.runs.recent(u, limit=1) for u in job.depends_on]
             all_ok = all(u and u[0].status.value == "SUCCEEDED" for u in ups)
