@@ -48,13 +48,8 @@ def test_a_heartbeat_whose_renewals_fault_keeps_the_slot_and_keeps_beating(
             ctx.heartbeat()  # raises nothing, whatever its renewals met
             seen.append(svc.jobs.get_job(ctx.job_id).active_until)  # type: ignore[union-attr]
 
-    handlers = HandlerRegistry()
-    handlers.register("t.long", long)
-    svc.worker.registry = svc.job_service.registry = handlers
-    request = CreateJobRequest(type="recurring", handler="t.long", cron_expr="0 * * * * *")
-    svc.job_service.submit(request, tenant="t", idempotency_key=None)
     # When it runs
-    assert pump.run_due(T0 + timedelta(minutes=1))["succeeded"] == 1
+    _run_a_minute_skip_job(svc, pump, long)
     # Then both faults were met, retried, and the slot was renewed at each beat
     assert faults == ["sqs", "dynamodb"]
     hold = svc.worker.hold_seconds()
@@ -129,13 +124,18 @@ def test_a_beat_whose_slot_renewal_fails_twice_leaves_the_slot_held_until_the_ne
         holders.append(job.active_run if live else None)
         ctx.heartbeat()
 
-    handlers = HandlerRegistry()
-    handlers.register("t.long", long)
-    svc.worker.registry = svc.job_service.registry = handlers
-    request = CreateJobRequest(type="recurring", handler="t.long", cron_expr="0 * * * * *")
-    svc.job_service.submit(request, tenant="t", idempotency_key=None)
     # When it runs
-    assert pump.run_due(T0 + timedelta(minutes=1))["succeeded"] == 1
+    _run_a_minute_skip_job(svc, pump, long)
     # Then the failed beat cost nothing: the slot was still this run's when the next beat came
     assert calls.count("extend_hold") == 4
     assert holders == [times.stored(T0 + timedelta(minutes=1))]
+
+
+def _run_a_minute_skip_job(svc: Services, pump: Pump, handler: Any) -> None:
+    """Run `handler` as the 12:01 tick of a per-minute `skip` job; it succeeds."""
+    handlers = HandlerRegistry()
+    handlers.register("t.long", handler)
+    svc.worker.registry = svc.job_service.registry = handlers
+    request = CreateJobRequest(type="recurring", handler="t.long", cron_expr="0 * * * * *")
+    svc.job_service.submit(request, tenant="t", idempotency_key=None)
+    assert pump.run_due(T0 + timedelta(minutes=1))["succeeded"] == 1

@@ -23,10 +23,7 @@ def test_the_old_schedules_ticks_of_a_pause_are_skipped_rescheduled_when_an_edit
     world: World,
 ) -> None:
     # Given a job every 10 s, paused at 12:00:05, whose ticks 12:00:10 .. 12:00:30 come due paused
-    request = CreateJobRequest(
-        type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", catchup="all"
-    )
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    job_id = _every_10s(world)
     world.clock.set(T0 + timedelta(seconds=5))
     world.svc.schedule.pause(job_id, tenant="t")
     world.clock.set(T0 + timedelta(seconds=35))
@@ -53,10 +50,7 @@ def test_the_old_schedules_ticks_of_a_pause_are_skipped_rescheduled_when_an_edit
 def test_an_edit_while_the_dispatcher_is_behind_keeps_the_ticks_that_came_due_before_it(world: World) -> None:
     # Given a job every 10 s, handed over at its create up to the lookahead (12:01:30), whose
     # dispatcher is then down: its ticks 12:01:40 .. 12:03:20 come due and are not handed over
-    request = CreateJobRequest(
-        type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", catchup="all"
-    )
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    job_id = _every_10s(world)
     job = world.jobs.get_job(job_id)
     assert job is not None and job.next_run_at == T0 + timedelta(seconds=100)
     # When, at 12:03:20, an edit moves it to every 20 s (:00, :20 and :40 stay ticks; :10, :30 and :50
@@ -83,10 +77,7 @@ def test_an_edit_while_the_dispatcher_is_behind_keeps_the_ticks_that_came_due_be
 def _paused_every_10s_job_edited_while_its_write_times_out(world: World, *, applies: bool) -> str:
     """A job every 10 s, paused at 12:00:05, edited at 12:00:35 to every 15 s, whose definition write
     answers a timeout (after it applied, or not); its id."""
-    request = CreateJobRequest(
-        type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", catchup="all"
-    )
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    job_id = _every_10s(world)
     world.clock.set(T0 + timedelta(seconds=5))
     world.svc.schedule.pause(job_id, tenant="t")
     world.clock.set(T0 + timedelta(seconds=35))
@@ -129,3 +120,11 @@ def test_an_edit_whose_write_timed_out_before_it_applied_answers_the_timeout_and
     assert world.runs.recent(job_id, limit=20) == []
     job = world.jobs.get_job(job_id)
     assert job is not None and job.cron_expr == "*/10 * * * * *"
+
+
+def _every_10s(world: World) -> str:
+    """A job every 10 s with catch-up "all", created at 12:00; its id."""
+    request = CreateJobRequest(
+        type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", catchup="all"
+    )
+    return world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
