@@ -251,9 +251,7 @@ class ScheduleService:
         stamp = job.next_run_at
         if job.type != "recurring" or not job.cron_expr or stamp is None or stamp > now:
             return []
-        schedule = cron.parse(job.cron_expr, job.timezone)
-        end = min(now, job.policy.end_at) if job.policy.end_at else now
-        return schedule.ticks(stamp - timedelta(milliseconds=1), end, limit=MAX_MISSED_PER_PASS)
+        return _due_ticks_from(job, stamp, now=now)
 
     def _skip_overdue_ticks_off_the_new_schedule(
         self, job: Job, overdue: list[datetime], *, now: datetime
@@ -285,10 +283,7 @@ class ScheduleService:
         first = self._first_tick_of_pause(job)
         if first is None or first > now:
             return
-        assert job.cron_expr is not None  # _first_tick_of_pause: a recurring job's
-        end = min(now, job.policy.end_at) if job.policy.end_at else now
-        schedule = cron.parse(job.cron_expr, job.timezone)
-        for tick in schedule.ticks(first - timedelta(milliseconds=1), end, limit=MAX_MISSED_PER_PASS):
+        for tick in _due_ticks_from(job, first, now=now):
             self.runs.put_pending(
                 job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, skipped="rescheduled"
             )
@@ -480,6 +475,13 @@ class ScheduleService:
         return Control(
             job_id=job.job_id, status=job.status, next_run_at=next_run_shown(job, now=self.clock.now())
         )
+
+
+def _due_ticks_from(job: Job, first: datetime, *, now: datetime) -> list[datetime]:
+    """The job's ticks from `first` (included) to now and its end_at, at most MAX_MISSED_PER_PASS."""
+    end = min(now, job.policy.end_at) if job.policy.end_at else now
+    schedule = cron.parse(job.cron_expr or "", job.timezone)
+    return schedule.ticks(first - timedelta(milliseconds=1), end, limit=MAX_MISSED_PER_PASS)
 
 
 __all__ = ["DueEntry", "ScheduleService"]
