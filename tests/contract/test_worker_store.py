@@ -119,11 +119,62 @@ def test_a_release_of_reservations_only_leaves_a_confirmed_hold(store: WorkerSto
     store.register(_worker())
     store.reserve("t1", "w1", hold=_hold("r1"), expected_version=1)
     store.confirm("t1", "w1", run_id="r1", now=T0)
-    assert not store.release("t1", "w1", run_id="r1", reserved_only=True)
+    assert not store.release("t1", "w1", run_id="r1", only=_hold("r1"))
     assert store.release("t1", "w1", run_id="r1")
     assert not store.release("t1", "w1", run_id="r1")
     worker = store.get_worker("t1", "w1")
     assert worker is not None and worker.holds == {}
+
+
+def _queued_of(hold: Hold) -> QueuedRun:
+    return QueuedRun(
+        tenant="t1",
+        pool="gpu",
+        run_id=hold.run_id,
+        job_id=hold.job_id,
+        scheduled_for=hold.scheduled_for,
+        resources=hold.resources,
+        enqueued_at=hold.enqueued_at,
+    )
+
+
+def test_a_lapsed_reservation_is_released_and_queued_again_in_one_step(store: WorkerStore) -> None:
+    # Given a reservation, read back from the store as a sweep reads it
+    store.register(_worker())
+    store.reserve("t1", "w1", hold=_hold("r1"), expected_version=1)
+    worker = store.get_worker("t1", "w1")
+    assert worker is not None
+    lapsed = worker.holds["r1"]
+    # When a sweep requeues it
+    assert store.requeue_lapsed("t1", "w1", hold=lapsed, run=_queued_of(lapsed))
+    # Then the worker holds nothing and the run waits at its old place in the queue
+    after = store.get_worker("t1", "w1")
+    assert after is not None and after.holds == {} and after.version == worker.version + 1
+    assert [r.run_id for r in store.waiting("t1", "gpu", limit=10)] == ["r1"]
+
+
+def test_a_stale_requeue_leaves_the_runs_new_reservation_and_the_queue_alone(store: WorkerStore) -> None:
+    # Given a lapsed reservation that one sweep requeued and then placed again on the same worker
+    store.register(_worker())
+    store.reserve("t1", "w1", hold=_hold("r1"), expected_version=1)
+    worker = store.get_worker("t1", "w1")
+    assert worker is not None
+    lapsed = worker.holds["r1"]
+    assert store.requeue_lapsed("t1", "w1", hold=lapsed, run=_queued_of(lapsed))
+    again = lapsed.model_copy(update={"until": lapsed.until + timedelta(seconds=30)})
+    assert store.reserve("t1", "w1", hold=again, expected_version=worker.version + 1)
+    assert store.dequeue(_queued_of(lapsed))
+    # When a second sweep, which read the worker before all that, requeues the same lapsed hold
+    # Then it is refused: the new reservation stands and the run is not queued a second time
+    assert not store.requeue_lapsed("t1", "w1", hold=lapsed, run=_queued_of(lapsed))
+    assert not store.release("t1", "w1", run_id="r1", only=lapsed)
+    held = store.get_worker("t1", "w1")
+    assert held is not None and held.holds["r1"].until == again.until
+    assert store.waiting("t1", "gpu", limit=10) == []
+    # And a confirmed hold is never taken for a lapsed reservation
+    store.confirm("t1", "w1", run_id="r1", now=T0)
+    assert not store.requeue_lapsed("t1", "w1", hold=again, run=_queued_of(again))
+    assert store.release("t1", "w1", run_id="r1", only=None)
 
 
 def test_a_dead_worker_drops_its_holds_and_refuses_heartbeats_and_reservations(store: WorkerStore) -> None:

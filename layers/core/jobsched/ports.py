@@ -591,9 +591,15 @@ class WorkerStore(Protocol):
         ALIVE and the reservation is still there (a repeated ack of a confirmed hold answers True)."""
         ...
 
-    def release(self, tenant: str, worker_id: str, *, run_id: str, reserved_only: bool = False) -> bool:
-        """Drop the worker's hold on `run_id` (only a reservation, with `reserved_only`); False if
-        there was none to drop."""
+    def release(self, tenant: str, worker_id: str, *, run_id: str, only: Hold | None = None) -> bool:
+        """Drop the worker's hold on `run_id`; with `only`, just that very reservation (still
+        unacknowledged, not replaced by a later placement of the run). False if there was none."""
+        ...
+
+    def requeue_lapsed(self, tenant: str, worker_id: str, *, hold: Hold, run: QueuedRun) -> bool:
+        """In one atomic write: drop `hold`, a reservation whose ack never came, if it is still that
+        very reservation, and put `run` back in its pool's queue. False (nothing written) if the hold
+        is gone or replaced: another sweep requeued it first, and may have placed it again since."""
         ...
 
     def mark_dead(self, tenant: str, worker_id: str, *, expected_version: int) -> Worker | None:

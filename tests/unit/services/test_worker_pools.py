@@ -8,6 +8,7 @@ wrong: no ack, a worker that stops heartbeating, a dead worker that comes back, 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -226,3 +227,70 @@ def test_a_redelivered_hand_off_queues_the_run_once(pools: Pools) -> None:
     assert pools.svc.hand_off(job, SF)
     assert not pools.svc.hand_off(job, SF)
     assert len(pools.svc.waiting(tenant="t1", pool="gpu")) == 1
+
+
+def _once(monkeypatch: pytest.MonkeyPatch, store: MemoryWorkerStore, name: str, answer: Any) -> None:
+    """The store's `name` answers `answer` (a read taken earlier) once: a sweep working from a stale
+    read, as a second process that read before the first one wrote."""
+    real = getattr(store, name)
+    calls = iter([lambda *a, **k: answer])
+    monkeypatch.setattr(store, name, lambda *a, **k: next(calls, real)(*a, **k))
+
+
+def test_two_sweeps_that_read_the_same_lapsed_reservation_leave_the_run_placed_once(
+    pools: Pools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run reserved on a worker that never acks, its reservation lapsed, and a second sweep
+    # that read the workers before a first sweep requeued and placed the run again
+    # (the sweep that requeues a lapsed reservation passes its worker over: the next one places it)
+    slow = pools.worker(2048)
+    pools.svc.hand_off(pools.job("j1", cpu=2048), SF)
+    [a] = pools.svc.poll(tenant="t1", worker_id=slow)
+    pools.clock.advance(RESERVATION_SECONDS + 1)
+    stale = pools.workers.list_workers("t1", pool="gpu")
+    assert pools.svc.sweep(tenant="t1", pool="gpu") == {}
+    assert pools.svc.sweep(tenant="t1", pool="gpu") == {a.run_id: slow}
+    placed = pools.svc.get(tenant="t1", worker_id=slow).holds[a.run_id]
+    # When the second sweep runs on what it read
+    _once(monkeypatch, pools.workers, "list_workers", stale)
+    pools.svc.sweep(tenant="t1", pool="gpu")
+    # Then the new reservation stands, and the run is not queued a second time
+    assert pools.svc.get(tenant="t1", worker_id=slow).holds == {a.run_id: placed}
+    assert pools.svc.waiting(tenant="t1", pool="gpu") == []
+
+
+def test_two_placers_that_read_the_same_waiting_run_reserve_it_once(
+    pools: Pools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a waiting run, and a second placer that read the queue and the workers before the first
+    # placed it on the tighter worker
+    tight, roomy = pools.worker(2048), pools.worker(4096)
+    pools.svc.hand_off(pools.job("j1", cpu=2048), SF)
+    stale_workers = pools.workers.list_workers("t1", pool="gpu")
+    stale_queue = pools.workers.waiting("t1", "gpu", limit=100)
+    [(run_id, first)] = pools.svc.sweep(tenant="t1", pool="gpu").items()
+    assert first == tight
+    # When the second placer runs on what it read (the tight worker refuses it, the roomy one fits)
+    _once(monkeypatch, pools.workers, "list_workers", stale_workers)
+    _once(monkeypatch, pools.workers, "waiting", stale_queue)
+    # Then its dequeue is refused and it releases the reservation it made: one hold per run
+    assert pools.svc.sweep(tenant="t1", pool="gpu") == {}
+    assert list(pools.svc.get(tenant="t1", worker_id=tight).holds) == [run_id]
+    assert pools.svc.get(tenant="t1", worker_id=roomy).holds == {}
+
+
+def test_a_stale_reservation_of_a_finished_run_is_released_at_poll_and_not_offered(pools: Pools) -> None:
+    # Given a run that finished on one worker, and a second reservation of it left on another (a
+    # placer that crashed between its reservation and its refused dequeue)
+    done, other = pools.worker(2048), pools.worker(4096)
+    pools.svc.hand_off(pools.job("j1", cpu=2048), SF)
+    [a] = pools.svc.poll(tenant="t1", worker_id=done)
+    stray = pools.svc.get(tenant="t1", worker_id=done).holds[a.run_id]
+    version = pools.svc.get(tenant="t1", worker_id=other).version
+    assert pools.workers.reserve("t1", other, hold=stray, expected_version=version)
+    pools.run_through(done, "j1")
+    assert pools.svc.finished(tenant="t1", worker_id=done, run_id=a.run_id, result="1", error=None).applied
+    # When the other worker polls
+    # Then it is offered nothing, and the stray reservation is gone
+    assert pools.svc.poll(tenant="t1", worker_id=other) == []
+    assert pools.svc.get(tenant="t1", worker_id=other).holds == {}

@@ -11,12 +11,17 @@ Every step is one conditional write, and each crash between two leaves state tha
                                                 dead worker; ack by the next worker takes it over
                                                 once the dead one's lease (DEAD_AFTER) lapsed, and
                                                 the run is re-queued by the sweep that finds it so
-              lapsed reservations: enqueue again -> release (reserved only)
-                                                crash between: queued and held; the hold lapsed, so
-                                                placement ignores it, and the next sweep releases it
-              placement: reserve (CAS) -> dequeue
+              lapsed reservations: release that very hold + enqueue again, one transaction
+                                                (two sweeps that read the same lapsed hold: the
+                                                second is refused, so it can neither release the
+                                                reservation the first one's placement made since
+                                                nor queue the run twice)
+              placement: reserve (CAS) -> dequeue (conditional)
                                                 crash between: queued and held; the next sweep sees
                                                 the live hold and drops the queue entry
+                                                dequeue refused (another placer took the entry):
+                                                release this reservation, so a run has one
+                                                a stale hold on a finished run: released at poll
     ack       run PENDING -> LEASED (owner = the worker) -> hold confirmed
                                                 crash between: the reservation lapses, the run is
                                                 re-queued, and the next ack takes the lapsed lease
@@ -40,7 +45,7 @@ from jobsched.domain.keys import parse_run_id, run_id_for
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.placement import Request, Resources, Slot, best_fit
 from jobsched.domain.records import AttemptEnd, Lease
-from jobsched.domain.status import RunStatus
+from jobsched.domain.status import TERMINAL, RunStatus
 from jobsched.domain.targets import WorkerTarget
 from jobsched.domain.workers import (
     DEAD_AFTER_SECONDS,
@@ -56,6 +61,8 @@ PLACE_BATCH = 100
 """Waiting runs one sweep considers, oldest first."""
 RESERVE_TRIES = 3
 """Compare-and-set attempts per run and sweep before it waits for the next sweep."""
+NOTHING_TO_RUN = TERMINAL | {RunStatus.LOST, RunStatus.SKIPPED, RunStatus.UPSTREAM_FAILED}
+"""Run states an ack cannot claim: a hold on such a run is a stale placement, released at the poll."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +164,10 @@ class WorkerPools:
             if job is None or not isinstance(job.target, WorkerTarget):
                 continue
             row = self.runs.get(hold.job_id, hold.scheduled_for)
+            if row is not None and row.status in NOTHING_TO_RUN:
+                # A stale placement (a crash between reserve and a refused dequeue): nothing to run.
+                self.workers.release(tenant, worker_id, run_id=hold.run_id, only=hold)
+                continue
             out.append(
                 Assignment(
                     run_id=hold.run_id,
@@ -218,8 +229,11 @@ class WorkerPools:
                 continue
             for hold in worker.holds.values():
                 if hold.state == "reserved" and hold.until < now:
-                    self._requeue(worker, hold)
-                    self.workers.release(tenant, worker.worker_id, run_id=hold.run_id, reserved_only=True)
+                    # (this sweep still counts the hold on this worker: the run goes elsewhere if
+                    # it fits, or waits for the next sweep)
+                    self.workers.requeue_lapsed(
+                        tenant, worker.worker_id, hold=hold, run=self._queued_again(worker, hold)
+                    )
             alive[worker.worker_id] = worker
         return self._place(tenant, pool, alive, now)
 
@@ -243,17 +257,20 @@ class WorkerPools:
             self._requeue(worker, hold)
 
     def _requeue(self, worker: Worker, hold: Hold) -> None:
-        self.workers.enqueue(
-            QueuedRun(
-                tenant=worker.tenant,
-                pool=worker.pool,
-                run_id=hold.run_id,
-                job_id=hold.job_id,
-                scheduled_for=hold.scheduled_for,
-                resources=hold.resources,
-                labels=hold.labels,
-                enqueued_at=hold.enqueued_at,
-            )
+        self.workers.enqueue(self._queued_again(worker, hold))
+
+    @staticmethod
+    def _queued_again(worker: Worker, hold: Hold) -> QueuedRun:
+        """The queue entry of a released hold: back at its old place, oldest first."""
+        return QueuedRun(
+            tenant=worker.tenant,
+            pool=worker.pool,
+            run_id=hold.run_id,
+            job_id=hold.job_id,
+            scheduled_for=hold.scheduled_for,
+            resources=hold.resources,
+            labels=hold.labels,
+            enqueued_at=hold.enqueued_at,
         )
 
     def _place(self, tenant: str, pool: str, alive: dict[str, Worker], now: datetime) -> dict[str, str]:
@@ -287,8 +304,10 @@ class WorkerPools:
                     alive[chosen] = worker.model_copy(
                         update={"holds": {**worker.holds, hold.run_id: hold}, "version": worker.version + 1}
                     )
-                    self.workers.dequeue(queued)
-                    placed[queued.run_id] = chosen
+                    if self.workers.dequeue(queued):
+                        placed[queued.run_id] = chosen
+                    else:  # another placer took this entry first: one reservation per run
+                        self.workers.release(tenant, chosen, run_id=hold.run_id, only=hold)
                     break
                 fresh = self.workers.get_worker(tenant, chosen)  # another placer won: read it again
                 if fresh is None or fresh.status != "ALIVE":

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jobsched.adapters.aws import aws_call
+from jobsched.adapters.aws import Refused, aws_call
 from jobsched.adapters.dynamodb.codec import dec, enc
 from jobsched.adapters.dynamodb.conditions import DYNAMODB, all_of, conditional
 from jobsched.domain import times
@@ -199,23 +199,41 @@ class WorkerStore:
         held = worker.holds.get(run_id) if worker and worker.status == "ALIVE" else None
         return held is not None and held.state == "confirmed"
 
-    def release(self, tenant: str, worker_id: str, *, run_id: str, reserved_only: bool = False) -> bool:
+    def release(self, tenant: str, worker_id: str, *, run_id: str, only: Hold | None = None) -> bool:
+        return conditional(self.client.update_item, **self._release(tenant, worker_id, run_id, only))[0]
+
+    def requeue_lapsed(self, tenant: str, worker_id: str, *, hold: Hold, run: QueuedRun) -> bool:
+        # A transaction: a sweep that read the worker before another sweep requeued this hold, and
+        # placed it again, must not release the new reservation, nor queue the run a second time.
+        items: list[Any] = [
+            {"Update": self._release(tenant, worker_id, hold.run_id, hold)},
+            {"Put": {"TableName": self.table, "Item": self._queue_item(run)}},
+        ]
+        try:
+            with aws_call(DYNAMODB):
+                self.client.transact_write_items(TransactItems=items)
+        except Refused:
+            return False
+        return True
+
+    def _release(self, tenant: str, worker_id: str, run_id: str, only: Hold | None) -> dict[str, Any]:
+        """The UpdateItem that drops the hold on `run_id` (with `only`: if it is that reservation)."""
         names = {"#run": run_id}
         values: dict[str, Any] = {":one": enc(1)}
         condition = HOLDS_RUN
-        if reserved_only:
-            condition = all_of(HOLDS_RUN, IS_RESERVED)
+        if only is not None:
+            condition = all_of(HOLDS_RUN, IS_RESERVED, "holds.#run.body = :body")
             names["#state"] = "state"
             values[":reserved"] = enc("reserved")
-        return conditional(
-            self.client.update_item,
-            TableName=self.table,
-            Key=worker_key(tenant, worker_id),
-            UpdateExpression="REMOVE holds.#run SET version = version + :one",
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )[0]
+            values[":body"] = _hold_value(only.model_copy(update={"state": "reserved"}))["M"]["body"]
+        return {
+            "TableName": self.table,
+            "Key": worker_key(tenant, worker_id),
+            "UpdateExpression": "REMOVE holds.#run SET version = version + :one",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
     def mark_dead(self, tenant: str, worker_id: str, *, expected_version: int) -> Worker | None:
         applied, before = conditional(
@@ -240,9 +258,13 @@ class WorkerStore:
         return conditional(
             self.client.put_item,
             TableName=self.table,
-            Item={**_queue_key(run), "body": enc(run.model_dump_json())},
+            Item=self._queue_item(run),
             ConditionExpression="attribute_not_exists(PK)",
         )[0]
+
+    @staticmethod
+    def _queue_item(run: QueuedRun) -> dict[str, Any]:
+        return {**_queue_key(run), "body": enc(run.model_dump_json())}
 
     def waiting(self, tenant: str, pool: str, *, limit: int) -> list[QueuedRun]:
         with aws_call(DYNAMODB):

@@ -17,7 +17,7 @@ class MemoryWorkerStore:
 
     workers: dict[tuple[str, str], Worker] = field(default_factory=dict)
     queues: dict[tuple[str, str], dict[tuple[datetime, str], QueuedRun]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def register(self, worker: Worker) -> bool:
         with self._lock:
@@ -82,15 +82,26 @@ class MemoryWorkerStore:
             )
             return True
 
-    def release(self, tenant: str, worker_id: str, *, run_id: str, reserved_only: bool = False) -> bool:
+    def release(self, tenant: str, worker_id: str, *, run_id: str, only: Hold | None = None) -> bool:
         with self._lock:
             worker = self.workers.get((tenant, worker_id))
             if worker is None or run_id not in worker.holds:
                 return False
-            if reserved_only and worker.holds[run_id].state != "reserved":
+            if only is not None and not self._is_that_reservation(worker.holds[run_id], only):
                 return False
             self._change(tenant, worker_id, {k: v for k, v in worker.holds.items() if k != run_id})
             return True
+
+    def requeue_lapsed(self, tenant: str, worker_id: str, *, hold: Hold, run: QueuedRun) -> bool:
+        with self._lock:  # the lock makes the release and the enqueue one atomic step
+            if not self.release(tenant, worker_id, run_id=hold.run_id, only=hold):
+                return False
+            self.queues.setdefault((run.tenant, run.pool), {})[(run.enqueued_at, run.run_id)] = run
+            return True
+
+    @staticmethod
+    def _is_that_reservation(held: Hold, hold: Hold) -> bool:
+        return held.state == "reserved" and held == hold.model_copy(update={"state": "reserved"})
 
     def mark_dead(self, tenant: str, worker_id: str, *, expected_version: int) -> Worker | None:
         with self._lock:
