@@ -18,3 +18,11 @@ def work(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         time.sleep(min(left, 1.0))
         ctx.heartbeat()
     return {"pid": os.getpid(), "attempt": ctx.attempt}
+
+
+@registry.handler("pool.flaky")
+def flaky(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+    """Fail the first attempt, succeed on the next: the failure workflow's retry, on a pool."""
+    if ctx.attempt == 1:
+        raise RuntimeError("the first attempt fails")
+    return {"pid": os.getpid(), "attempt": ctx.attempt}

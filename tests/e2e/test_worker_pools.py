@@ -1,6 +1,7 @@
 """External worker pools end to end: the local stack and three real `jobsched worker` processes of
-different capacities (2, 4 and 8 vCPUs): best fit, no oversubscription in a burst, a kill -9
-mid-run re-queued and finished elsewhere exactly once, a duplicate `finished` that changes nothing."""
+different capacities (2, 4 and 8 vCPUs): best fit, no oversubscription in a burst, a failed attempt
+retried through the failure workflow, a kill -9 mid-run re-queued and finished elsewhere exactly
+once, a duplicate `finished` that changes nothing."""
 
 from __future__ import annotations
 
@@ -29,11 +30,13 @@ class Pool:
     processes: dict[int, subprocess.Popen[str]]  # cpu -> its worker process
     ids: dict[int, str]  # cpu -> worker id
 
-    def submit(self, *, cpu: int, seconds: float, later_seconds: float = 0) -> str:
+    def submit(
+        self, *, cpu: int, seconds: float, later_seconds: float = 0, handler: str = "pool.work"
+    ) -> str:
         body = {
             "type": "one_off",
             "run_at": (datetime.now(UTC) + timedelta(seconds=1)).isoformat(),
-            "target": {"type": "worker", "pool": "e2e", "handler": "pool.work"},
+            "target": {"type": "worker", "pool": "e2e", "handler": handler},
             "resources": {"cpu": cpu, "memory_mib": 512},
             "payload": {"seconds": seconds, "later_seconds": later_seconds},
         }
@@ -152,6 +155,17 @@ def test_a_burst_never_oversubscribes_a_worker_and_a_duplicate_finished_changes_
         assert again.status_code == 200 and again.json()["applied"] is False
         assert again.json()["status"] == "SUCCEEDED"
     assert pool.stack.get(f"/api/runs/{run_id}", **TENANT).json() == row
+
+
+def test_a_failed_attempt_is_retried_by_the_failure_workflow_and_the_one_off_completes(pool: Pool) -> None:
+    # Given a worker-pool one-off whose first attempt fails
+    job_id = pool.submit(cpu=2048, seconds=0, handler="pool.flaky")
+    # When it runs
+    run = pool.run_of(job_id, until=lambda r: r["status"] == "SUCCEEDED", timeout=90)
+    # Then the failure workflow retried it (placed again, attempt 2), and the job is COMPLETED
+    assert [(a["attempt"], a["outcome"]) for a in run["attempts"]] == [(1, "FAILED"), (2, "SUCCEEDED")], run
+    assert run["attempts"][0]["error"]["type"] == "RuntimeError", run
+    assert pool.stack.get(f"/api/jobs/{job_id}", **TENANT).json()["status"] == "COMPLETED"
 
 
 def test_a_worker_killed_mid_run_has_its_run_requeued_and_finished_elsewhere_once(pool: Pool) -> None:

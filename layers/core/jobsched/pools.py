@@ -23,6 +23,8 @@ def worker_pools(services: Services, *, table: str) -> WorkerPools | None:
         jobs=services.jobs,
         runs=services.runs,
         clock=services.clock,
+        failures=services.failures,
+        dag=services.dag,
     )
 
 

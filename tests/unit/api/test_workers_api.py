@@ -20,7 +20,14 @@ B = {"X-Tenant": "team-b"}
 
 
 def api(world: World) -> APIGatewayRestResolver:
-    pools = WorkerPools(workers=MemoryWorkerStore(), jobs=world.jobs, runs=world.runs, clock=world.clock)
+    pools = WorkerPools(
+        workers=MemoryWorkerStore(),
+        jobs=world.jobs,
+        runs=world.runs,
+        clock=world.clock,
+        failures=world.svc.failures,
+        dag=world.svc.dag,
+    )
     world.svc.worker.hand_off = pools.hand_off
     return build_app(
         world.svc.job_service, world.svc.failures, world.svc.schedule, tenant_source="header", pools=pools
@@ -92,6 +99,46 @@ def test_a_worker_pool_run_goes_from_the_api_to_the_tightest_worker_and_finishes
     assert (again["applied"], again["status"], again["attempt"]) == (False, "SUCCEEDED", 1)
     status, got = call(app, "GET", f"/api/runs/{run['run_id']}", headers=A)
     assert status == 200 and got["status"] == "SUCCEEDED" and got["result"] == {"loss": 0.1}
+    # And the one-off's job is COMPLETED, as for a run of the worker function
+    status, job = call(app, "GET", f"/api/jobs/{job_id}", headers=A)
+    assert status == 200 and job["status"] == "COMPLETED", job
+
+
+def _running(world: World, app: APIGatewayRestResolver, **patch: Any) -> tuple[str, str]:
+    """A due worker-pool run (its job PATCHed with `patch`), acknowledged and started by the one
+    worker: (its run id, the worker)."""
+    job_id = pool_job(app, cpu=2048)
+    if patch:
+        status, answer = call(app, "PATCH", f"/api/jobs/{job_id}", headers=A, body=patch)
+        assert status == 200, answer
+    world.clock.advance(31)
+    assert world.deliver() == ["handed_off"]
+    worker = register(app, 2048)
+    [run] = poll(app, worker)
+    report(app, run["run_id"], "ack", worker)
+    report(app, run["run_id"], "started", worker)
+    return str(run["run_id"]), worker
+
+
+def test_a_failed_attempt_on_a_worker_is_handed_to_the_failure_workflow_once(world: World) -> None:
+    # Given a worker-pool run running on its worker (max_attempts 3 by default)
+    app = api(world)
+    run_id, worker = _running(world, app)
+    # When the worker reports it failed, then reports it again (a retry of its report)
+    failed = report(app, run_id, "finished", worker, error={"type": "Boom", "message": "no GPU"})
+    report(app, run_id, "finished", worker, error={"type": "Boom", "message": "no GPU"})
+    # Then the attempt is FAILED and handed to the failure workflow once, to be retried
+    assert (failed["applied"], failed["status"], failed["attempt"]) == (True, "FAILED", 1)
+    [handed] = world.machines.started.values()
+    assert (handed["attempt"], handed["max_attempts"], handed["retryable"]) == (1, 3, True)
+
+
+def test_a_failed_attempt_with_a_non_retryable_error_is_handed_over_to_be_dead_lettered(world: World) -> None:
+    app = api(world)
+    run_id, worker = _running(world, app, non_retryable_errors=["Fatal"])
+    report(app, run_id, "finished", worker, error={"type": "Fatal", "message": "bad input"})
+    [handed] = world.machines.started.values()
+    assert handed["retryable"] is False
 
 
 def test_the_listing_shows_capacity_free_and_status_and_another_tenants_worker_is_404(world: World) -> None:

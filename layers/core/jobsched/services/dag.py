@@ -151,6 +151,25 @@ class DagService:
         """The scheduled_for of a dependant's run in a period."""
         return dependant.created_at if period == ONCE else times.parse_stored(period)
 
+    def settle(self, job: Job, succeeded: Execution, *, now: datetime) -> None:
+        """After a success is recorded, wherever it ran (the worker function, a pool's worker): its
+        dependants signalled and, for a run its job lives for (a one-off, a dependant in a one-off
+        chain), the job COMPLETED. Each step is idempotent: a repeat changes nothing."""
+        if root_schedule_of(job) == ONCE:
+            # Read the dependants again, after the success is recorded: one that joined while this
+            # run ran is either seen here or sees the success itself (join).
+            job = self.jobs.get_job(job.job_id) or job
+        self.signal_success(job, succeeded)
+        if root_schedule_of(job) == ONCE:
+            self.jobs.set_job_status(
+                job.job_id,
+                target=JobStatus.COMPLETED,
+                sources=[JobStatus.SCHEDULED],
+                now=now,
+                leave_index=True,
+                release_slot=job.type == "one_off",
+            )
+
     def signal_success(self, job: Job, run: Execution, *, only: str | None = None) -> bool:
         """Count a succeeded run into its dependants (the DAG workflow); once per run and replay series.
 

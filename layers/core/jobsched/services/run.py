@@ -83,7 +83,7 @@ from jobsched.ports import (
     no_crash,
 )
 from jobsched.services.alerts import AlertService
-from jobsched.services.dag import ONCE, DagService, root_schedule_of
+from jobsched.services.dag import DagService
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
 from jobsched.services.late import LateWatcher
@@ -1007,20 +1007,7 @@ class Worker:
             attempt=attempt,
             replays=replays,
         )
-        if root_schedule_of(job) == ONCE:
-            # Read the dependants again, after the success is recorded: one that joined while this
-            # run ran is either seen here or sees the success itself (DagService.join).
-            job = self.jobs.get_job(job.job_id) or job
-        self.dag.signal_success(job, succeeded)
-        if root_schedule_of(job) == ONCE:  # a one-off, or a dependant in a one-off chain: done
-            self.jobs.set_job_status(
-                job.job_id,
-                target=JobStatus.COMPLETED,
-                sources=[JobStatus.SCHEDULED],
-                now=finished,
-                leave_index=True,
-                release_slot=job.type == "one_off",
-            )
+        self.dag.settle(job, succeeded, now=finished)
         return Outcome.SUCCEEDED
 
     def _refused(self, job: Job, row: Execution | None, delivery: Delivery) -> Outcome:

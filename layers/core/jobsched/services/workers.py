@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobsched.domain import times
 from jobsched.domain.keys import parse_run_id, run_id_for
@@ -56,6 +56,10 @@ from jobsched.domain.workers import (
 )
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, WorkerStore
+
+if TYPE_CHECKING:
+    from jobsched.services.dag import DagService
+    from jobsched.services.failures import FailureService
 
 PLACE_BATCH = 100
 """Waiting runs one sweep considers, oldest first."""
@@ -96,6 +100,11 @@ class WorkerPools:
     jobs: JobStore
     runs: RunStore
     clock: Clock
+    # What follows a recorded outcome, as for a run of the worker function: a failure handed to the
+    # failure workflow (a retry, placed again, or a dead letter), a success settled (dependants
+    # signalled, a one-off's job COMPLETED). None (a test of placement alone): the outcome only.
+    failures: FailureService | None = None
+    dag: DagService | None = None
 
     # -- workers -----------------------------------------------------------------------------------
 
@@ -389,9 +398,13 @@ class WorkerPools:
         released. A duplicate or a stale report changes nothing."""
         job_id, sf, row = self._row(tenant, run_id)
         _, hold = self._held(tenant, worker_id, run_id)
-        if hold is None or hold.state != "confirmed" or row.status != RunStatus.RUNNING:
-            return Report(False, row)
         now = self.clock.now()
+        if hold is None or hold.state != "confirmed" or row.status != RunStatus.RUNNING:
+            if row.worker == worker_id and row.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+                # The recording worker's report again: a retry after an answer it never got, maybe
+                # from a process that died before it settled the outcome. Settling again is a no-op.
+                self._settle(job_id, row, now)
+            return Report(False, row)
         end = AttemptEnd(
             attempt=row.attempt,
             started_at=row.started_at or now,
@@ -403,5 +416,16 @@ class WorkerPools:
         moved = self.runs.record(job_id, sf, owner=worker_id, end=end)
         if moved.applied:
             self.workers.release(tenant, worker_id, run_id=run_id)
-            return Report(True, self.runs.get(job_id, sf))
+            recorded = self.runs.get(job_id, sf)
+            self._settle(job_id, recorded, now)
+            return Report(True, recorded)
         return Report(False, moved.row)
+
+    def _settle(self, job_id: str, row: Execution | None, now: datetime) -> None:
+        job = self.jobs.get_job(job_id)
+        if job is None or row is None:
+            return
+        if row.status == RunStatus.FAILED and self.failures is not None:
+            self.failures.hand_over(job, row)  # once per attempt: the execution's name is the key
+        elif row.status == RunStatus.SUCCEEDED and self.dag is not None:
+            self.dag.settle(job, row, now=now)
