@@ -119,9 +119,10 @@ def test_a_run_goes_to_the_worker_it_fits_most_tightly(pool: Pool) -> None:
     # Given workers of 2, 4 and 8 vCPUs; When a run that needs 3 vCPUs is due
     job_id = pool.submit(cpu=3072, seconds=0)
     run = pool.run_of(job_id, until=lambda r: r["status"] == "SUCCEEDED")
-    # Then the 4-vCPU worker ran it
+    # Then the 4-vCPU worker ran it, starting it no earlier than its tick
     assert [a["worker"] for a in run["attempts"]] == [pool.ids[4096]], run
     assert run["result"]["pid"] == pool.processes[4096].pid
+    assert run["lateness_ms"] >= 0, run
 
 
 def test_a_burst_never_oversubscribes_a_worker_and_a_duplicate_finished_changes_nothing(pool: Pool) -> None:

@@ -4,6 +4,7 @@ it registers, polls, acknowledges, runs the registry's handler with a RunContext
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from jobsched.cli.http import Answer
@@ -11,7 +12,7 @@ from jobsched.cli.worker import WorkerAgent
 from jobsched.handlers import RunContext
 from tests.unit.api.test_tenancy import call
 from tests.unit.api.test_workers_api import A, api, pool_job
-from tests.unit.services.conftest import World, no_network, world
+from tests.unit.services.conftest import T0, World, no_network, world
 
 __all__ = ["no_network", "world"]
 
@@ -96,3 +97,21 @@ def test_a_worker_declared_dead_stops_taking_work(world: World) -> None:
     # Then it is told it is dead, takes nothing and stops
     assert agent.poll_once(wait_seconds=0, threaded=False) == 0
     assert agent.stopping.is_set()
+
+
+def test_a_run_placed_before_its_tick_is_started_on_its_tick(world: World) -> None:
+    # Given a run handed to its pool while the worker's clock reads 0.4 s before its tick
+    events: list[str] = []
+    world.handlers.register("mypkg.train", lambda payload, ctx: events.append("handler"))
+    app = api(world)
+    pool_job(app, cpu=1024)  # due at T0 + 30 s
+    world.clock.advance(31)
+    world.deliver()
+    agent = gpu_agent(world, app)
+    agent.now = lambda: T0 + timedelta(seconds=29.6)
+    agent.sleep = lambda seconds: events.append(f"wait {seconds:.1f}")
+    agent.register()
+    # When it polls and takes the run
+    assert agent.poll_once(wait_seconds=0, threaded=False) == 1
+    # Then it waits for the tick, and only then starts the handler
+    assert events == ["wait 0.4", "handler"]

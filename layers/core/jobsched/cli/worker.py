@@ -1,7 +1,7 @@
 """`jobsched worker`: an external worker of a pool, against the local stack or a deployed API.
 
     register (pool, capacity, labels) ──> heartbeat thread (every HEARTBEAT_SECONDS: free, runs)
-        └─> loop: long-poll ──> for each run placed here: ack ──> started ──> handler(payload, ctx)
+        └─> loop: long-poll ──> for each run placed here: ack ──> (its tick) started ──> handler
                                                                ──> finished (result | error)
     Ctrl-C: stop polling; the runs already acknowledged finish and report; a run placed here but
             not acknowledged yet is left to its reservation, which lapses and places it elsewhere.
@@ -19,10 +19,11 @@ import argparse
 import json
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from jobsched.cli.http import Answer, request
@@ -31,6 +32,8 @@ from jobsched.handlers import HandlerRegistry, RunContext, registry
 
 Transport = Callable[[str, str, Any], Answer]
 """(method, path, body) -> the API's answer."""
+MAX_EARLY_SECONDS = 60.0
+"""The longest a worker waits for the tick of a run placed early (a clock far off is not waited)."""
 
 
 def _say(message: str) -> None:
@@ -56,6 +59,8 @@ class WorkerAgent:
     held: dict[str, str] = field(default_factory=dict)
     """run_id -> the state this worker last reported for it."""
     stopping: threading.Event = field(default_factory=threading.Event)
+    now: Callable[[], datetime] = field(default_factory=lambda: lambda: datetime.now(UTC))
+    sleep: Callable[[float], None] = time.sleep
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -115,6 +120,11 @@ class WorkerAgent:
         """started -> the handler -> finished; every report conditional on the API's side."""
         run_id = str(run["run_id"])
         try:
+            # A run is handed to its pool up to a second before its tick (a queue's delays are whole
+            # seconds): it starts on its tick, never early, as on the worker function.
+            early = (datetime.fromisoformat(str(run["scheduled_for"])) - self.now()).total_seconds()
+            if early > 0:
+                self.sleep(min(early, MAX_EARLY_SECONDS))
             if not self._report(run_id, "started").get("applied"):
                 return
             with self._lock:
