@@ -133,4 +133,10 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         " SKIPPED records of the old schedule's ticks of the pause, and a retry found nothing to change"
         " (now the write is read back and, applied, the edit goes on)",
     ),
+    (
+        319, 5, 10, "2026-11-30T12:01:30.000Z is SKIPPED but its handler succeeded",
+        "an allow run's receive died after its fast-path handler; the next receive of its message met a"
+        " throttle and gave its in-flight entry back, the only trace that the run started; the receive"
+        " after that met the pause as a fresh tick (now a started run's marker is never given back)",
+    ),
 ]  # fmt: skip

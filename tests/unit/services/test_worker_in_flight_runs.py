@@ -16,14 +16,16 @@ import pytest
 
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.errors import TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.ports import Crash, no_crash
 from tests.unit.services.conftest import T0, World
 from tests.unit.services.test_worker_crash_after_handler import VISIBILITY, crash_once_at
 
 
-def allow_job(world: World, cron_expr: str) -> tuple[str, list[str]]:
-    """An `allow` job whose handler records each tick it ran for: its id and that record."""
+def allow_job(world: World, cron_expr: str, **extra: Any) -> tuple[str, list[str]]:
+    """An `allow` job (with `extra` fields) whose handler records each tick it ran for: its id and
+    that record."""
     calls: list[str] = []
 
     def effect(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
@@ -32,7 +34,7 @@ def allow_job(world: World, cron_expr: str) -> tuple[str, list[str]]:
 
     world.handler("test.effect", effect)
     request = CreateJobRequest(
-        type="recurring", handler="test.effect", cron_expr=cron_expr, overlap_policy="allow"
+        type="recurring", handler="test.effect", cron_expr=cron_expr, overlap_policy="allow", **extra
     )
     return world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id, calls
 
@@ -86,3 +88,39 @@ def test_a_counted_run_whose_worker_died_after_its_handler_is_lost_not_cancelled
     # as if it never ran (tests/sim seed 9: a backfill run, counted as allow runs are)
     run = world.runs.get(job_id, T0 + timedelta(seconds=60))
     assert run is not None and run.status == RunStatus.LOST and len(calls) == 1
+
+
+def test_a_receive_of_a_started_run_that_fails_keeps_its_entry_so_its_deadline_does_not_skip_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an `allow` job with a starting deadline, whose tick's worker died after the handler ran,
+    # before recording it
+    job_id, calls = allow_job(world, "* * * * *", starting_deadline_seconds=60)
+    world.svc.dispatcher.dispatch_all()
+    tick = T0 + timedelta(seconds=60)
+    world.clock.set(tick)
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When its message comes back and that receive meets a throttle on its first read of the run
+    real_get = world.runs.get
+    throttled = iter([TransientStoreError("sim: ThrottlingException on get")])
+
+    def get_once_throttled(*args: Any, **kwargs: Any) -> Any:
+        if (error := next(throttled, None)) is not None:
+            raise error
+        return real_get(*args, **kwargs)
+
+    monkeypatch.setattr(world.runs, "get", get_once_throttled)
+    world.clock.advance(VISIBILITY + 1)
+    with pytest.raises(TransientStoreError):
+        world.deliver()
+    # And it comes back once more, past the starting deadline
+    world.clock.advance(VISIBILITY + 1)
+    world.deliver()
+    # Then the run is taken over as the run that started in time, not SKIPPED as a fresh tick past
+    # its deadline (its handler did run: tests/sim seed 319)
+    run = world.runs.get(job_id, tick)
+    assert run is not None and run.status == RunStatus.SUCCEEDED, run
+    assert calls.count(str(tick)) == 2  # the takeover ran it again, under the same effect key

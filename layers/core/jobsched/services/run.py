@@ -257,16 +257,20 @@ class Worker:
         except InFlightElsewhere:
             # Another receive of this very message (SQS redelivers one whose visibility ran out),
             # or the worker that took the run over, holds the run and its slot: give nothing back.
-            if counted:
+            if counted and not started:
                 self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
             raise
         except Exception:
             # Held up front, then an error (or a wait): give it back. (A run that got past its gate
             # released it already; a second release is a refused no-op.) A process death, a
             # BaseException, gives nothing back: the markers lapse with their leases, as on AWS.
-            if held and job is not None:
+            # Nor does a receive of a run that started already (`started`): its marker is the only
+            # trace that an earlier receive ran the handler on the fast path; given back, the next
+            # receive would meet the tick's gate as a fresh tick and could record SKIPPED a run
+            # that executed (tests/sim seed 319). It lapses, and the next receive takes the run over.
+            if held and job is not None and not started:
                 self._release(job, sf)
-            if counted:
+            if counted and not started:
                 self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
             raise
         if held and job is not None and not settled:
