@@ -137,6 +137,13 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         319, 5, 10, "2026-11-30T12:01:30.000Z is SKIPPED but its handler succeeded",
         "an allow run's receive died after its fast-path handler; the next receive of its message met a"
         " throttle and gave its in-flight entry back, the only trace that the run started; the receive"
-        " after that met the pause as a fresh tick (now a started run's marker is never given back)",
+        " after that met its starting deadline as a fresh tick (now a started run's marker is never"
+        " given back)",
+    ),
+    (
+        1708, 5, 10, "2026-11-30T12:01:30.000Z is SKIPPED but its handler succeeded",
+        "the same for a buffer_one run's slot: the throttled redelivery of a run whose fast-path"
+        " handler had run gave the slot back, and the next tick's run took it; the receive after that"
+        " found the slot taken and recorded the run SKIPPED (now a started run's hold is kept)",
     ),
 ]  # fmt: skip

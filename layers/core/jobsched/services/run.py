@@ -369,7 +369,7 @@ class Worker:
             raise  # the run's holder keeps the slot (see process), and its key's (the same holder)
         except Exception:
             self._free_key(job, sf, delivery)
-            if holds:
+            if holds and not started:  # a started run's hold is its start marker (see process)
                 self._release(job, sf)
             raise
         self._free_key(job, sf, delivery)
