@@ -217,6 +217,7 @@ class Worker:
         now = self.clock.now()
         until = now + timedelta(seconds=self.hold_seconds())
         held = counted = started = False
+        found_until: datetime | None = None  # a started run's marker's until, as this receive found it
         if message.guard and message.kind != "backfill":
             held, job = self.jobs.hold_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
@@ -226,6 +227,7 @@ class Worker:
             # started: its gate (pause, edit, deadline, cancel) was passed then, and is not asked
             # again (see _process).
             started = job is not None and job.active_run == sf and job.active_message == delivery.message_id
+            found_until = job.active_until if started and job is not None else None
             if started and job is not None and _live(job.active_until, now):
                 # Not a dead receive's marker: a live one's (a heartbeat renews it; a dead receive's
                 # lapses before its message surfaces again). SQS handed this very message out twice
@@ -242,6 +244,7 @@ class Worker:
             # the count and died (lapsed), or by a twin that runs now (live: leave this copy).
             entry = job.in_flight.get(in_flight_key(sf, delivery.message_id)) if job else None
             started = entry is not None
+            found_until = entry
             if entry is not None and _live(entry, now):
                 raise InFlightElsewhere(delivery.message_id)
         if job is not None and not started and self._placed_elsewhere(job):
@@ -257,7 +260,9 @@ class Worker:
         except InFlightElsewhere:
             # Another receive of this very message (SQS redelivers one whose visibility ran out),
             # or the worker that took the run over, holds the run and its slot: give nothing back.
-            if counted and not started:
+            if counted and started:
+                self._lapse_again(message.job_id, sf, delivery, counted=True, until=found_until)
+            elif counted:
                 self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
             raise
         except Exception:
@@ -268,9 +273,11 @@ class Worker:
             # trace that an earlier receive ran the handler on the fast path; given back, the next
             # receive would meet the tick's gate as a fresh tick and could record SKIPPED a run
             # that executed (tests/sim seed 319). It lapses, and the next receive takes the run over.
-            if held and job is not None and not started:
+            if started and (held or counted):
+                self._lapse_again(message.job_id, sf, delivery, counted=counted, until=found_until)
+            elif held and job is not None:
                 self._release(job, sf)
-            if counted and not started:
+            elif counted:
                 self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
             raise
         if held and job is not None and not settled:
@@ -279,6 +286,25 @@ class Worker:
             self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
         self.metrics.emit(telemetry.runs(outcome.value), 1, telemetry.COUNT)
         return outcome
+
+    def _lapse_again(
+        self, job_id: str, sf: str, delivery: Delivery, *, counted: bool, until: datetime | None
+    ) -> None:
+        """Put a started run's marker back as this receive found it: lapsed. This receive's hold or
+        count renewed it; left live, every receive of the message, each renewing it again, would
+        find it live and leave the message for good. Given back, the next receive would take the
+        run for a fresh tick (tests/sim seeds 319, 1708). Best effort: a failure leaves it to lapse."""
+        lapsed = until if until is not None else self.clock.now()
+        try:
+            if counted:
+                self.jobs.extend_count(job_id, run=sf, message=delivery.message_id, until=lapsed)
+            else:
+                self.jobs.extend_hold(job_id, run=sf, until=lapsed)
+        except JobschedError as exc:
+            logger.warning(
+                "could not lapse a started run's marker",
+                extra={"job_id": job_id, "sf": sf, "error": repr(exc)},
+            )
 
     def _keep_dead_holders_start(self, old: Job) -> None:
         """This run took over a slot that its holder never released, so the holder's start marker is
