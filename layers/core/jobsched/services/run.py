@@ -259,26 +259,18 @@ class Worker:
                 outcome, settled = self._process(message, job, delivery, held=held, started=started)
         except InFlightElsewhere:
             # Another receive of this very message (SQS redelivers one whose visibility ran out),
-            # or the worker that took the run over, holds the run and its slot: give nothing back.
-            if counted and started:
-                self._lapse_again(message.job_id, sf, delivery, counted=True, until=found_until)
-            elif counted:
-                self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
+            # or the worker that took the run over, holds the run and its slot: the slot stays.
+            self._give_back(
+                job, sf, delivery, held=False, counted=counted, started=started, until=found_until
+            )
             raise
         except Exception:
             # Held up front, then an error (or a wait): give it back. (A run that got past its gate
             # released it already; a second release is a refused no-op.) A process death, a
             # BaseException, gives nothing back: the markers lapse with their leases, as on AWS.
-            # Nor does a receive of a run that started already (`started`): its marker is the only
-            # trace that an earlier receive ran the handler on the fast path; given back, the next
-            # receive would meet the tick's gate as a fresh tick and could record SKIPPED a run
-            # that executed (tests/sim seed 319). It lapses, and the next receive takes the run over.
-            if started and (held or counted):
-                self._lapse_again(message.job_id, sf, delivery, counted=counted, until=found_until)
-            elif held and job is not None:
-                self._release(job, sf)
-            elif counted:
-                self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
+            self._give_back(
+                job, sf, delivery, held=held, counted=counted, started=started, until=found_until
+            )
             raise
         if held and job is not None and not settled:
             self._release(job, sf)  # held for a tick that did not start
@@ -287,23 +279,44 @@ class Worker:
         self.metrics.emit(telemetry.runs(outcome.value), 1, telemetry.COUNT)
         return outcome
 
-    def _lapse_again(
-        self, job_id: str, sf: str, delivery: Delivery, *, counted: bool, until: datetime | None
+    def _give_back(
+        self,
+        job: Job | None,
+        sf: str,
+        delivery: Delivery,
+        *,
+        held: bool,
+        counted: bool,
+        started: bool,
+        until: datetime | None,
     ) -> None:
-        """Put a started run's marker back as this receive found it: lapsed. This receive's hold or
-        count renewed it; left live, every receive of the message, each renewing it again, would
-        find it live and leave the message for good. Given back, the next receive would take the
-        run for a fresh tick (tests/sim seeds 319, 1708). Best effort: a failure leaves it to lapse."""
+        """Give back the slot (`held`) or the count (`counted`) this receive took, on its way out
+        without a settled run.
+
+        A run that started already (`started`: an earlier receive of this message got past its gate
+        and died) keeps its marker, the only trace that the handler may have run on the fast path;
+        given back, the next receive would meet the tick's gate as a fresh tick and could record
+        SKIPPED a run that executed (tests/sim seeds 319, 1708). This receive renewed the marker, so
+        it is put back lapsed (`until`, as found): left live, each receive would renew it again and
+        leave the message for good. Best effort: a failure leaves it to lapse with its until."""
+        if job is None or not (held or counted):
+            return
+        if not started:
+            if held:
+                self._release(job, sf)
+            if counted:
+                self.jobs.uncount(job.job_id, run=sf, message=delivery.message_id)
+            return
         lapsed = until if until is not None else self.clock.now()
         try:
             if counted:
-                self.jobs.extend_count(job_id, run=sf, message=delivery.message_id, until=lapsed)
+                self.jobs.extend_count(job.job_id, run=sf, message=delivery.message_id, until=lapsed)
             else:
-                self.jobs.extend_hold(job_id, run=sf, until=lapsed)
+                self.jobs.extend_hold(job.job_id, run=sf, until=lapsed)
         except JobschedError as exc:
             logger.warning(
                 "could not lapse a started run's marker",
-                extra={"job_id": job_id, "sf": sf, "error": repr(exc)},
+                extra={"job_id": job.job_id, "sf": sf, "error": repr(exc)},
             )
 
     def _keep_dead_holders_start(self, old: Job) -> None:
