@@ -270,6 +270,9 @@ def compose(
         clock=clock,
         metrics=metrics,
     )
+    # One cache of the tenants' quotas per process: the api's checks, the dispatcher's rate, the
+    # worker's concurrent runs.
+    tenant_quotas = TenantQuotas(store=quotas, limits=limits, clock=clock)
     dispatcher = Dispatcher(
         jobs=jobs,
         runs=runs,
@@ -279,6 +282,7 @@ def compose(
         crash=crash,
         alerts=alerts,
         metrics=metrics,
+        quotas=tenant_quotas,
     )
     dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
     failures = FailureService(
@@ -305,6 +309,7 @@ def compose(
         alerts=alerts,
         metrics=metrics,
         limits=limits,
+        quotas=tenant_quotas,
     )
     service = JobService(
         jobs=jobs,
@@ -315,7 +320,7 @@ def compose(
         dag=dag,
         targets=targets,
         signing_secrets=signing_secrets,
-        quotas=TenantQuotas(store=quotas, limits=limits, clock=clock),
+        quotas=tenant_quotas,
     )
     schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
     return Services(

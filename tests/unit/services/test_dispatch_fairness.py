@@ -31,11 +31,14 @@ def one_off(world: World, job_id: str, tenant: str, priority: str = "normal") ->
 
 
 def delivery_order(world: World) -> list[str]:
-    """Job ids in the order the queue delivers them once they are due, ten per receive."""
+    """Job ids in the order the queue delivers them from their second on, ten per receive, second by
+    second (a burst over its tenant's max_runs_per_second is spread over the seconds after it)."""
     world.clock.advance((DUE - world.clock.now()).total_seconds())
     order: list[str] = []
-    while batch := world.queue.receive(10):
-        order += [RunMessage.model_validate_json(m.body).job_id for m in batch]
+    for _ in range(30):
+        while batch := world.queue.receive(10):
+            order += [RunMessage.model_validate_json(m.body).job_id for m in batch]
+        world.clock.advance(1)
     return order
 
 

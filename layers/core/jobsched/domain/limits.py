@@ -7,6 +7,8 @@ tenant API; a tenant without one has DEFAULT_QUOTA.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched.errors import JobschedError
@@ -30,6 +32,11 @@ class Concurrency(BaseModel):
     (each run is admitted against its own job's limit)."""
 
 
+TENANT_KEY = "*runs"
+"""The tenant-wide concurrency key that max_concurrent_runs is held as: "*" is outside KEY_PATTERN,
+so no job can name it, and it never shares slots with a key of the tenant's jobs."""
+
+
 def key_wait_seconds(waits: int) -> int:
     """The delay before a run's `waits`-th look at its full key (1-based): 1, 2, 4, ... up to 30 s."""
     return int(min(MAX_KEY_WAIT_SECONDS, FIRST_KEY_WAIT_SECONDS * 2 ** min(max(0, waits - 1), 8)))
@@ -40,6 +47,32 @@ def wait_reason(concurrency: Concurrency) -> str:
     return f"waited for concurrency key {concurrency.key!r} (limit {concurrency.limit})"
 
 
+def tenant_wait_reason(limit: int) -> str:
+    """What a run's history says while (and after) it waited for its tenant's max_concurrent_runs."""
+    return f"waited for the tenant's quota max_concurrent_runs (limit {limit})"
+
+
+def rate_slots(seconds: Sequence[int], *, rate: int, shard: int = 0, shards: int = 1) -> list[int]:
+    """The second each of one tenant's runs may start at, so that at most `rate` start per second.
+
+    `seconds`: the Unix seconds the runs are due on, in hand-over order; the answer is in the same
+    order, each at or after its own second. Shards divide the rate by slots, not by seconds: second
+    t holds the tenant's slots t*rate .. t*rate + rate - 1, and shard i takes the slots i, i + shards,
+    i + 2*shards, ... of them, so the shards side by side never start more than `rate` in a second
+    (and a rate below the shard count still lets each shard start one every few seconds). Within a
+    shard, runs take the free slots in the order they are due (hand-over order breaks ties).
+    """
+    order = sorted(range(len(seconds)), key=lambda i: (seconds[i], i))
+    out = [0] * len(seconds)
+    last = -1  # the last slot this shard gave out
+    for i in order:
+        slot = max(seconds[i] * rate, last + 1)
+        slot += (shard - slot) % shards  # this shard's next slot at or after it
+        last = slot
+        out[i] = slot // rate
+    return out
+
+
 class Quota(BaseModel):
     """What one tenant may use; every field has a default (docs/quotas.md), an operator overrides."""
 
@@ -48,9 +81,11 @@ class Quota(BaseModel):
     max_jobs: int = Field(default=10_000, ge=0, le=10_000_000)
     """Jobs the tenant may hold that are not finished (SCHEDULED or PAUSED); a create over it is a 429."""
     max_concurrent_runs: int = Field(default=100, ge=1, le=100_000)
-    """The tenant's runs at once (run time: an excess run waits, it is never dropped)."""
+    """The tenant's runs at once (run time: an excess run waits, it is never dropped). Enforced for
+    tenants whose quota an operator set (docs/api.md, Quotas); the others share the fleet's own limit."""
     max_runs_per_second: int = Field(default=50, ge=1, le=100_000)
-    """The tenant's run starts per second (run time: an excess run waits, it is never dropped)."""
+    """The tenant's run starts per second (run time: the dispatcher delays an excess run to a later
+    second, it is never dropped)."""
     min_cron_interval_seconds: int = Field(default=1, ge=1, le=86_400)
     """The shortest gap between two ticks of a recurring job; a create or edit under it is a 429."""
     backfill_ticks_per_day: int = Field(default=100_000, ge=0, le=100_000_000)

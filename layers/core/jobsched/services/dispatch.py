@@ -34,6 +34,16 @@ bucket) at once, its runs sent in jobsched.domain.fairness order (by priority wi
 round-robin), each message in its tenant's SQS fair-queue group (MessageGroupId on the standard
 queue), so SQS delivers a quiet tenant's runs ahead of a noisy tenant's backlog. A slice changes no
 step above: its stamps still follow its sends, so a crash anywhere redoes the slice.
+
+Rate (the tenant quota max_runs_per_second): a tenant's runs of a hand-over beyond its rate go out
+with a longer DelaySeconds, to the later seconds jobsched.domain.limits.rate_slots gives them, so
+they are delayed and never dropped, and the cost is nothing per run: one cached quota read per
+tenant with due runs (TenantQuotas, 30 s). The shards divide a tenant's rate by slots (shard i takes
+every shards-th slot of a second), so side by side they start at most the rate in a second. The
+spread is per hand-over (a slice of a shard's pass, or an API hand-over of a job due soon): a
+tenant's runs of one second split over two slices or hand-overs may start up to twice its rate in
+that second. A spread stops at SQS's 900 s delay: a burst of more than 900 s at the rate surfaces
+its tail together at 900 s.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch
 from jobsched.domain.fairness import LEAD_SECONDS, fair_order
+from jobsched.domain.limits import rate_slots
 from jobsched.domain.models import RunMessage, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
@@ -61,6 +72,7 @@ from jobsched.errors import JobschedError
 from jobsched.ports import Clock, CrashPoints, JobStore, Metrics, NoMetrics, RunQueue, RunStore, no_crash
 from jobsched.services.alerts import AlertService, policy_of
 from jobsched.services.late import watch_for
+from jobsched.services.limits import TenantQuotas
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -241,6 +253,8 @@ class Dispatcher:
     alerts: AlertService | None = None
     # Per pass: dispatch lag and entries handed over (jobsched.telemetry); EMF on AWS.
     metrics: Metrics = field(default_factory=NoMetrics)
+    # The tenants' quotas (max_runs_per_second); None: no rate is applied (tests of other things).
+    quotas: TenantQuotas | None = None
 
     # -- the EventBridge tick ---------------------------------------------------------------------
     def dispatch_all(self, shards: Iterable[int] | None = None) -> DispatchReport:
@@ -396,6 +410,7 @@ class Dispatcher:
                 priority=lambda o: o[2].policy.priority,
                 due=lambda o: o[1],
             )
+        outgoing = self._within_rates(outgoing)
         self.crash("dispatch.before_send")
         # step 1: all or error; a page whose send failed stamps nothing
         batches = [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)]
@@ -413,6 +428,31 @@ class Dispatcher:
         )
         self.crash("dispatch.after_stamp")
         return sum(isinstance(message, RunMessage) for message, _, _ in outgoing)
+
+    def _within_rates(
+        self, outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]]
+    ) -> list[tuple[RunMessage | LateWatch, datetime, DueEntry]]:
+        """Each run moved to the second its tenant's max_runs_per_second gives it (module docstring:
+        Rate); order kept. A run's scheduled_for stays its tick: only its message surfaces later."""
+        if self.quotas is None:
+            return outgoing
+        shards = self.settings.shard_count
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, (message, _, entry) in enumerate(outgoing):
+            if isinstance(message, RunMessage):
+                groups.setdefault((entry.tenant, times.shard_of(entry.job_id, shards)), []).append(i)
+        out = list(outgoing)
+        for (tenant, shard), indexes in groups.items():
+            rate = self.quotas.of(tenant).max_runs_per_second
+            if len(indexes) <= rate // shards:
+                continue  # within this shard's share of any one second, whatever their seconds
+            seconds = [math.floor(outgoing[i][1].timestamp()) for i in indexes]
+            slots = rate_slots(seconds, rate=rate, shard=shard, shards=shards)
+            for i, second, slot in zip(indexes, seconds, slots, strict=True):
+                if slot != second:
+                    message, fire_at, entry = outgoing[i]
+                    out[i] = (message, fire_at + timedelta(seconds=slot - second), entry)
+        return out
 
     def _alert(self, plan: Plan, *, now: datetime) -> None:
         """Raise the plan's missed, skipped and late alerts (a job the pass drops ticks of, or hands
@@ -457,10 +497,13 @@ class Dispatcher:
             [
                 Outgoing(
                     message,
-                    max(
-                        0,
-                        self._delay(fire_at, now)
-                        - (LEAD_SECONDS.get(entry.policy.priority, 0) if fair else 0),
+                    min(
+                        MAX_DELAY_SECONDS,
+                        max(
+                            0,
+                            self._delay(fire_at, now)
+                            - (LEAD_SECONDS.get(entry.policy.priority, 0) if fair else 0),
+                        ),
                     ),
                     group=entry.tenant if fair else None,
                     lane=entry.lane,  # its job's worker queue: the Lambda worker's or the ECS worker's

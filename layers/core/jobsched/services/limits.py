@@ -30,17 +30,22 @@ class TenantQuotas:
     limits: LimitStore
     clock: Clock
     ttl_seconds: float = QUOTA_CACHE_SECONDS
-    _cache: dict[str, tuple[datetime, Quota]] = field(default_factory=dict, repr=False)
+    _cache: dict[str, tuple[datetime, Quota | None]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def of(self, tenant: str) -> Quota:
         """The tenant's quota (DEFAULT_QUOTA when none is set), at most ttl_seconds old."""
+        return self.set_for(tenant) or DEFAULT_QUOTA
+
+    def set_for(self, tenant: str) -> Quota | None:
+        """The quota an operator set for the tenant (None: none, the defaults apply), at most
+        ttl_seconds old: "none set" is cached as well, so a tenant without one costs no read either."""
         now = self.clock.now()
         with self._lock:
             cached = self._cache.get(tenant)
         if cached is not None and cached[0] > now:
             return cached[1]
-        quota = (self.store.get_quota(tenant) if self.store is not None else None) or DEFAULT_QUOTA
+        quota = self.store.get_quota(tenant) if self.store is not None else None
         with self._lock:
             self._cache[tenant] = (now + timedelta(seconds=self.ttl_seconds), quota)
         return quota

@@ -44,6 +44,7 @@ split, each half would need the other's docstring. The target call goes behind p
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import math
 import threading
@@ -60,7 +61,7 @@ from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch, is_late_watch
 from jobsched.domain.keys import run_id_for
-from jobsched.domain.limits import key_wait_seconds, wait_reason
+from jobsched.domain.limits import TENANT_KEY, key_wait_seconds, tenant_wait_reason, wait_reason
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, UNSTARTED_RECORDS, JobStatus, RunStatus
@@ -87,6 +88,7 @@ from jobsched.services.dag import DagService
 from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
 from jobsched.services.late import LateWatcher
+from jobsched.services.limits import TenantQuotas
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -194,6 +196,10 @@ class Worker:
     # Concurrency-key slots (jobs with `concurrency` only). None: such a job's runs cannot start
     # here, so they wait (the composition root always gives one).
     limits: LimitStore | None = None
+    # The tenants' quotas (cached): a tenant whose quota an operator set has its max_concurrent_runs
+    # held as the tenant-wide key TENANT_KEY. None, or no quota set: no tenant-wide key (the fleet's
+    # own limit, the worker mapping's MaximumConcurrency, bounds the tenant's runs with everyone's).
+    quotas: TenantQuotas | None = None
     # False once this process counts as dead (the local stack's Lambda timeout): the heartbeat stops.
     alive: Callable[[], bool] = field(default=lambda: True)
     # A worker-pool run (WorkerTarget) is not run here: it joins its pool's queue, where an external
@@ -394,24 +400,26 @@ class Worker:
         if gate is not None:
             return gate, False
         holds = self._holds_slot(job, kind)
-        if job.concurrency is not None and not self._take_key(job, sf, delivery):
+        keys = self._keys(job)
+        full = self._take_keys(job, keys, sf, delivery)
+        if full is not None:
             if holds:
                 self._release(job, sf)
-            return self._wait_for_key(message, job, delivery), holds
+            return self._wait_for_key(message, job, delivery, reason=full), holds
         # Released on a failure and on every way out but a process death (BaseException: Crash,
         # SystemExit), which releases nothing: the hold then expires with its lease, as on AWS. A
         # success releases when a tick may be waiting for the slot (buffer_one always; skip when the
         # hold would still be live at the job's next tick); a one-off's completion frees it.
         try:
-            outcome = self._run(job, sf, delivery, kind=message.kind)
+            outcome = self._run(job, sf, delivery, kind=message.kind, keys=[k for k, _, _ in keys])
         except InFlightElsewhere:
-            raise  # the run's holder keeps the slot (see process), and its key's (the same holder)
+            raise  # the run's holder keeps the slot (see process), and its keys' (the same holder)
         except Exception:
-            self._free_key(job, sf, delivery)
+            self._free_keys(job, [k for k, _, _ in keys], sf, delivery)
             if holds and not started:  # a started run's hold is its start marker (see process)
                 self._release(job, sf)
             raise
-        self._free_key(job, sf, delivery)
+        self._free_keys(job, [k for k, _, _ in keys], sf, delivery)
         if holds and outcome == Outcome.SUCCEEDED and job.type == "one_off":
             return outcome, True  # the job's COMPLETED write freed the slot
         if holds and (
@@ -475,34 +483,53 @@ class Worker:
         same holder, so it takes its own slot back instead of a second one."""
         return f"{sf}#{delivery.message_id}"
 
-    def _take_key(self, job: Job, sf: str, delivery: Delivery) -> bool:
-        """A slot of the job's concurrency key for this run, until the hold's end (renewed by beats)."""
-        assert job.concurrency is not None
-        if self.limits is None:
-            return False
-        now = self.clock.now()
-        return self.limits.acquire(
-            job.tenant,
-            job.concurrency.key,
-            holder=self._key_holder(sf, delivery),
-            limit=job.concurrency.limit,
-            until=now + timedelta(seconds=self.hold_seconds()),
-            now=now,
-        )
+    def _keys(self, job: Job) -> list[tuple[str, int, str]]:
+        """(key, limit, wait reason) of each key the run needs a slot of: its job's concurrency key,
+        then the tenant-wide TENANT_KEY (max_concurrent_runs) when an operator set the tenant's quota.
+        The quota read is TenantQuotas' cached one: no read per run."""
+        keys = []
+        if job.concurrency is not None:
+            keys.append((job.concurrency.key, job.concurrency.limit, wait_reason(job.concurrency)))
+        quota = self.quotas.set_for(job.tenant) if self.quotas is not None else None
+        if quota is not None:
+            limit = quota.max_concurrent_runs
+            keys.append((TENANT_KEY, limit, tenant_wait_reason(limit)))
+        return keys
 
-    def _free_key(self, job: Job, sf: str, delivery: Delivery) -> None:
-        if job.concurrency is not None and self.limits is not None:
-            self.limits.release(job.tenant, job.concurrency.key, holder=self._key_holder(sf, delivery))
+    def _take_keys(
+        self, job: Job, keys: list[tuple[str, int, str]], sf: str, delivery: Delivery
+    ) -> str | None:
+        """A slot of every key for this run, until the hold's end (renewed by beats); None when all
+        are taken, else the first full key's wait reason (the slots taken before it are given back)."""
+        taken: list[str] = []
+        for key, limit, reason in keys:
+            now = self.clock.now()
+            if self.limits is None or not self.limits.acquire(
+                job.tenant,
+                key,
+                holder=self._key_holder(sf, delivery),
+                limit=limit,
+                until=now + timedelta(seconds=self.hold_seconds()),
+                now=now,
+            ):
+                self._free_keys(job, taken, sf, delivery)
+                return reason
+            taken.append(key)
+        return None
 
-    def _wait_for_key(self, message: RunMessage, job: Job, delivery: Delivery) -> Outcome:
-        """The key is full: the wait goes on the run's row, and a delayed copy of the message carries
+    def _free_keys(self, job: Job, keys: list[str], sf: str, delivery: Delivery) -> None:
+        if self.limits is not None:
+            for key in keys:
+                self.limits.release(job.tenant, key, holder=self._key_holder(sf, delivery))
+
+    def _wait_for_key(self, message: RunMessage, job: Job, delivery: Delivery, *, reason: str) -> Outcome:
+        """A key is full: the wait goes on the run's row, and a delayed copy of the message carries
         the run (this one is acknowledged: waits use up no receives toward the redrive queue)."""
-        assert job.concurrency is not None
         sf = message.scheduled_for
         waits = self.runs.note_wait(
             job.job_id,
             sf,
-            reason=wait_reason(job.concurrency),
+            reason=reason,
             now=self.clock.now(),
             create=NewRun(job.job_id, job.tenant, sf, message.kind),
         )
@@ -749,7 +776,7 @@ class Worker:
             raise WaitBehind(f"run {sf} already started; waiting for the job")
         return None
 
-    def _run(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
+    def _run(self, job: Job, sf: str, delivery: Delivery, *, kind: str, keys: list[str]) -> Outcome:
         if self.hand_off is not None and isinstance(job.target, WorkerTarget):
             self.hand_off(job, sf, kind)  # at most once per run: a redelivery changes nothing
             return Outcome.HANDED_OFF
@@ -763,8 +790,8 @@ class Worker:
         row = self.runs.get(job.job_id, sf, consistent=self._holds_slot(job, kind))
         created = NewRun(job.job_id, job.tenant, sf, kind)
         if self.fast_path and job.idempotent and (row is None or row.status == RunStatus.PENDING):
-            return self._run_fast(job, sf, delivery, row, created, kind=kind)
-        return self._run_leased(job, sf, delivery, created, kind=kind)
+            return self._run_fast(job, sf, delivery, row, created, kind=kind, keys=keys)
+        return self._run_leased(job, sf, delivery, created, kind=kind, keys=keys)
 
     def _run_fast(
         self,
@@ -775,6 +802,7 @@ class Worker:
         created: NewRun,
         *,
         kind: str,
+        keys: list[str],
     ) -> Outcome:
         """The healthy path: run, then record the outcome in ONE conditional write.
 
@@ -804,7 +832,15 @@ class Worker:
         # eventually consistent read, which may show an older one (the re-arm came backoff seconds
         # after it was written): resumed from a checkpoint, at worst not the very last.
         error, result, heartbeat = self._execute(
-            job, sf, delivery, attempt=attempt, owner=owner, persist=persist_lease, kind=kind, resume=row
+            job,
+            sf,
+            delivery,
+            attempt=attempt,
+            owner=owner,
+            persist=persist_lease,
+            kind=kind,
+            resume=row,
+            keys=keys,
         )
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
@@ -840,7 +876,9 @@ class Worker:
             replays = written.replays if written is not None else 0
         return self._recorded(job, sf, attempt, error, replays, finished, retry_after=heartbeat.retry_after)
 
-    def _run_leased(self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str) -> Outcome:
+    def _run_leased(
+        self, job: Job, sf: str, delivery: Delivery, created: NewRun, *, kind: str, keys: list[str]
+    ) -> Outcome:
         """Lease first, then run: for takeovers of a dead worker's run and non-idempotent jobs."""
         now = self.clock.now()
         owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
@@ -887,7 +925,15 @@ class Worker:
             # A takeover (or a retry) resumes from the checkpoint on the row the claim moved: its
             # ALL_OLD answer, the row as it stood at the claim.
             error, result, beat = self._execute(
-                job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=kind, resume=previous
+                job,
+                sf,
+                delivery,
+                attempt=attempt,
+                owner=owner,
+                persist=None,
+                kind=kind,
+                resume=previous,
+                keys=keys,
             )
             retry_after = beat.retry_after
         end = self._outcome(started, self.clock.now(), attempt, result, error)
@@ -950,6 +996,7 @@ class Worker:
         persist: Callable[[datetime], bool] | None,
         kind: str,
         resume: Execution | None = None,
+        keys: list[str] | None = None,
     ) -> tuple[tuple[str, str] | None, object, _Heartbeat]:
         """Call the handler under a heartbeat; (error or None, result, the heartbeat). `resume`: the
         run's row as this attempt found it (its checkpoint is the handler's ctx.last_checkpoint)."""
@@ -963,9 +1010,7 @@ class Worker:
             scheduled_for=sf,
             claim="slot" if self._holds_slot(job, kind) else "count",
             persist=persist,
-            key=None
-            if job.concurrency is None
-            else (job.tenant, job.concurrency.key, self._key_holder(sf, delivery)),
+            keys=[(job.tenant, k, self._key_holder(sf, delivery)) for k in keys or ()],
         )
         context = RunContext(
             job_id=job.job_id,
@@ -1181,10 +1226,10 @@ class _Heartbeat:
         scheduled_for: str,
         claim: str,
         persist: Callable[[datetime], bool] | None,
-        key: tuple[str, str, str] | None = None,
+        keys: list[tuple[str, str, str]] | None = None,
     ) -> None:
         self._worker, self._delivery = worker, delivery
-        self._key = key  # (tenant, concurrency key, holder): the key slot to renew, if the job has one
+        self._keys = keys or []  # (tenant, key, holder) of each key slot the run holds, to renew
         self._owner, self._job_id, self._sf = owner, job_id, scheduled_for
         self._claim = claim  # the start marker on the job to renew: "slot" or "count"
         self._lock = threading.Lock()
@@ -1248,9 +1293,10 @@ class _Heartbeat:
             self._renew("cancel mark", self._read_cancel_mark)
         hold_until = now + timedelta(seconds=self._worker.hold_seconds())
         limits = worker.limits
-        if self._key is not None and limits is not None:
-            tenant, key, holder = self._key
-            self._renew("key", lambda: limits.extend(tenant, key, holder=holder, until=hold_until))
+        if limits is not None:
+            for tenant, key, holder in self._keys:
+                renew = functools.partial(limits.extend, tenant, key, holder=holder, until=hold_until)
+                self._renew("key", renew)
         if self._claim == "slot":
             self._renew("slot", lambda: worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until))
         else:
