@@ -53,7 +53,9 @@ def test_the_api_takes_backfill_budgets_and_only_reads_quotas(synth: Synth) -> N
 
 
 @pytest.mark.parametrize("name", ["dispatcher", "worker"])
-def test_the_dispatcher_and_the_worker_only_read_quotas_for_the_run_time_limits(synth: Synth, name: str) -> None:
+def test_the_dispatcher_and_the_worker_only_read_quotas_for_run_time_limits(
+    synth: Synth, name: str
+) -> None:
     # max_runs_per_second at hand-over, max_concurrent_runs at a run's start (docs/api.md)
     assert synth.actions_on(name, QUOTAS) == {"dynamodb:GetItem"}
 
