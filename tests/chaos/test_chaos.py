@@ -33,8 +33,10 @@ def endpoint() -> Iterator[str]:
 # Its own bounds: 180 s of load and 150 of settle played second by second against moto, then a drain
 # of up to CHAOS_DRAIN_SECONDS (300) real seconds. The suite's 300 s default cut seeds 1 and 8 off
 # mid-load on a slower machine (10 min for a 240 s schedule, 0 violations, run alone).
+# Seed 1, which never broke, left the suite (about 5 of its 38 minutes): `make chaos` runs it with 19
+# others. 3 and 8 stay, the schedules that once broke the check.
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("seed", [1, 3, 8])
+@pytest.mark.parametrize("seed", [3, 8])
 def test_no_invariant_breaks_under_crashes_faults_and_races(endpoint: str, seed: int) -> None:
     result = run(seed, endpoint=endpoint, load_seconds=180)
     assert result.violations == [], (
