@@ -138,10 +138,8 @@ def test_aws_calls_per_healthy_recurring_run(
     # Then each run cost exactly these reads and writes
     expected = Counter({f"DynamoDB.{op}": n * runs for op, n in per_run.items() if op[0] != "+"})
     expected["DynamoDB.GetItem"] += per_run.get("+takeover", 0) * (runs - 1)
-    # and the tenant's quota item (max_concurrent_runs), read through the worker's 30 s cache: the
-    # workers run once a minute here, so each minute's first run reads it (one read per 30 s per
-    # warm worker and tenant: a busier tenant pays less per run)
-    expected["DynamoDB.GetItem"] += 60
+    # (and no read of the tenant's quota: the dispatcher's message carries max_concurrent_runs,
+    # RunMessage.cap, though this worker's own cache is cold a minute after its last run)
     assert work == expected
     # and the dispatcher never writes a run row; it moves the job's due entry once per hand-over,
     # sends one batch per hand-over, and its per-pass cost (shard leases, bucket reads) is fixed
@@ -179,9 +177,8 @@ def test_a_healthy_run_reads_no_more_than_its_own_items(svc: Services, pump: Pum
     # the run's start marker on its job (the slot: the write answers the job, so it is not read),
     # the run row, the outcome in one write (PENDING -> LEASED -> RUNNING -> SUCCEEDED), the job
     # again (its dependants are read once the success is recorded, see DagService.join), and the
-    # one-off job marked COMPLETED (the same write frees the slot); and the tenant's quota item
-    # (max_concurrent_runs), the worker's own read, once per 30 s per warm worker
-    assert counter.calls == Counter({"DynamoDB.GetItem": 3, "DynamoDB.UpdateItem": 3})
+    # one-off job marked COMPLETED (the same write frees the slot); no quota read (RunMessage.cap)
+    assert counter.calls == Counter({"DynamoDB.GetItem": 2, "DynamoDB.UpdateItem": 3})
 
 
 @pytest.mark.parametrize(
@@ -210,12 +207,12 @@ def test_aws_calls_per_healthy_one_off_run(
     # whatever is due: left out): create 1 PutItem; hand-over the PENDING run row (1 PutItem),
     # 1 SendMessageBatch and the stamp (1 UpdateItem); run: hold, outcome, COMPLETED (3 UpdateItem),
     # the run row and the job (2 GetItem); the tenant's quota item, each read through a 30 s cache
-    # per warm Lambda: the create's (its max_jobs COUNT is a Query, left out with the others), the
-    # worker's (max_concurrent_runs) and, hours later, the dispatcher's (max_runs_per_second)
+    # per warm Lambda: the create's (its max_jobs COUNT is a Query, left out with the others) and,
+    # hours later, the dispatcher's (max_runs_per_second; the worker reads none: RunMessage.cap)
     calls = spent - Counter({"DynamoDB.Query": 10**9})
     if by == "dispatcher":
         calls -= Counter({"DynamoDB.UpdateItem": 2 * svc.settings.shard_count})
-    quota_reads = {"api": 2, "dispatcher": 3}[by]
+    quota_reads = {"api": 1, "dispatcher": 2}[by]
     assert calls == Counter(
         {"DynamoDB.PutItem": 2, "SQS.SendMessageBatch": 1, "DynamoDB.UpdateItem": 4}
         | {"DynamoDB.GetItem": 2 + quota_reads}

@@ -324,6 +324,12 @@ class RunMessage(BaseModel):
     # a write). Without it the worker counts the run on the job instead (the same one write). A hint
     # only: the worker decides from the job it gets back.
     guard: bool = False
+    # The tenant's max_concurrent_runs as the dispatcher's cached quota read had it when it handed
+    # the run over (services/dispatch.py): 0 when no operator set the tenant's quota (no tenant-wide
+    # key), else the limit. None: the sender did not say (a retry, a replay, a run-now), so the worker
+    # reads the quota itself, through its own cache. Carried so that a healthy run costs the worker
+    # no quota read: a change applies to the runs handed over after it (the horizon, 14 min at most).
+    cap: int | None = Field(default=None, ge=0)
 
 
 def takes_slot(job_type: str, overlap_policy: str) -> bool:

@@ -64,7 +64,7 @@ from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch
 from jobsched.domain.fairness import LEAD_SECONDS, fair_order
-from jobsched.domain.limits import rate_slots
+from jobsched.domain.limits import DEFAULT_QUOTA, rate_slots
 from jobsched.domain.models import RunMessage, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
@@ -443,14 +443,20 @@ class Dispatcher:
                 groups.setdefault((entry.tenant, times.shard_of(entry.job_id, shards)), []).append(i)
         out = list(outgoing)
         for (tenant, shard), indexes in groups.items():
-            rate = self.quotas.of(tenant).max_runs_per_second
+            quota = self.quotas.set_for(tenant)
+            cap = 0 if quota is None else quota.max_concurrent_runs  # carried: see RunMessage.cap
+            for i in indexes:
+                message, fire_at, entry = out[i]
+                assert isinstance(message, RunMessage)
+                out[i] = (message.model_copy(update={"cap": cap}), fire_at, entry)
+            rate = (quota or DEFAULT_QUOTA).max_runs_per_second
             if len(indexes) <= rate // shards:
                 continue  # within this shard's share of any one second, whatever their seconds
             seconds = [math.floor(outgoing[i][1].timestamp()) for i in indexes]
             slots = rate_slots(seconds, rate=rate, shard=shard, shards=shards)
             for i, second, slot in zip(indexes, seconds, slots, strict=True):
                 if slot != second:
-                    message, fire_at, entry = outgoing[i]
+                    message, fire_at, entry = out[i]
                     out[i] = (message, fire_at + timedelta(seconds=slot - second), entry)
         return out
 

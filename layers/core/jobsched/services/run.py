@@ -400,7 +400,7 @@ class Worker:
         if gate is not None:
             return gate, False
         holds = self._holds_slot(job, kind)
-        keys = self._keys(job)
+        keys = self._keys(job, message)
         full = self._take_keys(job, keys, sf, delivery)
         if full is not None:
             if holds:
@@ -483,16 +483,20 @@ class Worker:
         same holder, so it takes its own slot back instead of a second one."""
         return f"{sf}#{delivery.message_id}"
 
-    def _keys(self, job: Job) -> list[tuple[str, int, str]]:
+    def _keys(self, job: Job, message: RunMessage) -> list[tuple[str, int, str]]:
         """(key, limit, wait reason) of each key the run needs a slot of: its job's concurrency key,
-        then the tenant-wide TENANT_KEY (max_concurrent_runs) when an operator set the tenant's quota.
-        The quota read is TenantQuotas' cached one: no read per run."""
+        then the tenant-wide TENANT_KEY (max_concurrent_runs) when an operator set the tenant's quota:
+        as the dispatcher's message carries it (RunMessage.cap: no read here), else as TenantQuotas'
+        cached read has it (one read per tenant per 30 s per warm worker)."""
         keys = []
         if job.concurrency is not None:
             keys.append((job.concurrency.key, job.concurrency.limit, wait_reason(job.concurrency)))
-        quota = self.quotas.set_for(job.tenant) if self.quotas is not None else None
-        if quota is not None:
-            limit = quota.max_concurrent_runs
+        if message.cap is not None:
+            limit = message.cap
+        else:
+            quota = self.quotas.set_for(job.tenant) if self.quotas is not None else None
+            limit = 0 if quota is None else quota.max_concurrent_runs
+        if limit:
             keys.append((TENANT_KEY, limit, tenant_wait_reason(limit)))
         return keys
 
@@ -537,6 +541,7 @@ class Worker:
         self.queue.send([Outgoing(message, key_wait_seconds(max(1, waits)))])
         self.crash("run.after_key_wait_send")
         return Outcome.WAITING
+
     def _placed_elsewhere(self, job: Job) -> bool:
         """Whether this is the Lambda worker and the job's runs belong on the ECS worker (domain.compute).
 
@@ -1147,9 +1152,7 @@ class Worker:
         timeout = job.retry.timeout_seconds
         return self.targets.for_spec(spec, timeout_seconds=None if timeout is None else timeout * 0.95)
 
-    def _call(
-        self, job: Job, ctx: RunContext
-    ) -> tuple[object, tuple[str, str] | None, float | None]:
+    def _call(self, job: Job, ctx: RunContext) -> tuple[object, tuple[str, str] | None, float | None]:
         envelope = {
             "job_id": ctx.job_id,
             "run_id": ctx.run_id,
