@@ -20,7 +20,7 @@ function stopTimers() {
 
 function page(title, ...children) {
   document.title = `${title} · jobsched console`;
-  main.replaceChildren(h("h1", {}, title), ...children);
+  main.replaceChildren(h("h1", {}, title), ...children.filter((c) => c !== null && c !== undefined));
 }
 
 function failure(err) {
@@ -173,7 +173,7 @@ async function jobPage(jobId) {
   const runs = h("tbody");
   function showDefinition() {
     const rows = [["Job id", job.job_id], ["Status", badge(job.status)], ["Type", job.type], ["Schedule", schedule(job)],
-      ["Cron", job.cron_expr || "—"], ["Timezone", job.timezone || "UTC"], ["Next run", [countdown(job.next_run_at), " ", when(job.next_run_at)]],
+      ["Cron", job.cron_expr || "—"], ["Timezone", job.timezone || "UTC"], ["Next run", job.next_run_at ? [countdown(job.next_run_at), " ", when(job.next_run_at)] : "none pending"],
       ["Handler", job.handler || (job.target && job.target.type) || "—"], ["Max attempts", job.max_attempts ?? "—"],
       ["Depends on", (job.depends_on || []).length ? job.depends_on.map((id) => h("a", { href: `#/jobs/${id}` }, id, " ")) : "—"],
       ["Payload", h("code", {}, JSON.stringify(job.payload ?? {}))]];
@@ -234,12 +234,15 @@ async function runPage(runId) {
   const t0 = Math.min(...attempts.map((a) => +new Date(a.started_at || run.scheduled_for)), +new Date(run.scheduled_for));
   const t1 = Math.max(t0 + 1, ...attempts.map((a) => +new Date(a.finished_at || a.started_at || Date.now())));
   const span = t1 - t0;
+  // Each attempt on one time axis from the tick (scheduled_for): the first attempt's lateness is the
+  // hatched lead-in, so a late start and a slow run look different at a glance.
   const timeline = h("ol", { class: "timeline", "aria-label": "Attempts" }, attempts.map((a) => {
     const from = +new Date(a.started_at || t0), to = +new Date(a.finished_at || Date.now());
     const left = (100 * (from - t0)) / span, width = Math.max(0.5, (100 * (to - from)) / span);
     const outcome = a.outcome === "succeeded" || a.outcome === "SUCCEEDED" ? "SUCCEEDED" : (a.outcome || "").toUpperCase();
     return h("li", {}, h("span", {}, `Attempt ${a.attempt} `, badge(outcome)),
       h("div", { class: "track", title: `${when(a.started_at)} → ${when(a.finished_at)}` },
+        a.attempt === 1 && left > 0 ? h("div", { class: "bar late", style: `left:0;width:${left}%`, title: "lateness" }) : null,
         h("div", { class: `bar s-${outcome}`, style: `left:${left}%;width:${width}%` })),
       a.error ? h("span", { class: "error" }, `${a.error.type}: ${a.error.message}`) : null);
   }));
@@ -303,7 +306,7 @@ async function dagPage(jobId) {
     return (p && p.status[id]) || null;
   };
   function draw() {
-    const svg = s("svg", { class: "dag", viewBox: `0 0 ${width} ${height}`, role: "img",
+    const svg = s("svg", { class: "dag", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
       "aria-label": `Graph of ${graph.nodes.length} jobs and ${graph.edges.length} edges` });
     svg.append(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto" },
       s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#57606a" }))));
