@@ -90,4 +90,7 @@ def open_console(page: Any, route: str) -> None:
     from playwright.sync_api import expect
 
     page.goto(f"/console/{route}")
-    expect(page.locator("main[data-ready=true]")).to_be_attached(timeout=15_000)
+    # A new hash on the same document re-renders without a load: wait for this route's render.
+    main = page.locator("main#main")
+    expect(main).to_have_attribute("data-route", route, timeout=15_000)
+    expect(main).to_have_attribute("data-ready", "true", timeout=15_000)

@@ -23,6 +23,12 @@ function page(title, ...children) {
   main.replaceChildren(h("h1", {}, title), ...children.filter((c) => c !== null && c !== undefined));
 }
 
+// On a phone a wide table becomes one card per row: each cell carries its column's name.
+function cards(tbody) {
+  const names = [...tbody.closest("table").querySelectorAll("thead th")].map((th) => th.textContent);
+  for (const row of tbody.rows) [...row.cells].forEach((td, i) => { if (names[i] && td.colSpan === 1) td.dataset.label = names[i]; });
+}
+
 function failure(err) {
   return h("p", { class: "error", role: "alert" }, err instanceof ApiError ? `${err.code}: ${err.message}` : String(err));
 }
@@ -91,6 +97,7 @@ async function jobsPage(params) {
         (Object.keys(tally).length ? " — " + Object.entries(tally).map(([k, v]) => `${v} ${k}`).join(", ") : "");
       more.disabled = !cursors[at + 1];
       back.disabled = at === 0;
+      cards(body);
     } catch (err) {
       body.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
     }
@@ -98,7 +105,7 @@ async function jobsPage(params) {
   page("Jobs",
     h("div", { class: "toolbar" }, h("label", { for: "status-filter" }, "Status"), filter, back, more),
     counts,
-    h("div", { class: "scroll" }, h("table", {},
+    h("div", { class: "scroll" }, h("table", { id: "jobs", class: "cards" },
       h("caption", { class: "muted" }, "Newest first; the API pages with a cursor, 20 jobs a page."),
       h("thead", {}, h("tr", {}, ["Job", "Type", "Schedule", "Next run", "Status / last run", "Pause"].map(
         (t, i) => h("th", { scope: "col", class: i === 1 ? "hide-narrow" : undefined }, t)))),
@@ -204,6 +211,7 @@ async function jobPage(jobId) {
         h("td", {}, h("a", { href: `#/runs/${run.run_id}` }, when(run.scheduled_for))),
         h("td", {}, badge(run.status)), h("td", { class: "hide-narrow" }, run.kind), h("td", {}, run.attempts), ...cells(run))));
       if (!data.items.length) runs.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No runs yet.")));
+      cards(runs);
     } catch (err) {
       runs.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
     }
@@ -214,7 +222,7 @@ async function jobPage(jobId) {
     h("p", { class: "muted", id: "fire-times" }, job.next_run_at ? `Next: ${when(job.next_run_at)}. ` : "",
       "The API answers only the next tick, not the next 5 fire times; `jobsched cron-next` prints them."),
     h("h2", {}, "Runs"),
-    h("div", { class: "scroll" }, h("table", { id: "runs" },
+    h("div", { class: "scroll" }, h("table", { id: "runs", class: "cards" },
       h("thead", {}, h("tr", {}, ["Scheduled for", "Status", "Kind", "Attempts", "Lateness", "Duration"].map(
         (t, i) => h("th", { scope: "col", class: i === 2 ? "hide-narrow" : undefined }, t)))),
       runs)));
@@ -368,12 +376,13 @@ async function deadLettersPage() {
           h("td", {}, d.attempts), h("td", {}, d.last_error ? `${d.last_error.type}: ${d.last_error.message}` : "—"), h("td", {}, button));
       }));
       if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No dead letters.")));
+      cards(body);
     } catch (err) {
       body.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
     }
   }
   page("Dead letters", h("div", { class: "toolbar" }, more),
-    h("div", { class: "scroll" }, h("table", { id: "dead-letters" },
+    h("div", { class: "scroll" }, h("table", { id: "dead-letters", class: "cards" },
       h("thead", {}, h("tr", {}, ["Run", "Job", "Dead at", "Attempts", "Last error", "Replay"].map(
         (t, i) => h("th", { scope: "col", class: i === 2 ? "hide-narrow" : undefined }, t)))), body)));
   await load();
@@ -427,11 +436,16 @@ async function route() {
     if (m) {
       main.dataset.ready = "false";
       try { await render(m, params); } catch (err) { page("Error", failure(err)); }
+      // What a test (or a script) waits on: this route's page is fully rendered.
+      main.dataset.route = location.hash;
       main.dataset.ready = "true";
+      // Time to first render: navigation start to the first page drawn with its API data.
+      if (!performance.getEntriesByName("jobsched:first-render").length) performance.mark("jobsched:first-render");
       return;
     }
   }
   page("Not found", h("p", {}, "No such page. "), h("a", { href: "#/jobs" }, "Jobs"));
+  main.dataset.route = location.hash;
   main.dataset.ready = "true";
 }
 
