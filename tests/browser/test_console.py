@@ -110,6 +110,29 @@ def test_a_job_created_through_the_form_shows_its_run(page: Any) -> None:
     expect(page.locator("#runs tbody .badge").first).to_have_text("SUCCEEDED", timeout=30_000)
 
 
+CRON_IN_WORDS = {
+    "*/5 * * * *": "every 5 minutes",
+    "0 9 * * 1-5": "at 09:00 on Monday to Friday",
+    "30 2 * * *": "at 02:30 every day",
+    "15 * * * *": "every hour at minute 15",
+    "0 */6 * * *": "every 6 hours at minute 0",
+    "*/10 * * * * *": "every 10 seconds, every minute",
+    "0 0 1 1 *": "at 00:00 on day 1 of the month in January",
+    "@daily": "every day at 00:00",
+    "5 4 L * *": "5 4 L * *",  # a shape the describer does not know is shown as written
+}
+
+
+def test_cron_expressions_read_in_words(page: Any) -> None:
+    open_console(page, "#/health")
+    described = page.evaluate(
+        "async (exprs) => { const { describeCron } = await import('/console/cron.js');"
+        " return Object.fromEntries(exprs.map((e) => [e, describeCron(e)])); }",
+        list(CRON_IN_WORDS),
+    )
+    assert described == CRON_IN_WORDS
+
+
 def test_pause_and_resume_from_the_list_and_from_the_job(page: Any, console_stack: Stack) -> None:
     name = f"pause-{uuid.uuid4().hex[:8]}"
     job_id = create(
@@ -134,6 +157,8 @@ def test_a_dead_letter_is_replayed_from_its_list(page: Any, console_stack: Stack
     run_id = dead_letter_of(console_stack, job_id)["run_id"]
 
     open_console(page, "#/dead-letters")
+    row = page.locator("#dead-letters tr", has=page.locator(f'button[data-run="{run_id}"]'))
+    expect(row).to_contain_text("demo.fail always fails")  # the last error, as the API gives it
     replay = page.locator(f'button[data-run="{run_id}"]')
     replay.click()
     expect(replay).to_have_text("Replayed")
@@ -255,6 +280,8 @@ def test_each_page_has_no_serious_accessibility_violation_and_is_kept_as_a_scree
     page: Any, pages: dict[str, str], name: str
 ) -> None:
     open_console(page, pages[name])
+    shown = page.locator("main").inner_text()
+    assert not [word for word in ("[object", "undefined", "NaN") if word in shown], shown
     assert serious_violations(page) == []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))

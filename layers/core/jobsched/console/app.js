@@ -352,6 +352,12 @@ function colour(status) {
     PENDING: "wait", UPSTREAM_FAILED: "upfail" }[status] || "skip";
 }
 
+// The dead-letter list answers last_error as text; a run's error is {type, message}.
+function errorText(error) {
+  if (!error) return "—";
+  return typeof error === "string" ? error : `${error.type}: ${error.message}`;
+}
+
 // -- Dead letters ----------------------------------------------------------------------------------
 async function deadLettersPage() {
   const cursors = [null];
@@ -373,7 +379,7 @@ async function deadLettersPage() {
         } }, "Replay");
         return h("tr", {}, h("td", {}, h("a", { href: `#/runs/${d.run_id}` }, d.run_id)),
           h("td", {}, h("a", { href: `#/jobs/${d.job_id}` }, d.job_id)), h("td", { class: "hide-narrow" }, when(d.dead_at)),
-          h("td", {}, d.attempts), h("td", {}, d.last_error ? `${d.last_error.type}: ${d.last_error.message}` : "—"), h("td", {}, button));
+          h("td", {}, d.attempts), h("td", {}, errorText(d.last_error)), h("td", {}, button));
       }));
       if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No dead letters.")));
       cards(body);
@@ -401,7 +407,7 @@ async function healthPage() {
   };
   page("Health",
     h("dl", { class: "def", id: "health" },
-      h("dt", {}, "API"), h("dd", {}, value(health, (d) => [badge(d.status === "ok" ? "SUCCEEDED" : "FAILED"), ` ${d.status} (version ${d.version ?? "?"})`])),
+      h("dt", {}, "API"), h("dd", {}, value(health, (d) => [h("span", { class: `badge s-${d.status === "ok" ? "SUCCEEDED" : "FAILED"}` }, d.status === "ok" ? "UP" : "DOWN"), ` ${d.status} (version ${d.version ?? "?"})`])),
       h("dt", {}, "Dead letters"), h("dd", {}, value(dead, (d) => `${d.items.length}${d.next_cursor ? "+" : ""} dead-lettered run(s)`)),
       h("dt", {}, "Jobs by status"), h("dd", {}, value(jobs, (d) => [tally(d), d.next_cursor ? "(first 100 jobs)" : ""])),
       h("dt", {}, "Next due"), h("dd", {}, value(jobs, (d) => {

@@ -42,6 +42,9 @@ export function describeCron(expr) {
     else if (/^\*\/\d+$/.test(seconds)) when = `every ${seconds.slice(2)} seconds, ${when}`;
     else return text;
   }
+  // Day, month and weekday are phrased only as numbers, lists and ranges; anything else (L, W, #,
+  // names, steps) is shown as written rather than guessed at.
+  if (![dom, mon, dow].every((f) => f === "*" || /^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(f))) return text;
   const parts = [when];
   if (dom !== "*") parts.push(`on day ${list(dom)} of the month`);
   if (mon !== "*") parts.push(`in ${list(mon, MONTHS)}`);
