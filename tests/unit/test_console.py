@@ -55,6 +55,16 @@ def test_the_page_weight_counts_every_served_file() -> None:
     assert sum(weight.values()) < 100_000  # a first visit stays small: no framework, no bundle
 
 
+def test_the_wheel_ships_every_served_file_as_package_data() -> None:
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["jobsched.console"]
+    assert all(any(fnmatch.fnmatch(name, p) for p in patterns) for name in console.page_weight())
+
+
 # -- the signing proxy -----------------------------------------------------------------------------
 class Peer(BaseHTTPRequestHandler):
     """API Gateway's stand-in: records every request and answers 201 with what it was sent."""
