@@ -250,7 +250,10 @@ def pages(console_stack: Stack) -> dict[str, str]:
         console_stack, {"type": "dependent", "name": "load", "depends_on": [upstream], "handler": "demo.echo"}
     )
     dead_letter_of(console_stack, upstream)
-    job = console_stack.wait_for(done, lambda j: j["status"] == "COMPLETED", **AS_TENANT)
+    job = poll(
+        lambda: console_stack.get(f"/api/jobs/{done}", **AS_TENANT).json(),
+        lambda j: j["status"] == "COMPLETED",
+    )
     run_id = job["recent_executions"][0]["run_id"]
     return {
         "jobs": "#/jobs",
