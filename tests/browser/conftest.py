@@ -89,7 +89,10 @@ def open_console(page: Any, route: str) -> None:
     """Go to a console route and wait until its page has rendered (main[data-ready=true])."""
     from playwright.sync_api import expect
 
-    page.goto(f"/console/{route}")
+    if page.url.endswith(f"/console/{route}"):
+        page.reload()  # the same URL again: goto would keep the page as it was drawn
+    else:
+        page.goto(f"/console/{route}")
     # A new hash on the same document re-renders without a load: wait for this route's render.
     main = page.locator("main#main")
     expect(main).to_have_attribute("data-route", route, timeout=15_000)

@@ -171,6 +171,42 @@ def test_a_dead_letter_is_replayed_from_its_list(page: Any, console_stack: Stack
     )
 
 
+def test_a_dead_letter_is_replayed_from_its_run_page_and_again_after_it_fails_again(
+    page: Any, console_stack: Stack
+) -> None:
+    job_id = failing_job(console_stack, f"rerun-{uuid.uuid4().hex[:8]}")
+    run_id = dead_letter_of(console_stack, job_id)["run_id"]
+    for series in (2, 3):  # demo.fail dead-letters each replay again: each one is a new replay
+        poll(
+            lambda: console_stack.get(f"/api/runs/{run_id}", **AS_TENANT).json(),
+            lambda run, n=series: run["status"] == "DEAD_LETTER" and len(run["attempts"]) == n - 1,
+            timeout=60,
+        )
+        open_console(page, f"#/runs/{run_id}")
+        page.get_by_role("button", name="Replay").click()
+        poll(
+            lambda: console_stack.get(f"/api/runs/{run_id}", **AS_TENANT).json(),
+            lambda run, n=series: len(run.get("attempts") or []) >= n,
+            timeout=60,
+        )
+
+
+def test_bulk_select_pauses_the_chosen_jobs_and_no_other(page: Any, console_stack: Stack) -> None:
+    names = [f"bulk-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+    for name in names:
+        create(
+            console_stack,
+            {"type": "recurring", "name": name, "cron_expr": NEVER_SOON, "handler": "demo.echo"},
+        )
+    open_console(page, "#/jobs")
+    page.get_by_label(f"Select {names[0]}").check()
+    page.get_by_label(f"Select {names[1]}").check()
+    page.get_by_role("button", name="Pause selected").click()
+    expect(page.get_by_role("button", name=f"Resume {names[0]}")).to_be_visible()
+    expect(page.get_by_role("button", name=f"Resume {names[1]}")).to_be_visible()
+    expect(page.get_by_role("button", name=f"Pause {names[2]}")).to_be_visible()
+
+
 def test_a_dag_shows_each_node_by_status_and_upstream_failed(page: Any, console_stack: Stack) -> None:
     upstream = failing_job(console_stack, f"up-{uuid.uuid4().hex[:6]}", in_seconds=4)
     dependant = create(

@@ -78,12 +78,25 @@ async function jobsPage(params) {
   const more = h("button", { type: "button", id: "next-page", onclick: () => { at += 1; load(); } }, "Next page");
   const back = h("button", { type: "button", id: "prev-page", onclick: () => { at -= 1; load(); } }, "Previous page");
   const counts = h("p", { class: "muted", id: "page-info" });
+  // Bulk select: the jobs ticked on this page, acted on with one POST /api/jobs/actions (<= 100 ids).
+  const selected = new Set();
+  const bulk = (action, label) => h("button", { type: "button", "data-bulk": action, onclick: async () => {
+    if (!selected.size) return toast("Select jobs first");
+    const ids = [...selected];
+    if (await act(`${label}: ${ids.length} job(s)`, () => post("/api/jobs/actions", { action, job_ids: ids }))) {
+      selected.clear();
+      load();
+    }
+  } }, `${label} selected`);
   async function load() {
     try {
       const data = await get("/api/jobs" + query({ status, limit: PAGE, cursor: cursors[at] }));
       cursors[at + 1] = data.next_cursor || null;
+      selected.clear();
       body.replaceChildren(...data.items.map((job) => h("tr", {},
-        h("td", {}, h("a", { href: `#/jobs/${job.job_id}` }, job.name || job.job_id)),
+        h("td", {}, h("input", { type: "checkbox", "aria-label": `Select ${job.name || job.job_id}`, "data-job": job.job_id,
+          onchange: (e) => { if (e.target.checked) selected.add(job.job_id); else selected.delete(job.job_id); } }), " ",
+          h("a", { href: `#/jobs/${job.job_id}` }, job.name || job.job_id)),
         h("td", { class: "hide-narrow" }, job.type),
         h("td", {}, schedule(job)),
         h("td", {}, countdown(job.next_run_at)),
@@ -104,6 +117,8 @@ async function jobsPage(params) {
   }
   page("Jobs",
     h("div", { class: "toolbar" }, h("label", { for: "status-filter" }, "Status"), filter, back, more),
+    h("div", { class: "toolbar", role: "group", "aria-label": "Bulk actions" },
+      bulk("pause", "Pause"), bulk("resume", "Resume"), bulk("run_now", "Run now"), bulk("cancel", "Cancel")),
     counts,
     h("div", { class: "scroll" }, h("table", { id: "jobs", class: "cards" },
       h("caption", { class: "muted" }, "Newest first; the API pages with a cursor, 20 jobs a page."),
@@ -255,7 +270,13 @@ async function runPage(runId) {
       a.error ? h("span", { class: "error" }, `${a.error.type}: ${a.error.message}`) : null);
   }));
   const logs = h("pre", { id: "logs", tabindex: 0, "aria-label": "Logs" }, "Loading logs…");
-  page(`Run ${run.run_id}`,
+  const replay = run.status === "DEAD_LETTER"
+    ? h("div", { class: "actions" }, h("button", { type: "button", id: "replay-run", onclick: async () => {
+      if (await act("Replayed", () => post(`/api/dead-letter/${encodeURIComponent(run.run_id)}/replay`, undefined,
+        { "Idempotency-Key": replayKey(run.run_id, run.finished_at) }))) route();
+    } }, "Replay"))
+    : null;
+  page(`Run ${run.run_id}`, replay,
     h("dl", { class: "def" }, [["Job", h("a", { href: `#/jobs/${run.job_id}` }, run.job_id)], ["Status", badge(run.status)],
       ["Kind", run.kind], ["Scheduled for", when(run.scheduled_for)], ["Started", when(run.started_at)],
       ["Finished", when(run.finished_at)], ["Lateness", ms(run.lateness_ms)], ["Duration", ms(run.duration_ms)]]
@@ -358,6 +379,12 @@ function errorText(error) {
   return typeof error === "string" ? error : `${error.type}: ${error.message}`;
 }
 
+// One key per dead-lettering of a run: a double click replays once, yet the same run dead-lettered
+// again later replays again (a key for the run alone would answer the first replay forever).
+function replayKey(runId, deadAt) {
+  return `console:${Date.parse(deadAt) || 0}:${runId}`;
+}
+
 // -- Dead letters ----------------------------------------------------------------------------------
 async function deadLettersPage() {
   const cursors = [null];
@@ -372,7 +399,7 @@ async function deadLettersPage() {
       body.replaceChildren(...data.items.map((d) => {
         const button = h("button", { type: "button", "data-run": d.run_id, "aria-label": `Replay ${d.run_id}`, onclick: async () => {
           if (await act(`Replayed ${d.run_id}`, () => post(`/api/dead-letter/${encodeURIComponent(d.run_id)}/replay`, undefined,
-            { "Idempotency-Key": `console-${d.run_id}` }))) {
+            { "Idempotency-Key": replayKey(d.run_id, d.dead_at) }))) {
             button.disabled = true;
             button.textContent = "Replayed";
           }
