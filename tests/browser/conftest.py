@@ -9,8 +9,6 @@ by not running them.
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.browser.chromium import chromium_path
 from tests.e2e.conftest import Stack, start_stack, stop_stack
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
@@ -25,17 +24,6 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 TENANT = "console-e2e"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
-
-
-def chromium_path() -> str:
-    """Debian's chromium, or a skip (a failure under CI) saying how to install it."""
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    message = "Debian's chromium is missing: apt-get update && apt-get install -y chromium"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="package")

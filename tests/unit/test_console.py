@@ -65,6 +65,20 @@ def test_the_wheel_ships_every_served_file_as_package_data() -> None:
     assert all(any(fnmatch.fnmatch(name, p) for p in patterns) for name in console.page_weight())
 
 
+def test_without_chromium_the_browser_tests_fail_under_ci_and_skip_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.browser import chromium
+
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
+        chromium.chromium_path()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        chromium.chromium_path()
+
+
 # -- the signing proxy -----------------------------------------------------------------------------
 class Peer(BaseHTTPRequestHandler):
     """API Gateway's stand-in: records every request and answers 201 with what it was sent."""
