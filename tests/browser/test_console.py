@@ -133,6 +133,16 @@ def test_cron_expressions_read_in_words(page: Any) -> None:
     assert described == CRON_IN_WORDS
 
 
+def test_run_now_twice_draws_the_lateness_and_duration_chart(page: Any, console_stack: Stack) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo"})
+    open_console(page, f"#/jobs/{job_id}")
+    expect(page.locator("#trend")).to_contain_text("after two finished runs")
+    for count in (1, 2):
+        page.get_by_role("button", name="Run now").click()
+        expect(page.locator("#runs tbody tr .badge.s-SUCCEEDED")).to_have_count(count, timeout=30_000)
+    expect(page.locator("#trend svg polyline")).to_have_count(2)
+
+
 def test_pause_and_resume_from_the_list_and_from_the_job(page: Any, console_stack: Stack) -> None:
     name = f"pause-{uuid.uuid4().hex[:8]}"
     job_id = create(
@@ -291,9 +301,25 @@ def pages(console_stack: Stack) -> dict[str, str]:
         lambda j: j["status"] == "COMPLETED",
     )
     run_id = job["recent_executions"][0]["run_id"]
+    charted = create(
+        console_stack,
+        {
+            "type": "recurring",
+            "name": "hourly-export",
+            "cron_expr": "0 * * * *",
+            "handler": "demo.sleep",
+            "payload": {"seconds": 0.2},
+        },
+    )
+    for count in (1, 2, 3):  # three manual runs, one after the other: a run table and a chart to show
+        assert console_stack.post(f"/api/jobs/{charted}/run-now", None, **AS_TENANT).status_code == 202
+        poll(
+            lambda: console_stack.get(f"/api/jobs/{charted}/runs", **AS_TENANT).json()["items"],
+            lambda items, n=count: sum(r["status"] == "SUCCEEDED" for r in items) == n,
+        )
     return {
         "jobs": "#/jobs",
-        "job": f"#/jobs/{done}",
+        "job": f"#/jobs/{charted}",
         "run": f"#/runs/{run_id}",
         "dag": f"#/dag/{upstream}",
         "dead-letters": "#/dead-letters",

@@ -182,6 +182,25 @@ function bars(runs) {
   ];
 }
 
+// Lateness and duration over time: two lines over the runs shown, oldest left, on one ms axis.
+function trend(runs) {
+  const points = runs.filter((r) => r.lateness_ms !== null || r.duration_ms !== null).slice().reverse();
+  if (points.length < 2) return h("p", { class: "muted", id: "trend" }, "A chart appears after two finished runs.");
+  const W = 600, H = 120, top = Math.max(1, ...points.map((r) => Math.max(r.lateness_ms || 0, r.duration_ms || 0)));
+  const x = (i) => 30 + (i * (W - 40)) / (points.length - 1);
+  const y = (v) => H - 15 - ((v || 0) * (H - 30)) / top;
+  const line = (key, colour) => s("polyline", { fill: "none", stroke: colour, "stroke-width": 2,
+    points: points.map((r, i) => `${x(i)},${y(r[key])}`).join(" ") });
+  return h("figure", { id: "trend" },
+    s("svg", { class: "trend", viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img",
+      "aria-label": `Lateness and duration of the last ${points.length} runs; peak ${ms(top)}` },
+      s("line", { x1: 30, y1: H - 15, x2: W - 10, y2: H - 15, stroke: "#8c959f" }),
+      s("text", { x: 0, y: 14, "font-size": 11, fill: "#57606a" }, ms(top)),
+      line("lateness_ms", "#8a5a00"), line("duration_ms", "#0969da")),
+    h("figcaption", { class: "muted" }, h("span", { class: "key late-key" }, "lateness"), " ",
+      h("span", { class: "key dur-key" }, "duration"), ` over the last ${points.length} runs (oldest left)`));
+}
+
 async function jobPage(jobId) {
   let job;
   try {
@@ -193,6 +212,7 @@ async function jobPage(jobId) {
   const def = h("dl", { class: "def" });
   const actions = h("div", { class: "actions" });
   const runs = h("tbody");
+  const chart = h("div");
   function showDefinition() {
     const rows = [["Job id", job.job_id], ["Status", badge(job.status)], ["Type", job.type], ["Schedule", schedule(job)],
       ["Cron", job.cron_expr || "—"], ["Timezone", job.timezone || "UTC"], ["Next run", job.next_run_at ? [countdown(job.next_run_at), " ", when(job.next_run_at)] : "none pending"],
@@ -222,6 +242,7 @@ async function jobPage(jobId) {
     try {
       const data = await get(`/api/jobs/${jobId}/runs` + query({ limit: PAGE }));
       const cells = bars(data.items);
+      chart.replaceChildren(trend(data.items));
       runs.replaceChildren(...data.items.map((run) => h("tr", {},
         h("td", {}, h("a", { href: `#/runs/${run.run_id}` }, when(run.scheduled_for))),
         h("td", {}, badge(run.status)), h("td", { class: "hide-narrow" }, run.kind), h("td", {}, run.attempts), ...cells(run))));
@@ -237,6 +258,7 @@ async function jobPage(jobId) {
     h("p", { class: "muted", id: "fire-times" }, job.next_run_at ? `Next: ${when(job.next_run_at)}. ` : "",
       "The API answers only the next tick, not the next 5 fire times; `jobsched cron-next` prints them."),
     h("h2", {}, "Runs"),
+    chart,
     h("div", { class: "scroll" }, h("table", { id: "runs", class: "cards" },
       h("thead", {}, h("tr", {}, ["Scheduled for", "Status", "Kind", "Attempts", "Lateness", "Duration"].map(
         (t, i) => h("th", { scope: "col", class: i === 2 ? "hide-narrow" : undefined }, t)))),
