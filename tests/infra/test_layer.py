@@ -67,6 +67,16 @@ def test_the_layer_leaves_out_the_in_memory_fakes_but_ships_the_aws_adapters(lay
     assert set(FAKES) <= set(LAYER_EXCLUDES)
 
 
+def test_the_layer_ships_the_console_files_as_they_are(layer: Path) -> None:
+    # Given the console's served files in the package (plain files, no build step)
+    from jobsched import console
+
+    # Then the layer holds each of them, byte for byte
+    for name in console.page_weight():
+        shipped = layer / "python" / "jobsched" / "console" / name
+        assert shipped.read_bytes() == (console.ROOT / name).read_bytes(), name
+
+
 def test_the_clis_table_library_is_an_extra_the_layer_does_not_install(layer: Path) -> None:
     # Given the project's extras and the requirements the layer build installs
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from jobsched import constants as c
 from jobsched.cli import admin, ops, render
+from jobsched.cli import console as console_cli
 from jobsched.cli import worker as worker_cli
 from jobsched.cli.http import Unreachable, request
 
@@ -532,6 +533,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_capacity)
     admin.add_admin(sub)
+    console_cli.add_parser(sub)
     worker_cli.add_parser(client)
     return top
 

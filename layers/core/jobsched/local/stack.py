@@ -35,8 +35,8 @@ from typing import Any
 
 import boto3
 
+from jobsched import console, resources
 from jobsched import constants as c
-from jobsched import resources
 from jobsched.adapters.logs import ShipRunLines
 from jobsched.local import events, lambdas, loopback
 from jobsched.local.aws import MOTO_SENDER_ID, EmbeddedAws
@@ -528,11 +528,17 @@ def _sandbox_of(function: ModuleType) -> _Sandbox:
     return sandbox
 
 
+_NOT_ALLOWED = b'{"error": {"code": "method_not_allowed", "message": "the console is read with GET"}}'
+
+
 def _handler_for(stack: LocalStack) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _serve(self) -> None:
+            if console.is_console_path(self.path):
+                self._serve_console()
+                return
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             try:
@@ -555,6 +561,23 @@ def _handler_for(stack: LocalStack) -> type[BaseHTTPRequestHandler]:
                     for value in values:
                         self.send_header(key, str(value))
             self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _serve_console(self) -> None:
+            """The console's static files, same origin as /api (so the browser needs no CORS)."""
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            if self.command != "GET":
+                status, content_type, payload = 405, "application/json", _NOT_ALLOWED
+            else:
+                status, content_type, payload = console.asset(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("X-Content-Type-Options", "nosniff")
             self.end_headers()
             self.wfile.write(payload)
 

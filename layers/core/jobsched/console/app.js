@@ -1,0 +1,523 @@
+// jobsched console: hash-routed pages over the HTTP API, plain ES modules, no framework, no build.
+// Why: a few hundred lines that a reader can follow from route to fetch, zero supply chain, and the
+// files ship in the package and the Lambda layer exactly as written (see jobsched/console/__init__.py).
+import { get, post, del, query, tenant, setTenant, ApiError } from "./api.js";
+import { h, s, badge, when, countdown, relative, ms, toast } from "./dom.js";
+import { describeCron } from "./cron.js";
+
+const main = document.getElementById("main");
+const PAGE = 20;
+let timers = [];
+
+function every(msInterval, fn) {
+  timers.push(setInterval(fn, msInterval));
+}
+
+function stopTimers() {
+  for (const t of timers) clearInterval(t);
+  timers = [];
+}
+
+function page(title, ...children) {
+  document.title = `${title} · jobsched console`;
+  main.replaceChildren(h("h1", {}, title), ...children.filter((c) => c !== null && c !== undefined));
+}
+
+// On a phone a wide table becomes one card per row: each cell carries its column's name.
+function cards(tbody) {
+  const names = [...tbody.closest("table").querySelectorAll("thead th")].map((th) => th.textContent);
+  for (const row of tbody.rows) [...row.cells].forEach((td, i) => { if (names[i] && td.colSpan === 1) td.dataset.label = names[i]; });
+}
+
+function failure(err) {
+  return h("p", { class: "error", role: "alert" }, err instanceof ApiError ? `${err.code}: ${err.message}` : String(err));
+}
+
+async function act(label, fn) {
+  try {
+    await fn();
+    toast(label);
+    return true;
+  } catch (err) {
+    toast(err instanceof ApiError ? `${err.code}: ${err.message}` : String(err));
+    return false;
+  }
+}
+
+// -- Jobs ------------------------------------------------------------------------------------------
+const JOB_STATUSES = ["", "SCHEDULED", "PAUSED", "COMPLETED", "FAILED", "CANCELLED"];
+
+function schedule(job) {
+  const sc = job.schedule || job;
+  if (sc.cron_expr) {
+    return h("span", { title: sc.cron_expr }, describeCron(sc.cron_expr), sc.timezone && sc.timezone !== "UTC" ? ` (${sc.timezone})` : "");
+  }
+  if (sc.depends_on && sc.depends_on.length) return `after ${sc.depends_on.length} upstream job(s)`;
+  return sc.run_at ? `once at ${when(sc.run_at)}` : "once";
+}
+
+function pauseToggle(job, after) {
+  const paused = job.status === "PAUSED";
+  if (job.status !== "SCHEDULED" && !paused) return h("span", { class: "muted" }, "—");
+  const label = paused ? "Resume" : "Pause";
+  return h("button", {
+    type: "button", "aria-label": `${label} ${job.name || job.job_id}`, "data-action": label.toLowerCase(),
+    onclick: async () => {
+      if (await act(`${label}d ${job.name || job.job_id}`, () => post(`/api/jobs/${job.job_id}/${label.toLowerCase()}`))) after();
+    },
+  }, label);
+}
+
+async function jobsPage(params) {
+  const status = params.get("status") || "";
+  const cursors = [null];
+  let at = 0;
+  const filter = h("select", { id: "status-filter", onchange: () => { location.hash = "#/jobs" + query({ status: filter.value }); } },
+    JOB_STATUSES.map((st) => h("option", { value: st, selected: st === status }, st || "any")));
+  const body = h("tbody");
+  const more = h("button", { type: "button", id: "next-page", onclick: () => { at += 1; load(); } }, "Next page");
+  const back = h("button", { type: "button", id: "prev-page", onclick: () => { at -= 1; load(); } }, "Previous page");
+  const counts = h("p", { class: "muted", id: "page-info" });
+  // Bulk select: the jobs ticked on this page, acted on with one POST /api/jobs/actions (<= 100 ids).
+  const selected = new Set();
+  const bulk = (action, label) => h("button", { type: "button", "data-bulk": action, onclick: async () => {
+    if (!selected.size) return toast("Select jobs first");
+    const ids = [...selected];
+    if (await act(`${label}: ${ids.length} job(s)`, () => post("/api/jobs/actions", { action, job_ids: ids }))) {
+      selected.clear();
+      load();
+    }
+  } }, `${label} selected`);
+  async function load() {
+    try {
+      const data = await get("/api/jobs" + query({ status, limit: PAGE, cursor: cursors[at] }));
+      cursors[at + 1] = data.next_cursor || null;
+      selected.clear();
+      body.replaceChildren(...data.items.map((job) => h("tr", {},
+        h("td", {}, h("input", { type: "checkbox", "aria-label": `Select ${job.name || job.job_id}`, "data-job": job.job_id,
+          onchange: (e) => { if (e.target.checked) selected.add(job.job_id); else selected.delete(job.job_id); } }), " ",
+          h("a", { href: `#/jobs/${job.job_id}` }, job.name || job.job_id)),
+        h("td", { class: "hide-narrow" }, job.type),
+        h("td", {}, schedule(job)),
+        h("td", {}, countdown(job.next_run_at)),
+        h("td", {}, badge(job.status), " ", job.last_run ? badge(job.last_run.status) : h("span", { class: "muted" }, "no run")),
+        h("td", {}, pauseToggle(job, load)),
+      )));
+      if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No jobs on this page.")));
+      const tally = {};
+      for (const job of data.items) tally[job.status] = (tally[job.status] || 0) + 1;
+      counts.textContent = `Page ${at + 1}: ${data.items.length} job(s)` +
+        (Object.keys(tally).length ? " — " + Object.entries(tally).map(([k, v]) => `${v} ${k}`).join(", ") : "");
+      more.disabled = !cursors[at + 1];
+      back.disabled = at === 0;
+      cards(body);
+    } catch (err) {
+      body.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
+    }
+  }
+  page("Jobs",
+    h("div", { class: "toolbar" }, h("label", { for: "status-filter" }, "Status"), filter, back, more),
+    h("div", { class: "toolbar", role: "group", "aria-label": "Bulk actions" },
+      bulk("pause", "Pause"), bulk("resume", "Resume"), bulk("run_now", "Run now"), bulk("cancel", "Cancel")),
+    counts,
+    h("div", { class: "scroll" }, h("table", { id: "jobs", class: "cards" },
+      h("caption", { class: "muted" }, "Newest first; the API pages with a cursor, 20 jobs a page."),
+      h("thead", {}, h("tr", {}, ["Job", "Type", "Schedule", "Next run", "Status / last run", "Pause"].map(
+        (t, i) => h("th", { scope: "col", class: i === 1 ? "hide-narrow" : undefined }, t)))),
+      body)),
+    createForm());
+  await load();
+}
+
+function createForm() {
+  const field = (label, input) => h("label", {}, label, input);
+  const type = h("select", { name: "type" }, h("option", { value: "one_off" }, "one-off"), h("option", { value: "recurring" }, "recurring"));
+  const name = h("input", { name: "name", maxlength: 200 });
+  const handler = h("input", { name: "handler", value: "demo.echo", required: true });
+  const cron = h("input", { name: "cron_expr", placeholder: "*/5 * * * *" });
+  const tz = h("input", { name: "timezone", value: "UTC" });
+  const runAt = h("input", { name: "run_at", placeholder: "now" });
+  const attempts = h("input", { name: "max_attempts", type: "number", min: 1, max: 25, value: 3 });
+  const payload = h("textarea", { name: "payload", rows: 2 }, "{}");
+  const out = h("p", { role: "status" });
+  const form = h("form", { id: "create-form", onsubmit: async (event) => {
+    event.preventDefault();
+    let body;
+    try {
+      body = { type: type.value, handler: handler.value.trim(), max_attempts: Number(attempts.value) };
+      if (name.value.trim()) body.name = name.value.trim();
+      const p = payload.value.trim();
+      if (p) body.payload = JSON.parse(p);
+      if (type.value === "recurring") Object.assign(body, { cron_expr: cron.value.trim(), timezone: tz.value.trim() || "UTC" });
+      else body.run_at = runAt.value.trim() || new Date().toISOString();
+    } catch (err) {
+      out.replaceChildren(failure(`payload: ${err.message}`));
+      return;
+    }
+    try {
+      const made = await post("/api/jobs", body, { "Idempotency-Key": crypto.randomUUID() });
+      toast(`Created ${made.job_id}`);
+      location.hash = `#/jobs/${made.job_id}`;
+    } catch (err) {
+      out.replaceChildren(failure(err));
+    }
+  } },
+  h("fieldset", {}, h("legend", {}, "Create a job"),
+    h("div", { class: "form-grid" },
+      field("Type", type), field("Name", name), field("Handler", handler), field("Cron (recurring)", cron),
+      field("Timezone", tz), field("Run at (one-off, ISO-8601 with offset)", runAt), field("Max attempts", attempts),
+      field("Payload (JSON)", payload)),
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Create job")), out));
+  return form;
+}
+
+// -- Job -------------------------------------------------------------------------------------------
+function bars(runs) {
+  const late = Math.max(1, ...runs.map((r) => r.lateness_ms || 0));
+  const dur = Math.max(1, ...runs.map((r) => r.duration_ms || 0));
+  const bar = (value, max, status) => h("div", { class: `bar s-${status}`, style: `width:${Math.round(100 * (value || 0) / max)}%`, "aria-hidden": "true" });
+  return (run) => [
+    h("td", { class: "barcell" }, ms(run.lateness_ms), bar(run.lateness_ms, late, run.status)),
+    h("td", { class: "barcell" }, ms(run.duration_ms), bar(run.duration_ms, dur, run.status)),
+  ];
+}
+
+// Lateness and duration over time: two lines over the runs shown, oldest left, on one ms axis.
+function trend(runs) {
+  const points = runs.filter((r) => r.lateness_ms !== null || r.duration_ms !== null).slice().reverse();
+  if (points.length < 2) return h("p", { class: "muted", id: "trend" }, "A chart appears after two finished runs.");
+  const W = 600, H = 120, top = Math.max(1, ...points.map((r) => Math.max(r.lateness_ms || 0, r.duration_ms || 0)));
+  const x = (i) => 30 + (i * (W - 40)) / (points.length - 1);
+  const y = (v) => H - 15 - ((v || 0) * (H - 30)) / top;
+  const line = (key, colour) => s("polyline", { fill: "none", stroke: colour, "stroke-width": 2,
+    points: points.map((r, i) => `${x(i)},${y(r[key])}`).join(" ") });
+  return h("figure", { id: "trend" },
+    s("svg", { class: "trend", viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img",
+      "aria-label": `Lateness and duration of the last ${points.length} runs; peak ${ms(top)}` },
+      s("line", { x1: 30, y1: H - 15, x2: W - 10, y2: H - 15, stroke: "#8c959f" }),
+      s("text", { x: 0, y: 14, "font-size": 11, fill: "#57606a" }, ms(top)),
+      line("lateness_ms", "#8a5a00"), line("duration_ms", "#0969da")),
+    h("figcaption", { class: "muted" }, h("span", { class: "key late-key" }, "lateness"), " ",
+      h("span", { class: "key dur-key" }, "duration"), ` over the last ${points.length} runs (oldest left)`));
+}
+
+async function jobPage(jobId) {
+  let job;
+  try {
+    job = await get(`/api/jobs/${jobId}`);
+  } catch (err) {
+    return page("Job", failure(err));
+  }
+  const title = job.name || job.job_id;
+  const def = h("dl", { class: "def" });
+  const actions = h("div", { class: "actions" });
+  const runs = h("tbody");
+  const chart = h("div");
+  function showDefinition() {
+    const rows = [["Job id", job.job_id], ["Status", badge(job.status)], ["Type", job.type], ["Schedule", schedule(job)],
+      ["Cron", job.cron_expr || "—"], ["Timezone", job.timezone || "UTC"], ["Next run", job.next_run_at ? [countdown(job.next_run_at), " ", when(job.next_run_at)] : "none pending"],
+      ["Handler", job.handler || (job.target && job.target.type) || "—"], ["Max attempts", job.max_attempts ?? "—"],
+      ["Depends on", (job.depends_on || []).length ? job.depends_on.map((id) => h("a", { href: `#/jobs/${id}` }, id, " ")) : "—"],
+      ["Payload", h("code", {}, JSON.stringify(job.payload ?? {}))]];
+    def.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+    const paused = job.status === "PAUSED";
+    actions.replaceChildren(
+      h("button", { type: "button", id: "run-now", onclick: () => act("Run queued", () => post(`/api/jobs/${jobId}/run-now`)).then(refresh) }, "Run now"),
+      h("button", { type: "button", id: "pause-toggle", "data-action": paused ? "resume" : "pause",
+        onclick: async () => {
+          await act(paused ? "Resumed" : "Paused", () => post(`/api/jobs/${jobId}/${paused ? "resume" : "pause"}`));
+          await refresh();
+          document.getElementById("pause-toggle")?.focus();
+        } }, paused ? "Resume" : "Pause"),
+      h("button", { type: "button", id: "cancel-job", class: "danger", onclick: () => act("Cancelled", () => del(`/api/jobs/${jobId}`)).then(refresh) }, "Cancel job"),
+      h("a", { href: `#/dag/${jobId}` }, "Open DAG"));
+  }
+  async function refresh() {
+    try {
+      job = await get(`/api/jobs/${jobId}`);
+      showDefinition();
+    } catch (err) { /* keep what is shown; the runs table reports errors */ }
+  }
+  async function loadRuns() {
+    try {
+      const data = await get(`/api/jobs/${jobId}/runs` + query({ limit: PAGE }));
+      const cells = bars(data.items);
+      chart.replaceChildren(trend(data.items));
+      runs.replaceChildren(...data.items.map((run) => h("tr", {},
+        h("td", {}, h("a", { href: `#/runs/${run.run_id}` }, when(run.scheduled_for))),
+        h("td", {}, badge(run.status)), h("td", { class: "hide-narrow" }, run.kind), h("td", {}, run.attempts), ...cells(run))));
+      if (!data.items.length) runs.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No runs yet.")));
+      cards(runs);
+    } catch (err) {
+      runs.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
+    }
+  }
+  showDefinition();
+  page(title, actions, def,
+    h("h2", {}, "Next fire times"),
+    h("p", { class: "muted", id: "fire-times" }, job.next_run_at ? `Next: ${when(job.next_run_at)}. ` : "",
+      "The API answers only the next tick, not the next 5 fire times; `jobsched cron-next` prints them."),
+    h("h2", {}, "Runs"),
+    chart,
+    h("div", { class: "scroll" }, h("table", { id: "runs", class: "cards" },
+      h("thead", {}, h("tr", {}, ["Scheduled for", "Status", "Kind", "Attempts", "Lateness", "Duration"].map(
+        (t, i) => h("th", { scope: "col", class: i === 2 ? "hide-narrow" : undefined }, t)))),
+      runs)));
+  await loadRuns();
+  every(2000, () => { loadRuns(); });
+}
+
+// -- Run -------------------------------------------------------------------------------------------
+async function runPage(runId) {
+  let run;
+  try {
+    run = await get(`/api/runs/${encodeURIComponent(runId)}`);
+  } catch (err) {
+    return page("Run", failure(err), h("p", {}, "A run handed over on the fast path has no row until it ends."));
+  }
+  const attempts = run.attempts || [];
+  const t0 = Math.min(...attempts.map((a) => +new Date(a.started_at || run.scheduled_for)), +new Date(run.scheduled_for));
+  const t1 = Math.max(t0 + 1, ...attempts.map((a) => +new Date(a.finished_at || a.started_at || Date.now())));
+  const span = t1 - t0;
+  // Each attempt on one time axis from the tick (scheduled_for): the first attempt's lateness is the
+  // hatched lead-in, so a late start and a slow run look different at a glance.
+  const timeline = h("ol", { class: "timeline", "aria-label": "Attempts" }, attempts.map((a) => {
+    const from = +new Date(a.started_at || t0), to = +new Date(a.finished_at || Date.now());
+    const left = (100 * (from - t0)) / span, width = Math.max(0.5, (100 * (to - from)) / span);
+    const outcome = a.outcome === "succeeded" || a.outcome === "SUCCEEDED" ? "SUCCEEDED" : (a.outcome || "").toUpperCase();
+    return h("li", {}, h("span", {}, `Attempt ${a.attempt} `, badge(outcome)),
+      h("div", { class: "track", title: `${when(a.started_at)} → ${when(a.finished_at)}` },
+        a.attempt === 1 && left > 0 ? h("div", { class: "bar late", style: `left:0;width:${left}%`, title: "lateness" }) : null,
+        h("div", { class: `bar s-${outcome}`, style: `left:${left}%;width:${width}%` })),
+      a.error ? h("span", { class: "error" }, `${a.error.type}: ${a.error.message}`) : null);
+  }));
+  const logs = h("pre", { id: "logs", tabindex: 0, "aria-label": "Logs" }, "Loading logs…");
+  const replay = run.status === "DEAD_LETTER"
+    ? h("div", { class: "actions" }, h("button", { type: "button", id: "replay-run", onclick: async () => {
+      if (await act("Replayed", () => post(`/api/dead-letter/${encodeURIComponent(run.run_id)}/replay`, undefined,
+        { "Idempotency-Key": replayKey(run.run_id, run.finished_at) }))) route();
+    } }, "Replay"))
+    : null;
+  page(`Run ${run.run_id}`, replay,
+    h("dl", { class: "def" }, [["Job", h("a", { href: `#/jobs/${run.job_id}` }, run.job_id)], ["Status", badge(run.status)],
+      ["Kind", run.kind], ["Scheduled for", when(run.scheduled_for)], ["Started", when(run.started_at)],
+      ["Finished", when(run.finished_at)], ["Lateness", ms(run.lateness_ms)], ["Duration", ms(run.duration_ms)]]
+      .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    h("h2", {}, "Attempts"), attempts.length ? timeline : h("p", { class: "muted" }, "No attempt yet."),
+    h("h2", {}, run.error ? "Error" : "Result"),
+    h("pre", {}, run.error ? `${run.error.type}: ${run.error.message}` : JSON.stringify(run.result ?? null, null, 2)),
+    h("h2", {}, "Logs"), logs);
+  try {
+    const data = await get(`/api/runs/${encodeURIComponent(runId)}/logs` + query({ limit: 200 }));
+    logs.textContent = data.lines.length ? data.lines.map((l) => `${l.at}  ${l.message}`).join("\n") : "No log lines.";
+  } catch (err) {
+    logs.textContent = err.message;
+  }
+}
+
+// -- DAG -------------------------------------------------------------------------------------------
+const LEGEND = ["SUCCEEDED", "RUNNING", "PENDING", "FAILED", "DEAD_LETTER", "UPSTREAM_FAILED", "SKIPPED"];
+
+function layout(graph) {
+  const ups = new Map(graph.nodes.map((n) => [n.job_id, []]));
+  for (const e of graph.edges) ups.get(e.dependant)?.push(e.upstream);
+  const depth = new Map();
+  const visit = (id, seen = new Set()) => {
+    if (depth.has(id)) return depth.get(id);
+    if (seen.has(id)) return 0;
+    seen.add(id);
+    const d = Math.max(-1, ...(ups.get(id) || []).filter((u) => ups.has(u)).map((u) => visit(u, seen))) + 1;
+    depth.set(id, d);
+    return d;
+  };
+  graph.nodes.forEach((n) => visit(n.job_id));
+  const columns = [];
+  for (const n of graph.nodes) (columns[depth.get(n.job_id)] ||= []).push(n);
+  const pos = new Map();
+  columns.forEach((col, x) => col.forEach((n, y) => pos.set(n.job_id, { x: 20 + x * 220, y: 20 + y * 70 })));
+  return { pos, width: 40 + columns.length * 220, height: 40 + Math.max(1, ...columns.map((c) => c.length)) * 70 };
+}
+
+async function dagPage(jobId) {
+  let graph;
+  try {
+    graph = await get(`/api/jobs/${jobId}/graph`);
+  } catch (err) {
+    return page("DAG", failure(err));
+  }
+  const { pos, width, height } = layout(graph);
+  const holder = h("div", { class: "scroll" });
+  const nodes = h("tbody");
+  const periods = graph.periods || [];
+  const choose = h("select", { id: "period", onchange: () => draw() },
+    periods.length ? periods.map((p, i) => h("option", { value: i }, p.period === "once" ? "once" : when(p.period)))
+      : h("option", { value: -1 }, "no period yet"));
+  const statusOf = (id) => {
+    const p = periods[Number(choose.value)];
+    return (p && p.status[id]) || null;
+  };
+  function draw() {
+    const svg = s("svg", { class: "dag", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+      "aria-label": `Graph of ${graph.nodes.length} jobs and ${graph.edges.length} edges` });
+    svg.append(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto" },
+      s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#57606a" }))));
+    for (const e of graph.edges) {
+      const a = pos.get(e.upstream), b = pos.get(e.dependant);
+      if (a && b) svg.append(s("line", { x1: a.x + 180, y1: a.y + 22, x2: b.x, y2: b.y + 22, stroke: "#57606a", "stroke-width": 1.5, "marker-end": "url(#arrow)" }));
+    }
+    for (const n of graph.nodes) {
+      const p = pos.get(n.job_id);
+      const st = statusOf(n.job_id) || "NONE";
+      const g = s("g", { class: `node`, "data-job": n.job_id, "data-status": st });
+      g.append(s("rect", { x: p.x, y: p.y, width: 180, height: 44, rx: 8, class: `s-${st}`, fill: `var(--${colour(st)})`,
+        stroke: n.job_id === graph.job_id ? "#1f2328" : "none", "stroke-width": 3 }));
+      g.append(s("text", { x: p.x + 10, y: p.y + 18 }, (n.name || n.job_id).slice(0, 22)));
+      g.append(s("text", { x: p.x + 10, y: p.y + 36 }, st === "NONE" ? "no run" : st));
+      svg.append(g);
+    }
+    holder.replaceChildren(svg);
+    nodes.replaceChildren(...graph.nodes.map((n) => h("tr", {},
+      h("td", {}, h("a", { href: `#/jobs/${n.job_id}` }, n.name || n.job_id)), h("td", {}, badge(n.status)),
+      h("td", {}, statusOf(n.job_id) ? badge(statusOf(n.job_id)) : h("span", { class: "muted" }, "no run")))));
+  }
+  page("DAG",
+    h("div", { class: "toolbar" }, h("label", { for: "period" }, "Period"), choose,
+      h("a", { href: `#/jobs/${jobId}` }, "Back to the job")),
+    h("ul", { class: "legend", "aria-label": "Legend" }, LEGEND.map((st) => h("li", {}, badge(st)))),
+    holder, graph.truncated ? h("p", { class: "muted" }, "Truncated: the graph has more jobs than shown.") : null,
+    h("h2", {}, "Nodes"),
+    h("table", { id: "dag-nodes" }, h("thead", {}, h("tr", {}, ["Job", "Job status", "Run in period"].map((t) => h("th", { scope: "col" }, t)))), nodes));
+  draw();
+}
+
+function colour(status) {
+  return { SUCCEEDED: "ok", COMPLETED: "ok", FAILED: "bad", LOST: "bad", DEAD_LETTER: "dead", RUNNING: "run", LEASED: "run",
+    PENDING: "wait", UPSTREAM_FAILED: "upfail" }[status] || "skip";
+}
+
+// The dead-letter list answers last_error as text; a run's error is {type, message}.
+function errorText(error) {
+  if (!error) return "—";
+  return typeof error === "string" ? error : `${error.type}: ${error.message}`;
+}
+
+// One key per dead-lettering of a run: a double click replays once, yet the same run dead-lettered
+// again later replays again (a key for the run alone would answer the first replay forever).
+function replayKey(runId, deadAt) {
+  return `console:${Date.parse(deadAt) || 0}:${runId}`;
+}
+
+// -- Dead letters ----------------------------------------------------------------------------------
+async function deadLettersPage() {
+  const cursors = [null];
+  let at = 0;
+  const body = h("tbody");
+  const more = h("button", { type: "button", onclick: () => { at += 1; load(); } }, "Next page");
+  async function load() {
+    try {
+      const data = await get("/api/dead-letter" + query({ limit: PAGE, cursor: cursors[at] }));
+      cursors[at + 1] = data.next_cursor || null;
+      more.disabled = !data.next_cursor;
+      body.replaceChildren(...data.items.map((d) => {
+        const button = h("button", { type: "button", "data-run": d.run_id, "aria-label": `Replay ${d.run_id}`, onclick: async () => {
+          if (await act(`Replayed ${d.run_id}`, () => post(`/api/dead-letter/${encodeURIComponent(d.run_id)}/replay`, undefined,
+            { "Idempotency-Key": replayKey(d.run_id, d.dead_at) }))) {
+            button.disabled = true;
+            button.textContent = "Replayed";
+          }
+        } }, "Replay");
+        return h("tr", {}, h("td", {}, h("a", { href: `#/runs/${d.run_id}` }, d.run_id)),
+          h("td", {}, h("a", { href: `#/jobs/${d.job_id}` }, d.job_id)), h("td", { class: "hide-narrow" }, when(d.dead_at)),
+          h("td", {}, d.attempts), h("td", {}, errorText(d.last_error)), h("td", {}, button));
+      }));
+      if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No dead letters.")));
+      cards(body);
+    } catch (err) {
+      body.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
+    }
+  }
+  page("Dead letters", h("div", { class: "toolbar" }, more),
+    h("div", { class: "scroll" }, h("table", { id: "dead-letters", class: "cards" },
+      h("thead", {}, h("tr", {}, ["Run", "Job", "Dead at", "Attempts", "Last error", "Replay"].map(
+        (t, i) => h("th", { scope: "col", class: i === 2 ? "hide-narrow" : undefined }, t)))), body)));
+  await load();
+}
+
+// -- Health ----------------------------------------------------------------------------------------
+async function healthPage() {
+  const [health, dead, alerts, jobs] = await Promise.allSettled([
+    get("/api/health"), get("/api/dead-letter" + query({ limit: 100 })), get("/api/alerts" + query({ limit: 20 })),
+    get("/api/jobs" + query({ limit: 100 }))]);
+  const value = (r, fn) => (r.status === "fulfilled" ? fn(r.value) : failure(r.reason));
+  const tally = (data) => {
+    const t = {};
+    for (const j of data.items) t[j.status] = (t[j.status] || 0) + 1;
+    return Object.entries(t).map(([k, v]) => [badge(k), ` ${v}  `]);
+  };
+  page("Health",
+    h("dl", { class: "def", id: "health" },
+      h("dt", {}, "API"), h("dd", {}, value(health, (d) => [h("span", { class: `badge s-${d.status === "ok" ? "SUCCEEDED" : "FAILED"}` }, d.status === "ok" ? "UP" : "DOWN"), ` ${d.status} (version ${d.version ?? "?"})`])),
+      h("dt", {}, "Dead letters"), h("dd", {}, value(dead, (d) => `${d.items.length}${d.next_cursor ? "+" : ""} dead-lettered run(s)`)),
+      h("dt", {}, "Jobs by status"), h("dd", {}, value(jobs, (d) => [tally(d), d.next_cursor ? "(first 100 jobs)" : ""])),
+      h("dt", {}, "Next due"), h("dd", {}, value(jobs, (d) => {
+        const next = d.items.map((j) => j.next_run_at).filter(Boolean).sort()[0];
+        return next ? [countdown(next), " ", when(next)] : "nothing pending";
+      }))),
+    h("p", { class: "muted" }, "Due backlog and lateness p99 per job: the job's stats (GET /api/jobs/{id}/stats)."),
+    h("h2", {}, "Recent alerts"),
+    value(alerts, (d) => d.items.length ? h("div", { class: "scroll" }, h("table", { id: "alerts" },
+      h("thead", {}, h("tr", {}, ["At", "Kind", "Job", "Detail"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, d.items.map((a) => h("tr", {}, h("td", {}, when(a.at)), h("td", {}, a.kind),
+        h("td", {}, h("a", { href: `#/jobs/${a.job_id}` }, a.job_id)), h("td", {}, typeof a.detail === "string" ? a.detail : JSON.stringify(a.detail ?? "")))))))
+      : h("p", { class: "muted" }, "No alerts.")));
+}
+
+// -- Router ----------------------------------------------------------------------------------------
+const ROUTES = [
+  [/^#\/jobs\/?$/, (m, params) => jobsPage(params)],
+  [/^#\/jobs\/([^/]+)$/, (m) => jobPage(decodeURIComponent(m[1]))],
+  [/^#\/runs\/([^/]+)$/, (m) => runPage(decodeURIComponent(m[1]))],
+  [/^#\/dag\/([^/]+)$/, (m) => dagPage(decodeURIComponent(m[1]))],
+  [/^#\/dead-letters\/?$/, () => deadLettersPage()],
+  [/^#\/health\/?$/, () => healthPage()],
+];
+
+async function route() {
+  stopTimers();
+  const [path, search] = (location.hash || "#/jobs").split("?");
+  const params = new URLSearchParams(search || "");
+  for (const [pattern, render] of ROUTES) {
+    const m = path.match(pattern);
+    if (m) {
+      main.dataset.ready = "false";
+      try { await render(m, params); } catch (err) { page("Error", failure(err)); }
+      // What a test (or a script) waits on: this route's page is fully rendered.
+      main.dataset.route = location.hash;
+      main.dataset.ready = "true";
+      // Time to first render: navigation start to the first page drawn with its API data.
+      if (!performance.getEntriesByName("jobsched:first-render").length) performance.mark("jobsched:first-render");
+      return;
+    }
+  }
+  page("Not found", h("p", {}, "No such page. "), h("a", { href: "#/jobs" }, "Jobs"));
+  main.dataset.route = location.hash;
+  main.dataset.ready = "true";
+}
+
+function tickCountdowns() {
+  for (const el of document.querySelectorAll("[data-countdown]")) el.textContent = relative(el.dataset.countdown);
+}
+
+const tenantInput = document.getElementById("tenant");
+tenantInput.value = tenant();
+document.getElementById("tenant-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  setTenant(tenantInput.value);
+  tenantInput.value = tenant();
+  toast(`Tenant ${tenant()}`);
+  route();
+});
+window.addEventListener("hashchange", route);
+setInterval(tickCountdowns, 1000);
+if (!location.hash) history.replaceState(null, "", "#/jobs");
+route();

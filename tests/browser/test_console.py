@@ -1,0 +1,381 @@
+"""The operator console, as an operator uses it: in chromium, against a real local stack.
+
+Each test states one thing a person does (create, pause, replay, open a DAG, use only the keyboard)
+and checks what the page then shows with Playwright's auto-waiting `expect`, never a sleep. The
+last tests run axe-core on every page and keep one screenshot per page under docs/console/.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import PHONE, SCREENSHOTS, TENANT, VENDOR, create, open_console
+from tests.e2e.conftest import Stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+AS_TENANT = {"X-Tenant": TENANT}
+NEVER_SOON = "0 0 1 1 *"  # a recurring job that stays SCHEDULED for the whole test
+
+
+def raw_get(stack: Stack, path: str) -> tuple[int, str, bytes]:
+    """GET `path` byte for byte (http.client does not normalise `..` away as a browser would)."""
+    host, port = stack.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.getheader("Content-Type") or "", response.read()
+    finally:
+        connection.close()
+
+
+def poll(fetch: Any, done: Any, timeout: float = 30.0) -> Any:
+    """Call fetch() until done(value) holds (the API side of a test; the page side uses expect)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fetch()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out; last value {value}")
+        time.sleep(0.25)
+
+
+def dead_letter_of(stack: Stack, job_id: str) -> dict[str, Any]:
+    """The dead letter of a job whose one attempt fails (demo.fail, max_attempts 1), once it exists."""
+    items = poll(
+        lambda: stack.get(f"/api/dead-letter?job_id={job_id}", **AS_TENANT).json()["items"],
+        lambda found: len(found) > 0,
+        timeout=60,
+    )
+    return dict(items[0])
+
+
+def failing_job(stack: Stack, name: str, *, in_seconds: int = 0) -> str:
+    """A one-off whose only attempt fails (`in_seconds` from now: time to create its dependants first)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() + in_seconds))
+    return create(
+        stack, {"type": "one_off", "name": name, "handler": "demo.fail", "run_at": now, "max_attempts": 1}
+    )
+
+
+# -- serving --------------------------------------------------------------------------------------
+def test_the_stack_serves_the_console_files_with_their_content_types(console_stack: Stack) -> None:
+    status, kind, body = raw_get(console_stack, "/console")
+    assert (status, kind) == (200, "text/html; charset=utf-8")
+    assert b'<script type="module" src="app.js">' in body
+    assert raw_get(console_stack, "/console/")[0] == 200
+    assert raw_get(console_stack, "/console/app.js")[1] == "text/javascript; charset=utf-8"
+    assert raw_get(console_stack, "/console/app.css")[1] == "text/css; charset=utf-8"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/../pyproject.toml",
+        "/console/..%2f..%2fpyproject.toml",
+        "/console/%2e%2e/local/stack.py",
+        "/console/__init__.py",
+        "/console/./app.js/..",
+        "/console//etc/passwd",
+        "/console/nested/app.js",
+        "/console/missing.js",
+    ],
+)
+def test_no_path_outside_the_console_files_is_served(console_stack: Stack, path: str) -> None:
+    status, _, body = raw_get(console_stack, path)
+    assert status == 404
+    assert json.loads(body)["error"]["code"] == "not_found"
+
+
+# -- scenarios ------------------------------------------------------------------------------------
+def test_a_job_created_through_the_form_shows_its_run(page: Any) -> None:
+    name = f"form-{uuid.uuid4().hex[:8]}"
+    open_console(page, "#/jobs")
+    form = page.locator("#create-form")
+    form.get_by_label("Name").fill(name)
+    form.get_by_label("Handler").fill("demo.echo")
+    form.get_by_label("Payload (JSON)").fill('{"hello": "console"}')
+    form.get_by_role("button", name="Create job").click()
+
+    expect(page.get_by_role("heading", level=1)).to_have_text(name)
+    expect(page.locator("#runs tbody .badge").first).to_have_text("SUCCEEDED", timeout=30_000)
+
+
+CRON_IN_WORDS = {
+    "*/5 * * * *": "every 5 minutes",
+    "0 9 * * 1-5": "at 09:00 on Monday to Friday",
+    "30 2 * * *": "at 02:30 every day",
+    "15 * * * *": "every hour at minute 15",
+    "0 */6 * * *": "every 6 hours at minute 0",
+    "*/10 * * * * *": "every 10 seconds, every minute",
+    "0 0 1 1 *": "at 00:00 on day 1 of the month in January",
+    "@daily": "every day at 00:00",
+    "5 4 L * *": "5 4 L * *",  # a shape the describer does not know is shown as written
+}
+
+
+def test_cron_expressions_read_in_words(page: Any) -> None:
+    open_console(page, "#/health")
+    described = page.evaluate(
+        "async (exprs) => { const { describeCron } = await import('/console/cron.js');"
+        " return Object.fromEntries(exprs.map((e) => [e, describeCron(e)])); }",
+        list(CRON_IN_WORDS),
+    )
+    assert described == CRON_IN_WORDS
+
+
+def test_run_now_twice_draws_the_lateness_and_duration_chart(page: Any, console_stack: Stack) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo"})
+    open_console(page, f"#/jobs/{job_id}")
+    expect(page.locator("#trend")).to_contain_text("after two finished runs")
+    for count in (1, 2):
+        page.get_by_role("button", name="Run now").click()
+        expect(page.locator("#runs tbody tr .badge.s-SUCCEEDED")).to_have_count(count, timeout=30_000)
+    expect(page.locator("#trend svg polyline")).to_have_count(2)
+
+
+def test_pause_and_resume_from_the_list_and_from_the_job(page: Any, console_stack: Stack) -> None:
+    name = f"pause-{uuid.uuid4().hex[:8]}"
+    job_id = create(
+        console_stack, {"type": "recurring", "name": name, "cron_expr": NEVER_SOON, "handler": "demo.echo"}
+    )
+    open_console(page, "#/jobs")
+    page.get_by_role("button", name=f"Pause {name}").click()
+    expect(page.get_by_role("button", name=f"Resume {name}")).to_be_visible()
+    assert console_stack.get(f"/api/jobs/{job_id}", **AS_TENANT).json()["status"] == "PAUSED"
+
+    open_console(page, f"#/jobs/{job_id}")
+    toggle = page.locator("#pause-toggle")
+    expect(toggle).to_have_text("Resume")
+    toggle.click()
+    expect(toggle).to_have_text("Pause")
+    expect(page.locator("dl.def .badge").first).to_have_text("SCHEDULED")
+    assert console_stack.get(f"/api/jobs/{job_id}", **AS_TENANT).json()["status"] == "SCHEDULED"
+
+
+def test_a_dead_letter_is_replayed_from_its_list(page: Any, console_stack: Stack) -> None:
+    job_id = failing_job(console_stack, f"dead-{uuid.uuid4().hex[:8]}")
+    run_id = dead_letter_of(console_stack, job_id)["run_id"]
+
+    open_console(page, "#/dead-letters")
+    row = page.locator("#dead-letters tr", has=page.locator(f'button[data-run="{run_id}"]'))
+    expect(row).to_contain_text("demo.fail always fails")  # the last error, as the API gives it
+    replay = page.locator(f'button[data-run="{run_id}"]')
+    replay.click()
+    expect(replay).to_have_text("Replayed")
+    expect(replay).to_be_disabled()
+    # The replay is a fresh attempt series on the same run: a second attempt appears.
+    poll(
+        lambda: console_stack.get(f"/api/runs/{run_id}", **AS_TENANT).json(),
+        lambda run: len(run.get("attempts") or []) >= 2,
+        timeout=60,
+    )
+
+
+def test_a_dead_letter_is_replayed_from_its_run_page_and_again_after_it_fails_again(
+    page: Any, console_stack: Stack
+) -> None:
+    job_id = failing_job(console_stack, f"rerun-{uuid.uuid4().hex[:8]}")
+    run_id = dead_letter_of(console_stack, job_id)["run_id"]
+    for series in (2, 3):  # demo.fail dead-letters each replay again: each one is a new replay
+        poll(
+            lambda: console_stack.get(f"/api/runs/{run_id}", **AS_TENANT).json(),
+            lambda run, n=series: run["status"] == "DEAD_LETTER" and len(run["attempts"]) == n - 1,
+            timeout=60,
+        )
+        open_console(page, f"#/runs/{run_id}")
+        page.get_by_role("button", name="Replay").click()
+        poll(
+            lambda: console_stack.get(f"/api/runs/{run_id}", **AS_TENANT).json(),
+            lambda run, n=series: len(run.get("attempts") or []) >= n,
+            timeout=60,
+        )
+
+
+def test_bulk_select_pauses_the_chosen_jobs_and_no_other(page: Any, console_stack: Stack) -> None:
+    names = [f"bulk-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+    for name in names:
+        create(
+            console_stack,
+            {"type": "recurring", "name": name, "cron_expr": NEVER_SOON, "handler": "demo.echo"},
+        )
+    open_console(page, "#/jobs")
+    page.get_by_label(f"Select {names[0]}").check()
+    page.get_by_label(f"Select {names[1]}").check()
+    page.get_by_role("button", name="Pause selected").click()
+    expect(page.get_by_role("button", name=f"Resume {names[0]}")).to_be_visible()
+    expect(page.get_by_role("button", name=f"Resume {names[1]}")).to_be_visible()
+    expect(page.get_by_role("button", name=f"Pause {names[2]}")).to_be_visible()
+
+
+def test_a_dag_shows_each_node_by_status_and_upstream_failed(page: Any, console_stack: Stack) -> None:
+    upstream = failing_job(console_stack, f"up-{uuid.uuid4().hex[:6]}", in_seconds=4)
+    dependant = create(
+        console_stack,
+        {
+            "type": "dependent",
+            "name": f"down-{uuid.uuid4().hex[:6]}",
+            "depends_on": [upstream],
+            "handler": "demo.echo",
+        },
+    )
+    poll(
+        lambda: console_stack.get(f"/api/jobs/{dependant}/graph", **AS_TENANT).json(),
+        lambda g: any(p["status"].get(dependant) == "UPSTREAM_FAILED" for p in g["periods"]),
+        timeout=60,
+    )
+
+    open_console(page, f"#/dag/{dependant}")
+    expect(page.locator(f'svg.dag g.node[data-job="{dependant}"]')).to_have_attribute(
+        "data-status", "UPSTREAM_FAILED"
+    )
+    expect(page.locator(f'svg.dag g.node[data-job="{upstream}"]')).to_have_attribute(
+        "data-status", "DEAD_LETTER"
+    )
+    expect(page.locator("#dag-nodes")).to_contain_text("UPSTREAM_FAILED")
+
+
+def tab_to(page: Any, selector: str, limit: int = 80) -> None:
+    """Press Tab until the element matching `selector` has the focus (at most `limit` presses)."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate("(s) => document.activeElement && document.activeElement.matches(s)", selector):
+            return
+    raise AssertionError(f"Tab never reached {selector}")
+
+
+def test_the_keyboard_alone_reaches_create_and_pause(page: Any, console_stack: Stack) -> None:
+    open_console(page, "#/jobs")
+    tab_to(page, "#create-form input[name=name]")
+    page.keyboard.type(f"keys-{uuid.uuid4().hex[:8]}")
+    tab_to(page, "#create-form button[type=submit]")
+    page.keyboard.press("Enter")
+    expect(page.locator("#runs")).to_be_visible()
+
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo"})
+    open_console(page, f"#/jobs/{job_id}")
+    tab_to(page, "#pause-toggle")
+    page.keyboard.press("Enter")
+    expect(page.locator("#pause-toggle")).to_have_text("Resume")
+    expect(page.locator("#pause-toggle")).to_be_focused()
+
+
+# -- every page: accessibility, a phone-width layout, a screenshot ----------------------------------
+@pytest.fixture(scope="module")
+def pages(console_stack: Stack) -> dict[str, str]:
+    """A route for each page, over jobs that exercise it (a run that succeeded, a DAG, a dead letter)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    done = create(
+        console_stack, {"type": "one_off", "name": "nightly-report", "handler": "demo.echo", "run_at": now}
+    )
+    create(
+        console_stack,
+        {"type": "recurring", "name": "every-5-min", "cron_expr": "*/5 * * * *", "handler": "demo.echo"},
+    )
+    create(
+        console_stack,
+        {
+            "type": "recurring",
+            "name": "weekday-9am",
+            "cron_expr": "0 9 * * 1-5",
+            "timezone": "Europe/Paris",
+            "handler": "demo.echo",
+        },
+    )
+    upstream = failing_job(console_stack, "extract", in_seconds=4)
+    create(
+        console_stack, {"type": "dependent", "name": "load", "depends_on": [upstream], "handler": "demo.echo"}
+    )
+    dead_letter_of(console_stack, upstream)
+    job = poll(
+        lambda: console_stack.get(f"/api/jobs/{done}", **AS_TENANT).json(),
+        lambda j: j["status"] == "COMPLETED",
+    )
+    run_id = job["recent_executions"][0]["run_id"]
+    charted = create(
+        console_stack,
+        {
+            "type": "recurring",
+            "name": "hourly-export",
+            "cron_expr": "0 * * * *",
+            "handler": "demo.sleep",
+            "payload": {"seconds": 0.2},
+        },
+    )
+    for count in (1, 2, 3):  # three manual runs, one after the other: a run table and a chart to show
+        assert console_stack.post(f"/api/jobs/{charted}/run-now", None, **AS_TENANT).status_code == 202
+        poll(
+            lambda: console_stack.get(f"/api/jobs/{charted}/runs", **AS_TENANT).json()["items"],
+            lambda items, n=count: sum(r["status"] == "SUCCEEDED" for r in items) == n,
+        )
+    return {
+        "jobs": "#/jobs",
+        "job": f"#/jobs/{charted}",
+        "run": f"#/runs/{run_id}",
+        "dag": f"#/dag/{upstream}",
+        "dead-letters": "#/dead-letters",
+        "health": "#/health",
+    }
+
+
+PAGES = ["jobs", "job", "run", "dag", "dead-letters", "health"]
+
+
+def serious_violations(page: Any) -> list[dict[str, Any]]:
+    page.add_script_tag(path=str(VENDOR / "axe.min.js"))
+    result = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations")
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:3]}
+        for v in result
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_each_page_has_no_serious_accessibility_violation_and_is_kept_as_a_screenshot(
+    page: Any, pages: dict[str, str], name: str
+) -> None:
+    open_console(page, pages[name])
+    shown = page.locator("main").inner_text()
+    assert not [word for word in ("[object", "undefined", "NaN") if word in shown], shown
+    assert serious_violations(page) == []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_each_page_fits_a_phone_width_screen(page: Any, pages: dict[str, str], name: str) -> None:
+    page.set_viewport_size(PHONE)
+    open_console(page, pages[name])
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert serious_violations(page) == []
+    if name == "jobs":
+        page.screenshot(path=str(SCREENSHOTS / "jobs-phone.png"))
+
+
+def test_the_console_paints_within_two_seconds_and_shows_the_jobs_once_the_api_answers(
+    page: Any, pages: dict[str, str]
+) -> None:
+    """Time to first render on the local stack: the console's own part (its files, parsed and
+    painted) is bounded tightly; the page with its data waits on GET /api/jobs, which on the
+    embedded AWS reads each job's last run with one more Query (printed, loosely bounded)."""
+    open_console(page, pages["jobs"])
+    paint = page.evaluate("performance.getEntriesByName('first-contentful-paint')[0].startTime")
+    rendered = page.evaluate("performance.getEntriesByName('jobsched:first-render')[0].startTime")
+    api = page.evaluate(
+        "performance.getEntriesByType('resource').filter(e => e.name.includes('/api/jobs'))[0].duration"
+    )
+    print(
+        f"\nconsole: first paint {paint:.0f} ms; jobs shown at {rendered:.0f} ms (GET /api/jobs {api:.0f} ms)"
+    )
+    assert paint < 2_000
+    assert rendered < 10_000
