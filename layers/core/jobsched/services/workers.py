@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobsched.domain import times
 from jobsched.domain.keys import parse_run_id, run_id_for
@@ -55,7 +55,7 @@ from jobsched.domain.workers import (
     Worker,
 )
 from jobsched.errors import Conflict, NotFound, ValidationFailed
-from jobsched.ports import Clock, JobStore, RunStore, WorkerStore
+from jobsched.ports import Clock, CrashPoints, JobStore, RunStore, WorkerStore, no_crash
 
 if TYPE_CHECKING:
     from jobsched.services.dag import DagService
@@ -84,6 +84,23 @@ class Assignment:
     resources: Resources
 
 
+class RunMarkers(Protocol):
+    """The job's markers a handed-off run holds (its overlap slot, its concurrency-key slots), as
+    the worker function took them before the hand-off (services.run.Worker)."""
+
+    def hold_seconds(self) -> int:
+        """How long a renewal keeps them."""
+        ...
+
+    def renew_handed_off(self, job: Job, sf: str) -> None:
+        """Push them a hold's length from now."""
+        ...
+
+    def release_handed_off(self, job: Job, sf: str) -> None:
+        """Free them (and wake the tick buffered behind the run)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Report:
     """What a worker's report did: whether it changed the run, and the run as it stands."""
@@ -105,6 +122,14 @@ class WorkerPools:
     # signalled, a one-off's job COMPLETED). None (a test of placement alone): the outcome only.
     failures: FailureService | None = None
     dag: DagService | None = None
+    # The job's slot and key slots a handed-off run holds from hand-off until it is settled: renewed
+    # at the pool's reports, released after the settling (or a LOST end). None (a test of placement
+    # alone): no markers are kept.
+    markers: RunMarkers | None = None
+    crash: CrashPoints = no_crash
+    # run_id -> when this process last renewed the run's markers: a renewal is written at most
+    # every third of a hold per process (each process renews on its own, so never less often).
+    _renewed: dict[str, datetime] = field(default_factory=dict, init=False, repr=False)
 
     # -- workers -----------------------------------------------------------------------------------
 
@@ -150,6 +175,7 @@ class WorkerPools:
         if worker is None:
             raise NotFound(f"no worker {worker_id}")
         if worker.status == "ALIVE":
+            self._heard(worker, runs)
             self.sweep(tenant=tenant, pool=worker.pool)
             worker = self.get(tenant=tenant, worker_id=worker_id)
         stale = sorted(run_id for run_id in runs if run_id not in worker.holds)
@@ -175,6 +201,9 @@ class WorkerPools:
             row = self.runs.get(hold.job_id, hold.scheduled_for)
             if row is not None and row.status in NOTHING_TO_RUN:
                 # A stale placement (a crash between reserve and a refused dequeue): nothing to run.
+                # Its outcome is settled first (idempotent), in case the api that recorded it died
+                # before it settled it: released first, nothing would find the run again.
+                self._settle(hold.job_id, row, now)
                 self.workers.release(tenant, worker_id, run_id=hold.run_id, only=hold)
                 continue
             out.append(
@@ -253,16 +282,29 @@ class WorkerPools:
         now = self.clock.now()
         for hold in before.holds.values():
             job = self.jobs.get_job(hold.job_id)
+            row = self.runs.get(hold.job_id, hold.scheduled_for)
+            if row is not None and row.status in NOTHING_TO_RUN:
+                # Over already: recorded by this worker's `finished` in an api process that died
+                # before it settled the outcome (its hold is released only after the settling),
+                # or a stray placement. Settled here (each step is idempotent), then its markers
+                # are freed if the run was this worker's; it is not queued again.
+                self._settle(hold.job_id, row, now)
+                if row.worker == worker.worker_id:
+                    self._free(hold.run_id, job, hold.scheduled_for)
+                continue
             if hold.state == "confirmed" and job is not None and not job.idempotent:
                 # It may have run: an operator decides (LOST), as for a non-idempotent takeover.
-                self.runs.lose(
+                lost = self.runs.lose(
                     hold.job_id,
                     hold.scheduled_for,
                     owner=worker.worker_id,
                     now=now,
                     error=("WorkerLost", f"worker {worker.worker_id} missed three heartbeats"),
                 )
+                if lost.applied:
+                    self._free(hold.run_id, job, hold.scheduled_for)  # a LOST run is over
                 continue
+            # Back to the queue: it has not finished, so it keeps the job's slot and key slots.
             self._requeue(worker, hold)
 
     def _requeue(self, worker: Worker, hold: Hold) -> None:
@@ -295,6 +337,7 @@ class WorkerPools:
                 self.workers.dequeue(queued)  # a placement that crashed before its dequeue
                 continue
             request = Request(queued.run_id, queued.resources, queued.labels)
+            self._keep(queued.run_id, queued.job_id, queued.scheduled_for, since=queued.enqueued_at)
             for _ in range(RESERVE_TRIES):
                 chosen = best_fit(request, [Slot(w.worker_id, w.free(), w.labels) for w in alive.values()])
                 if chosen is None:
@@ -364,6 +407,7 @@ class WorkerPools:
         if not moved.applied:
             return Report(False, moved.row)  # a repeated ack, or a run that moved on
         self.workers.confirm(tenant, worker_id, run_id=run_id, now=now)
+        self._keep(run_id, job_id, sf)
         return Report(True, self.runs.get(job_id, sf))
 
     def started(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
@@ -373,6 +417,8 @@ class WorkerPools:
         if hold is None or hold.state != "confirmed":
             return Report(False, row)
         moved = self.runs.start(job_id, sf, owner=worker_id, now=self.clock.now())
+        if moved.applied:
+            self._keep(run_id, job_id, sf)
         return Report(moved.applied, self.runs.get(job_id, sf) if moved.applied else moved.row)
 
     def beat(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
@@ -383,6 +429,8 @@ class WorkerPools:
             return Report(False, row)
         until = self.clock.now() + timedelta(seconds=DEAD_AFTER_SECONDS)
         applied = self.runs.extend_lease(job_id=job_id, scheduled_for=sf, owner=worker_id, until=until)
+        if applied:
+            self._keep(run_id, job_id, sf)
         return Report(applied, self.runs.get(job_id, sf))
 
     def finished(
@@ -394,8 +442,16 @@ class WorkerPools:
         result: str | None,
         error: tuple[str, str] | None,
     ) -> Report:
-        """RUNNING -> SUCCEEDED (result) | FAILED (error) by the worker holding the run, then its hold
-        released. A duplicate or a stale report changes nothing."""
+        """RUNNING -> SUCCEEDED (result) | FAILED (error) by the worker holding the run, settled,
+        then the job's markers and the worker's hold released. A duplicate or a stale report changes
+        nothing.
+
+            record ──> settle ──> free the job's slot and key slots ──> release the worker's hold
+            crash after the record: the hold is still on the worker; the worker's retry of its
+                report, or the sweep that buries the worker (heartbeats stopped), or the heartbeat
+                that no longer reports the run, settles it again (idempotent) and releases
+            crash after the markers are freed: the same; a second free is a refused no-op
+        """
         job_id, sf, row = self._row(tenant, run_id)
         _, hold = self._held(tenant, worker_id, run_id)
         now = self.clock.now()
@@ -404,6 +460,8 @@ class WorkerPools:
                 # The recording worker's report again: a retry after an answer it never got, maybe
                 # from a process that died before it settled the outcome. Settling again is a no-op.
                 self._settle(job_id, row, now)
+                if hold is not None:  # still held (that process died before the releases): now
+                    self._end(tenant, worker_id, hold, job_id, sf)
             return Report(False, row)
         end = AttemptEnd(
             attempt=row.attempt,
@@ -415,11 +473,61 @@ class WorkerPools:
         )
         moved = self.runs.record(job_id, sf, owner=worker_id, end=end)
         if moved.applied:
-            self.workers.release(tenant, worker_id, run_id=run_id)
+            self.crash("pools.finished.before_settle")
             recorded = self.runs.get(job_id, sf)
             self._settle(job_id, recorded, now)
+            self.crash("pools.finished.before_release")
+            self._end(tenant, worker_id, hold, job_id, sf)
             return Report(True, recorded)
         return Report(False, moved.row)
+
+    def _end(self, tenant: str, worker_id: str, hold: Hold, job_id: str, sf: str) -> None:
+        """A settled run's last steps: the job's markers freed, then the worker's hold released
+        (last: while the hold is there, a sweep or a retried report can still settle the run)."""
+        self._free(hold.run_id, self.jobs.get_job(job_id), sf)
+        self.workers.release(tenant, worker_id, run_id=hold.run_id)
+
+    # -- the job's markers a handed-off run holds ------------------------------------------------
+
+    def _keep(self, run_id: str, job_id: str, sf: str, *, since: datetime | None = None) -> None:
+        """Renew the run's markers unless this process renewed them (or, `since`, they were known
+        renewed) within a third of a hold: a live run's markers never lapse, at a write per run
+        per third of a hold at most."""
+        if self.markers is None:
+            return
+        now = self.clock.now()
+        last = self._renewed.get(run_id, since)
+        if last is not None and now - last < timedelta(seconds=self.markers.hold_seconds() / 3):
+            return
+        job = self.jobs.get_job(job_id)
+        if job is None:
+            return
+        self.markers.renew_handed_off(job, sf)
+        self._renewed[run_id] = now
+
+    def _free(self, run_id: str, job: Job | None, sf: str) -> None:
+        self._renewed.pop(run_id, None)
+        if self.markers is not None and job is not None:
+            self.markers.release_handed_off(job, sf)
+
+    def _heard(self, worker: Worker, runs: Mapping[str, str]) -> None:
+        """At a heartbeat: renew the markers of the runs the worker holds and reports; settle and
+        release a confirmed hold it no longer reports whose run it recorded (the api that recorded
+        it died before settling, and the worker does not retry its report)."""
+        for hold in worker.holds.values():
+            if hold.state != "confirmed":
+                continue
+            if hold.run_id in runs:
+                self._keep(hold.run_id, hold.job_id, hold.scheduled_for)
+                continue
+            row = self.runs.get(hold.job_id, hold.scheduled_for)
+            if (
+                row is not None
+                and row.worker == worker.worker_id
+                and row.status in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+            ):
+                self._settle(hold.job_id, row, self.clock.now())
+                self._end(worker.tenant, worker.worker_id, hold, hold.job_id, hold.scheduled_for)
 
     def _settle(self, job_id: str, row: Execution | None, now: datetime) -> None:
         job = self.jobs.get_job(job_id)
