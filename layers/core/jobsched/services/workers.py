@@ -65,8 +65,9 @@ PLACE_BATCH = 100
 """Waiting runs one sweep considers, oldest first."""
 RESERVE_TRIES = 3
 """Compare-and-set attempts per run and sweep before it waits for the next sweep."""
-NOTHING_TO_RUN = TERMINAL | {RunStatus.LOST, RunStatus.SKIPPED, RunStatus.UPSTREAM_FAILED}
-"""Run states an ack cannot claim: a hold on such a run is a stale placement, released at the poll."""
+NOTHING_TO_RUN = TERMINAL | {RunStatus.FAILED, RunStatus.LOST, RunStatus.SKIPPED, RunStatus.UPSTREAM_FAILED}
+"""Run states an ack cannot claim: a hold on such a run is a stale placement, released at the poll,
+or a recorded run (SUCCEEDED, FAILED: it awaits its retry's hand-off) settled before its release."""
 
 
 @dataclass(frozen=True, slots=True)
