@@ -65,6 +65,10 @@ PLACE_BATCH = 100
 """Waiting runs one sweep considers, oldest first."""
 RESERVE_TRIES = 3
 """Compare-and-set attempts per run and sweep before it waits for the next sweep."""
+SWEEP_EVERY_SECONDS = 1.0
+"""A process sweeps a pool at most this often from its heartbeats and polls: a long poll's steps
+(every 0.5 s) in between read their own worker only. Placement waits at most this long for a sweep
+of a process that serves the pool (any worker's heartbeat or poll sweeps for all of them)."""
 NOTHING_TO_RUN = TERMINAL | {RunStatus.FAILED, RunStatus.LOST, RunStatus.SKIPPED, RunStatus.UPSTREAM_FAILED}
 """Run states an ack cannot claim: a hold on such a run is a stale placement, released at the poll,
 or a recorded run (SUCCEEDED, FAILED: it awaits its retry's hand-off) settled before its release."""
@@ -131,6 +135,9 @@ class WorkerPools:
     # run_id -> when this process last renewed the run's markers: a renewal is written at most
     # every third of a hold per process (each process renews on its own, so never less often).
     _renewed: dict[str, datetime] = field(default_factory=dict, init=False, repr=False)
+    # (tenant, pool) -> when this process last swept it, and last read its queue.
+    _swept: dict[tuple[str, str], datetime] = field(default_factory=dict, init=False, repr=False)
+    _queue_read: dict[tuple[str, str], datetime] = field(default_factory=dict, init=False, repr=False)
 
     # -- workers -----------------------------------------------------------------------------------
 
@@ -148,6 +155,7 @@ class WorkerPools:
         )
         if not self.workers.register(worker):  # a uuid collision: say so rather than share an id
             raise Conflict("worker id taken; register again")
+        self._swept.pop((tenant, pool), None)  # new capacity: its first poll sweeps at once
         return worker
 
     def get(self, *, tenant: str, worker_id: str) -> Worker:
@@ -176,21 +184,23 @@ class WorkerPools:
         if worker is None:
             raise NotFound(f"no worker {worker_id}")
         if worker.status == "ALIVE":
-            self._heard(worker, runs)
-            self.sweep(tenant=tenant, pool=worker.pool)
-            worker = self.get(tenant=tenant, worker_id=worker_id)
+            ended = self._heard(worker, runs)
+            if worker_id in self._sweep_due(tenant, worker.pool) or ended:
+                worker = self.get(tenant=tenant, worker_id=worker_id)
         stale = sorted(run_id for run_id in runs if run_id not in worker.holds)
         return worker, stale
 
     def poll(self, *, tenant: str, worker_id: str) -> list[Assignment]:
-        """Sweep the worker's pool, then answer the runs reserved on it (not yet acknowledged)."""
+        """Sweep the worker's pool (at most every SWEEP_EVERY_SECONDS per process), then answer the
+        runs reserved on it (not yet acknowledged). An idle poll step reads the worker only, or, when
+        it sweeps, the worker, the pool's workers and (if a worker has room) the pool's queue."""
         worker = self.get(tenant=tenant, worker_id=worker_id)
         if worker.status != "ALIVE":
             raise Conflict(f"worker {worker_id} was declared dead: register again")
-        self.sweep(tenant=tenant, pool=worker.pool)
-        worker = self.get(tenant=tenant, worker_id=worker_id)
-        if worker.status != "ALIVE":  # this very sweep found it three heartbeats late
-            raise Conflict(f"worker {worker_id} was declared dead: register again")
+        if worker_id in self._sweep_due(tenant, worker.pool):  # this sweep changed it: read it again
+            worker = self.get(tenant=tenant, worker_id=worker_id)
+            if worker.status != "ALIVE":  # this very sweep found it three heartbeats late
+                raise Conflict(f"worker {worker_id} was declared dead: register again")
         now = self.clock.now()
         out: list[Assignment] = []
         for hold in sorted(worker.holds.values(), key=lambda h: (h.enqueued_at, h.run_id)):
@@ -258,23 +268,40 @@ class WorkerPools:
     def sweep(self, *, tenant: str, pool: str) -> dict[str, str]:
         """Declare late workers dead, re-queue lapsed reservations, then place the waiting runs by
         best fit, oldest first; answers run_id -> worker_id of what this sweep placed."""
+        return self._sweep(tenant, pool, set())
+
+    def _sweep_due(self, tenant: str, pool: str) -> set[str]:
+        """Sweep the pool unless this process did within SWEEP_EVERY_SECONDS; answers the workers
+        the sweep changed (none when it did not sweep)."""
+        now = self.clock.now()
+        last = self._swept.get((tenant, pool))
+        if last is not None and now - last < timedelta(seconds=SWEEP_EVERY_SECONDS):
+            return set()
+        self._swept[(tenant, pool)] = now
+        touched: set[str] = set()
+        self._sweep(tenant, pool, touched)
+        return touched
+
+    def _sweep(self, tenant: str, pool: str, touched: set[str]) -> dict[str, str]:
         now = self.clock.now()
         alive: dict[str, Worker] = {}
         for worker in self.workers.list_workers(tenant, pool=pool):
             if worker.status != "ALIVE":
                 continue
             if worker.is_late(now):
+                touched.add(worker.worker_id)
                 self._bury(worker)
                 continue
             for hold in worker.holds.values():
                 if hold.state == "reserved" and hold.until < now:
                     # (this sweep still counts the hold on this worker: the run goes elsewhere if
                     # it fits, or waits for the next sweep)
+                    touched.add(worker.worker_id)
                     self.workers.requeue_lapsed(
                         tenant, worker.worker_id, hold=hold, run=self._queued_again(worker, hold)
                     )
             alive[worker.worker_id] = worker
-        return self._place(tenant, pool, alive, now)
+        return self._place(tenant, pool, alive, now, touched)
 
     def _bury(self, worker: Worker) -> None:
         before = self.workers.mark_dead(worker.tenant, worker.worker_id, expected_version=worker.version)
@@ -325,7 +352,11 @@ class WorkerPools:
             enqueued_at=hold.enqueued_at,
         )
 
-    def _place(self, tenant: str, pool: str, alive: dict[str, Worker], now: datetime) -> dict[str, str]:
+    def _place(
+        self, tenant: str, pool: str, alive: dict[str, Worker], now: datetime, touched: set[str]
+    ) -> dict[str, str]:
+        if not self._queue_worth_reading(tenant, pool, alive, now):
+            return {}
         held = {
             run_id
             for w in alive.values()
@@ -354,6 +385,7 @@ class WorkerPools:
                 )
                 worker = alive[chosen]
                 if self.workers.reserve(tenant, chosen, hold=hold, expected_version=worker.version):
+                    touched.add(chosen)
                     alive[chosen] = worker.model_copy(
                         update={"holds": {**worker.holds, hold.run_id: hold}, "version": worker.version + 1}
                     )
@@ -368,6 +400,21 @@ class WorkerPools:
                 else:
                     alive[chosen] = fresh
         return placed
+
+    def _queue_worth_reading(self, tenant: str, pool: str, alive: dict[str, Worker], now: datetime) -> bool:
+        """Whether this sweep reads the pool's queue (a Query): when an alive worker has room (CPU and
+        memory free: a job's resources ask for some of both), or this process has not read it for a
+        third of a hold (the waiting runs' markers are renewed as it is read). A run that asks for
+        nothing waits for a worker with room, or that read."""
+        room = any(w.free().cpu > 0 and w.free().memory_mib > 0 for w in alive.values())
+        last = self._queue_read.get((tenant, pool))
+        every = self.markers.hold_seconds() / 3 if self.markers is not None else None
+        if not room and last is not None and (every is None or now - last < timedelta(seconds=every)):
+            return False
+        if not room and last is None and every is None:
+            return False
+        self._queue_read[(tenant, pool)] = now
+        return True
 
     def waiting(self, *, tenant: str, pool: str) -> list[QueuedRun]:
         """The pool's waiting runs, oldest first."""
@@ -454,7 +501,7 @@ class WorkerPools:
             crash after the markers are freed: the same; a second free is a refused no-op
         """
         job_id, sf, row = self._row(tenant, run_id)
-        _, hold = self._held(tenant, worker_id, run_id)
+        reporter, hold = self._held(tenant, worker_id, run_id)
         now = self.clock.now()
         if hold is None or hold.state != "confirmed" or row.status != RunStatus.RUNNING:
             if row.worker == worker_id and row.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
@@ -462,7 +509,7 @@ class WorkerPools:
                 # from a process that died before it settled the outcome. Settling again is a no-op.
                 self._settle(job_id, row, now)
                 if hold is not None:  # still held (that process died before the releases): now
-                    self._end(tenant, worker_id, hold, job_id, sf)
+                    self._end(reporter, hold, job_id, sf)
             return Report(False, row)
         end = AttemptEnd(
             attempt=row.attempt,
@@ -478,15 +525,17 @@ class WorkerPools:
             recorded = self.runs.get(job_id, sf)
             self._settle(job_id, recorded, now)
             self.crash("pools.finished.before_release")
-            self._end(tenant, worker_id, hold, job_id, sf)
+            self._end(reporter, hold, job_id, sf)
             return Report(True, recorded)
         return Report(False, moved.row)
 
-    def _end(self, tenant: str, worker_id: str, hold: Hold, job_id: str, sf: str) -> None:
+    def _end(self, worker: Worker, hold: Hold, job_id: str, sf: str) -> None:
         """A settled run's last steps: the job's markers freed, then the worker's hold released
-        (last: while the hold is there, a sweep or a retried report can still settle the run)."""
+        (last: while the hold is there, a sweep or a retried report can still settle the run). The
+        capacity it frees is placed at this process's next poll or heartbeat of the pool, at once."""
         self._free(hold.run_id, self.jobs.get_job(job_id), sf)
-        self.workers.release(tenant, worker_id, run_id=hold.run_id)
+        self.workers.release(worker.tenant, worker.worker_id, run_id=hold.run_id)
+        self._swept.pop((worker.tenant, worker.pool), None)
 
     # -- the job's markers a handed-off run holds ------------------------------------------------
 
@@ -511,10 +560,11 @@ class WorkerPools:
         if self.markers is not None and job is not None:
             self.markers.release_handed_off(job, sf)
 
-    def _heard(self, worker: Worker, runs: Mapping[str, str]) -> None:
+    def _heard(self, worker: Worker, runs: Mapping[str, str]) -> bool:
         """At a heartbeat: renew the markers of the runs the worker holds and reports; settle and
         release a confirmed hold it no longer reports whose run it recorded (the api that recorded
-        it died before settling, and the worker does not retry its report)."""
+        it died before settling, and the worker does not retry its report). True if it released one."""
+        ended = False
         for hold in worker.holds.values():
             if hold.state != "confirmed":
                 continue
@@ -528,7 +578,9 @@ class WorkerPools:
                 and row.status in (RunStatus.SUCCEEDED, RunStatus.FAILED)
             ):
                 self._settle(hold.job_id, row, self.clock.now())
-                self._end(worker.tenant, worker.worker_id, hold, hold.job_id, hold.scheduled_for)
+                self._end(worker, hold, hold.job_id, hold.scheduled_for)
+                ended = True
+        return ended
 
     def _settle(self, job_id: str, row: Execution | None, now: datetime) -> None:
         job = self.jobs.get_job(job_id)
