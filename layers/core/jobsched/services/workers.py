@@ -28,6 +28,15 @@ Every step is one conditional write, and each crash between two leaves state tha
     started / heartbeat / finished: the run row's own conditional edges, owner = the worker, and
               only while the worker is ALIVE and holds the run: a worker declared dead that comes
               back has its stale runs refused (its holds were dropped when it was declared dead)
+    finished  record -> settle -> the job's markers freed -> the worker's hold released
+                                                crash before the release: the hold stays, and the
+                                                retried report, the worker's next heartbeat without
+                                                the run, or the sweep that buries the worker settles
+                                                it again (idempotent), then releases
+
+The job's markers (its overlap slot, its concurrency-key slots) are the worker function's, taken
+before the hand-off and held until the run is settled or LOST: every report and the queue's reads
+renew them (RunMarkers), so a pool run never runs beside the job's next tick.
 
 A refused report changes nothing and answers the run as it stands (the duplicate `finished`).
 """
