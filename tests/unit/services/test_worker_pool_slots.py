@@ -22,7 +22,7 @@ from jobsched.domain.limits import Concurrency
 from jobsched.domain.placement import Resources
 from jobsched.domain.status import RunStatus
 from jobsched.domain.workers import DEAD_AFTER_SECONDS, HEARTBEAT_SECONDS, pool_key_holder
-from jobsched.services.run import Outcome
+from jobsched.services.run import Delivery, Outcome
 from jobsched.services.workers import WorkerPools
 from tests.unit.services.conftest import T0, World
 
@@ -191,3 +191,30 @@ def test_a_non_idempotent_run_lost_with_its_worker_releases_its_slot(world: Worl
     row = world.runs.get(job_id, TICK_1)
     assert row is not None and row.status == RunStatus.LOST
     assert slot_of(world, job_id) is None
+
+
+def test_a_hand_off_message_redelivered_after_a_crash_before_its_ack_is_dropped_once_the_pool_took_it(
+    world: World,
+) -> None:
+    # Given a `skip` job's 12:01 message, handed off by a receive that died before the ack
+    pools = pools_of(world)
+    job_id = pool_job(world, "skip")
+    world.svc.dispatcher.dispatch_all()
+    world.clock.advance(60)
+    [message] = world.queue.receive()
+    delivery = Delivery(message.message_id, message.receipt_handle, message.body)
+    assert world.svc.worker.process(delivery) == Outcome.HANDED_OFF  # (not deleted: the crash)
+    # And its pool run acknowledged and started, its worker heartbeating past the visibility timeout
+    worker = register(pools)
+    [assigned] = pools.poll(tenant="t", worker_id=worker)
+    assert pools.ack(tenant="t", worker_id=worker, run_id=assigned.run_id).applied
+    assert pools.started(tenant="t", worker_id=worker, run_id=assigned.run_id).applied
+    for _ in range(31):
+        world.clock.advance(HEARTBEAT_SECONDS)
+        pools.heartbeat(tenant="t", worker_id=worker, free=None, runs={assigned.run_id: "RUNNING"})
+    # When the message surfaces again
+    # Then it is dropped as a duplicate (not left to bounce toward the redrive queue), and the run
+    # keeps its slot
+    assert world.deliver() == [Outcome.DUPLICATE]
+    assert world.queue.depth() == 0
+    assert slot_of(world, job_id) == SF_1

@@ -236,6 +236,12 @@ class Worker:
             started = job is not None and job.active_run == sf and job.active_message == delivery.message_id
             found_until = job.active_until if started and job is not None else None
             if started and job is not None and _live(job.active_until, now):
+                if self._pool_took(job, sf):
+                    # A worker-pool run's message whose receive handed it off and died before the
+                    # ack: its pool renews the marker while the run lives, so it would bounce here
+                    # until the run ended (toward the redrive queue). Its pool acknowledged the run
+                    # (or recorded it): nothing is left for the message; the marker stays the pool's.
+                    return Outcome.DUPLICATE
                 # Not a dead receive's marker: a live one's (a heartbeat renews it; a dead receive's
                 # lapses before its message surfaces again). SQS handed this very message out twice
                 # at once: leave this copy to its visibility. Run beside its twin, its end freed the
@@ -579,6 +585,14 @@ class Worker:
 
     def hold_seconds(self) -> int:
         return hold_seconds(self.settings.lease_seconds)
+
+    def _pool_took(self, job: Job, sf: str) -> bool:
+        """Whether `sf` is a worker-pool run its pool acknowledged or recorded (so its hand-off is
+        done). PENDING is no proof: a twin receive may be between its hold and its hand-off."""
+        if self.hand_off is None or not isinstance(job.target, WorkerTarget):
+            return False
+        row = self.runs.get(job.job_id, sf)
+        return row is not None and row.status in (*HELD, RunStatus.SUCCEEDED, RunStatus.FAILED)
 
     def renew_handed_off(self, job: Job, sf: str) -> None:
         """Push the slot and the key slots a handed-off run holds to a hold's end from now (its
