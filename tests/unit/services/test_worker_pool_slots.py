@@ -23,6 +23,7 @@ from jobsched.domain.placement import Resources
 from jobsched.domain.status import RunStatus
 from jobsched.domain.workers import DEAD_AFTER_SECONDS, HEARTBEAT_SECONDS, pool_key_holder
 from jobsched.services.run import Delivery, Outcome
+from jobsched.services.runs import RunService
 from jobsched.services.workers import WorkerPools
 from tests.unit.services.conftest import T0, World
 
@@ -218,3 +219,25 @@ def test_a_hand_off_message_redelivered_after_a_crash_before_its_ack_is_dropped_
     assert world.deliver() == [Outcome.DUPLICATE]
     assert world.queue.depth() == 0
     assert slot_of(world, job_id) == SF_1
+
+
+def test_a_waiting_pool_run_cancelled_frees_its_key_slot_when_its_stray_placement_is_found(
+    world: World,
+) -> None:
+    # Given an `allow` pool job with a concurrency key, its 12:01 run waiting in the pool's queue
+    pools = pools_of(world)
+    job_id = pool_job(world, "allow", concurrency=Concurrency(key="gpu-db", limit=1))
+    world.svc.dispatcher.dispatch_all()
+    world.clock.advance(60)
+    assert world.deliver() == [Outcome.HANDED_OFF]
+    limits = world.svc.worker.limits
+    assert limits is not None
+    assert set(limits.holders("t", "gpu-db", now=world.clock.now())) == {pool_key_holder(SF_1)}
+    # When the run is cancelled before a worker takes it, then a worker's poll places and finds it
+    cancelled = RunService(job_service=world.svc.job_service).cancel(run_id_for(job_id, TICK_1), tenant="t")
+    assert cancelled.status == RunStatus.CANCELLED
+    worker = register(pools)
+    assert pools.poll(tenant="t", worker_id=worker) == []
+    # Then its key slot is free, and nothing is left on the worker
+    assert limits.holders("t", "gpu-db", now=world.clock.now()) == {}
+    assert pools.get(tenant="t", worker_id=worker).holds == {}

@@ -224,6 +224,8 @@ class WorkerPools:
                 # Its outcome is settled first (idempotent), in case the api that recorded it died
                 # before it settled it: released first, nothing would find the run again.
                 self._settle(hold.job_id, row, now)
+                if row.status != RunStatus.FAILED:  # over for good (a FAILED one's recorder frees it)
+                    self._free(hold.run_id, job, hold.scheduled_for)
                 self.workers.release(tenant, worker_id, run_id=hold.run_id, only=hold)
                 continue
             out.append(
@@ -324,9 +326,10 @@ class WorkerPools:
                 # Over already: recorded by this worker's `finished` in an api process that died
                 # before it settled the outcome (its hold is released only after the settling),
                 # or a stray placement. Settled here (each step is idempotent), then its markers
-                # are freed if the run was this worker's; it is not queued again.
+                # are freed (a FAILED run only by its recorder: it may be re-armed, its slot taken
+                # again by its retry); it is not queued again.
                 self._settle(hold.job_id, row, now)
-                if row.worker == worker.worker_id:
+                if row.worker == worker.worker_id or row.status != RunStatus.FAILED:
                     self._free(hold.run_id, job, hold.scheduled_for)
                 continue
             if hold.state == "confirmed" and job is not None and not job.idempotent:
