@@ -545,7 +545,8 @@ class WorkerPools:
         """A settled run's last steps: the job's markers freed, then the worker's hold released
         (last: while the hold is there, a sweep or a retried report can still settle the run). The
         capacity it frees is placed at this process's next poll or heartbeat of the pool, at once."""
-        self._free(hold.run_id, self.jobs.get_job(job_id), sf)
+        if self.markers is not None:
+            self._free(hold.run_id, self.jobs.get_job(job_id), sf)
         self.workers.release(worker.tenant, worker.worker_id, run_id=hold.run_id)
         self._swept.pop((worker.tenant, worker.pool), None)
 
