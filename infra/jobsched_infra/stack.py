@@ -323,8 +323,10 @@ class JobschedScheduler(Construct):
             fn.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[topic.topic_arn]))
         # Tenant limits (jobsched.adapters.dynamodb.limits): the worker takes, renews and frees
         # concurrency-key slots (a consistent GetItem, a conditional PutItem, UpdateItem); the api
-        # takes a day's backfill budget (UpdateItem) and reads quotas (GetItem), as do the dispatcher
-        # (max_runs_per_second) and the worker (max_concurrent_runs), each cached 30 s per warm Lambda.
+        # takes a day's backfill budget (UpdateItem), renews and frees a worker-pool run's key slots
+        # (UpdateItem: its pool holds them from hand-off to settling) and reads quotas (GetItem), as
+        # do the dispatcher (max_runs_per_second) and the worker (max_concurrent_runs), each cached
+        # 30 s per warm Lambda.
         # Quotas are written by an operator's own credentials only (`jobsched admin quota`): no
         # function may write them.
         self.table_access[worker_fn][limits] = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")

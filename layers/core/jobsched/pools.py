@@ -25,6 +25,7 @@ def worker_pools(services: Services, *, table: str) -> WorkerPools | None:
         clock=services.clock,
         failures=services.failures,
         dag=services.dag,
+        markers=services.worker,  # the slot and key slots its worker function took before the hand-off
     )
 
 

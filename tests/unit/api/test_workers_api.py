@@ -27,6 +27,7 @@ def api(world: World) -> APIGatewayRestResolver:
         clock=world.clock,
         failures=world.svc.failures,
         dag=world.svc.dag,
+        markers=world.svc.worker,
     )
     world.svc.worker.hand_off = pools.hand_off
     return build_app(

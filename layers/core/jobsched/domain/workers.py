@@ -38,6 +38,12 @@ MAX_POLL_WAIT_SECONDS = 20
 """The longest one long-poll waits for work (an API Gateway call must answer within 29 s)."""
 MAX_LABELS = 20
 
+
+def pool_key_holder(scheduled_for: str) -> str:
+    """A worker-pool run's holder in its concurrency keys' sets: the run alone, no message, so the
+    pool that renews and releases it and every message of the run (a retry's) name the same one."""
+    return f"{scheduled_for}#pool"
+
 WorkerStatus = Literal["ALIVE", "DEAD"]
 HoldState = Literal["reserved", "confirmed"]
 

@@ -66,6 +66,7 @@ from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flig
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, UNSTARTED_RECORDS, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed, WorkerTarget
+from jobsched.domain.workers import pool_key_holder
 from jobsched.errors import JobschedError, StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.logcontext import run_scope
@@ -235,6 +236,12 @@ class Worker:
             started = job is not None and job.active_run == sf and job.active_message == delivery.message_id
             found_until = job.active_until if started and job is not None else None
             if started and job is not None and _live(job.active_until, now):
+                if self._pool_took(job, sf):
+                    # A worker-pool run's message whose receive handed it off and died before the
+                    # ack: its pool renews the marker while the run lives, so it would bounce here
+                    # until the run ended (toward the redrive queue). Its pool acknowledged the run
+                    # (or recorded it): nothing is left for the message; the marker stays the pool's.
+                    return Outcome.DUPLICATE
                 # Not a dead receive's marker: a live one's (a heartbeat renews it; a dead receive's
                 # lapses before its message surfaces again). SQS handed this very message out twice
                 # at once: leave this copy to its visibility. Run beside its twin, its end freed the
@@ -419,6 +426,10 @@ class Worker:
             if holds and not started:  # a started run's hold is its start marker (see process)
                 self._release(job, sf)
             raise
+        if outcome == Outcome.HANDED_OFF:
+            # The run is its pool's now: its slot and key slots stay held until the pool settles it
+            # (WorkerPools renews them at its reports and releases them after settling).
+            return outcome, True
         self._free_keys(job, [k for k, _, _ in keys], sf, delivery)
         if holds and outcome == Outcome.SUCCEEDED and job.type == "one_off":
             return outcome, True  # the job's COMPLETED write freed the slot
@@ -478,9 +489,13 @@ class Worker:
         return Outcome.LOST
 
     @staticmethod
-    def _key_holder(sf: str, delivery: Delivery) -> str:
+    def _key_holder(job: Job, sf: str, delivery: Delivery) -> str:
         """The run's holder in its key's set: a redelivery of the message (a dead receive's) is the
-        same holder, so it takes its own slot back instead of a second one."""
+        same holder, so it takes its own slot back instead of a second one. A worker-pool run's
+        holder names no message: its pool renews and releases the slot (pool_key_holder), and a
+        retry's new message takes the same slot back."""
+        if isinstance(job.target, WorkerTarget):
+            return pool_key_holder(sf)
         return f"{sf}#{delivery.message_id}"
 
     def _keys(self, job: Job, message: RunMessage) -> list[tuple[str, int, str]]:
@@ -511,7 +526,7 @@ class Worker:
             if self.limits is None or not self.limits.acquire(
                 job.tenant,
                 key,
-                holder=self._key_holder(sf, delivery),
+                holder=self._key_holder(job, sf, delivery),
                 limit=limit,
                 until=now + timedelta(seconds=self.hold_seconds()),
                 now=now,
@@ -524,7 +539,7 @@ class Worker:
     def _free_keys(self, job: Job, keys: list[str], sf: str, delivery: Delivery) -> None:
         if self.limits is not None:
             for key in keys:
-                self.limits.release(job.tenant, key, holder=self._key_holder(sf, delivery))
+                self.limits.release(job.tenant, key, holder=self._key_holder(job, sf, delivery))
 
     def _wait_for_key(self, message: RunMessage, job: Job, delivery: Delivery, *, reason: str) -> Outcome:
         """A key is full: the wait goes on the run's row, and a delayed copy of the message carries
@@ -575,6 +590,34 @@ class Worker:
 
     def hold_seconds(self) -> int:
         return hold_seconds(self.settings.lease_seconds)
+
+    def _pool_took(self, job: Job, sf: str) -> bool:
+        """Whether `sf` is a worker-pool run its pool acknowledged or recorded (so its hand-off is
+        done). PENDING is no proof: a twin receive may be between its hold and its hand-off."""
+        if self.hand_off is None or not isinstance(job.target, WorkerTarget):
+            return False
+        row = self.runs.get(job.job_id, sf)
+        return row is not None and row.status in (*HELD, RunStatus.SUCCEEDED, RunStatus.FAILED)
+
+    def renew_handed_off(self, job: Job, sf: str) -> None:
+        """Push the slot and the key slots a handed-off run holds to a hold's end from now (its
+        pool's reports: a pool run holds them while its worker lives). A marker the run does not
+        hold is left alone (the store refuses the write)."""
+        until = self.clock.now() + timedelta(seconds=self.hold_seconds())
+        if self.limits is not None:
+            for key, _, _ in self._keys(job):
+                self.limits.extend(job.tenant, key, holder=pool_key_holder(sf), until=until)
+        if self._holds_slot(job, "scheduled"):
+            self.jobs.extend_hold(job.job_id, run=sf, until=until)
+
+    def release_handed_off(self, job: Job, sf: str) -> None:
+        """Free the key slots and the slot of a handed-off run its pool settled (or lost), and wake
+        the tick buffered behind it."""
+        if self.limits is not None:
+            for key, _, _ in self._keys(job):
+                self.limits.release(job.tenant, key, holder=pool_key_holder(sf))
+        if self._holds_slot(job, "scheduled"):
+            self._release(job, sf)
 
     def _next_tick_within_hold(self, job: Job, sf: str) -> bool:
         """Whether the job's next tick may start while this run's (unreleased) hold is still live."""
@@ -783,8 +826,15 @@ class Worker:
 
     def _run(self, job: Job, sf: str, delivery: Delivery, *, kind: str, keys: list[str]) -> Outcome:
         if self.hand_off is not None and isinstance(job.target, WorkerTarget):
-            self.hand_off(job, sf, kind)  # at most once per run: a redelivery changes nothing
-            return Outcome.HANDED_OFF
+            # At most once per run: a redelivery changes nothing. Refused, the run is its pool's
+            # still (PENDING, LEASED, RUNNING: it keeps the markers this receive renewed), or over
+            # (a duplicate: its markers are released as for any duplicate).
+            if self.hand_off(job, sf, kind):
+                return Outcome.HANDED_OFF
+            row = self.runs.get(job.job_id, sf)
+            if row is not None and row.status in (RunStatus.PENDING, *HELD):
+                return Outcome.HANDED_OFF
+            return Outcome.DUPLICATE
         # Which path, and the attempt number. An eventually consistent read (half the price) is
         # enough where it only picks the path; the conditional write decides. A stale "absent/PENDING"
         # for a run another worker holds or finished makes the fast path's write lose, and the
@@ -1015,7 +1065,7 @@ class Worker:
             scheduled_for=sf,
             claim="slot" if self._holds_slot(job, kind) else "count",
             persist=persist,
-            keys=[(job.tenant, k, self._key_holder(sf, delivery)) for k in keys or ()],
+            keys=[(job.tenant, k, self._key_holder(job, sf, delivery)) for k in keys or ()],
         )
         context = RunContext(
             job_id=job.job_id,

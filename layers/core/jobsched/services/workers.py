@@ -28,6 +28,15 @@ Every step is one conditional write, and each crash between two leaves state tha
     started / heartbeat / finished: the run row's own conditional edges, owner = the worker, and
               only while the worker is ALIVE and holds the run: a worker declared dead that comes
               back has its stale runs refused (its holds were dropped when it was declared dead)
+    finished  record -> settle -> the job's markers freed -> the worker's hold released
+                                                crash before the release: the hold stays, and the
+                                                retried report, the worker's next heartbeat without
+                                                the run, or the sweep that buries the worker settles
+                                                it again (idempotent), then releases
+
+The job's markers (its overlap slot, its concurrency-key slots) are the worker function's, taken
+before the hand-off and held until the run is settled or LOST: every report and the queue's reads
+renew them (RunMarkers), so a pool run never runs beside the job's next tick.
 
 A refused report changes nothing and answers the run as it stands (the duplicate `finished`).
 """
@@ -36,9 +45,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobsched.domain import times
 from jobsched.domain.keys import parse_run_id, run_id_for
@@ -55,7 +64,7 @@ from jobsched.domain.workers import (
     Worker,
 )
 from jobsched.errors import Conflict, NotFound, ValidationFailed
-from jobsched.ports import Clock, JobStore, RunStore, WorkerStore
+from jobsched.ports import Clock, CrashPoints, JobStore, RunStore, WorkerStore, no_crash
 
 if TYPE_CHECKING:
     from jobsched.services.dag import DagService
@@ -65,8 +74,13 @@ PLACE_BATCH = 100
 """Waiting runs one sweep considers, oldest first."""
 RESERVE_TRIES = 3
 """Compare-and-set attempts per run and sweep before it waits for the next sweep."""
-NOTHING_TO_RUN = TERMINAL | {RunStatus.LOST, RunStatus.SKIPPED, RunStatus.UPSTREAM_FAILED}
-"""Run states an ack cannot claim: a hold on such a run is a stale placement, released at the poll."""
+SWEEP_EVERY_SECONDS = 1.0
+"""A process sweeps a pool at most this often from its heartbeats and polls: a long poll's steps
+(every 0.5 s) in between read their own worker only. Placement waits at most this long for a sweep
+of a process that serves the pool (any worker's heartbeat or poll sweeps for all of them)."""
+NOTHING_TO_RUN = TERMINAL | {RunStatus.FAILED, RunStatus.LOST, RunStatus.SKIPPED, RunStatus.UPSTREAM_FAILED}
+"""Run states an ack cannot claim: a hold on such a run is a stale placement, released at the poll,
+or a recorded run (SUCCEEDED, FAILED: it awaits its retry's hand-off) settled before its release."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +96,23 @@ class Assignment:
     attempt: int
     effect_key: str
     resources: Resources
+
+
+class RunMarkers(Protocol):
+    """The job's markers a handed-off run holds (its overlap slot, its concurrency-key slots), as
+    the worker function took them before the hand-off (services.run.Worker)."""
+
+    def hold_seconds(self) -> int:
+        """How long a renewal keeps them."""
+        ...
+
+    def renew_handed_off(self, job: Job, sf: str) -> None:
+        """Push them a hold's length from now."""
+        ...
+
+    def release_handed_off(self, job: Job, sf: str) -> None:
+        """Free them (and wake the tick buffered behind the run)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +136,17 @@ class WorkerPools:
     # signalled, a one-off's job COMPLETED). None (a test of placement alone): the outcome only.
     failures: FailureService | None = None
     dag: DagService | None = None
+    # The job's slot and key slots a handed-off run holds from hand-off until it is settled: renewed
+    # at the pool's reports, released after the settling (or a LOST end). None (a test of placement
+    # alone): no markers are kept.
+    markers: RunMarkers | None = None
+    crash: CrashPoints = no_crash
+    # run_id -> when this process last renewed the run's markers: a renewal is written at most
+    # every third of a hold per process (each process renews on its own, so never less often).
+    _renewed: dict[str, datetime] = field(default_factory=dict, init=False, repr=False)
+    # (tenant, pool) -> when this process last swept it, and last read its queue.
+    _swept: dict[tuple[str, str], datetime] = field(default_factory=dict, init=False, repr=False)
+    _queue_read: dict[tuple[str, str], datetime] = field(default_factory=dict, init=False, repr=False)
 
     # -- workers -----------------------------------------------------------------------------------
 
@@ -122,6 +164,7 @@ class WorkerPools:
         )
         if not self.workers.register(worker):  # a uuid collision: say so rather than share an id
             raise Conflict("worker id taken; register again")
+        self._swept.pop((tenant, pool), None)  # new capacity: its first poll sweeps at once
         return worker
 
     def get(self, *, tenant: str, worker_id: str) -> Worker:
@@ -150,20 +193,23 @@ class WorkerPools:
         if worker is None:
             raise NotFound(f"no worker {worker_id}")
         if worker.status == "ALIVE":
-            self.sweep(tenant=tenant, pool=worker.pool)
-            worker = self.get(tenant=tenant, worker_id=worker_id)
+            ended = self._heard(worker, runs)
+            if worker_id in self._sweep_due(tenant, worker.pool) or ended:
+                worker = self.get(tenant=tenant, worker_id=worker_id)
         stale = sorted(run_id for run_id in runs if run_id not in worker.holds)
         return worker, stale
 
     def poll(self, *, tenant: str, worker_id: str) -> list[Assignment]:
-        """Sweep the worker's pool, then answer the runs reserved on it (not yet acknowledged)."""
+        """Sweep the worker's pool (at most every SWEEP_EVERY_SECONDS per process), then answer the
+        runs reserved on it (not yet acknowledged). An idle poll step reads the worker only, or, when
+        it sweeps, the worker, the pool's workers and (if a worker has room) the pool's queue."""
         worker = self.get(tenant=tenant, worker_id=worker_id)
         if worker.status != "ALIVE":
             raise Conflict(f"worker {worker_id} was declared dead: register again")
-        self.sweep(tenant=tenant, pool=worker.pool)
-        worker = self.get(tenant=tenant, worker_id=worker_id)
-        if worker.status != "ALIVE":  # this very sweep found it three heartbeats late
-            raise Conflict(f"worker {worker_id} was declared dead: register again")
+        if worker_id in self._sweep_due(tenant, worker.pool):  # this sweep changed it: read it again
+            worker = self.get(tenant=tenant, worker_id=worker_id)
+            if worker.status != "ALIVE":  # this very sweep found it three heartbeats late
+                raise Conflict(f"worker {worker_id} was declared dead: register again")
         now = self.clock.now()
         out: list[Assignment] = []
         for hold in sorted(worker.holds.values(), key=lambda h: (h.enqueued_at, h.run_id)):
@@ -175,6 +221,11 @@ class WorkerPools:
             row = self.runs.get(hold.job_id, hold.scheduled_for)
             if row is not None and row.status in NOTHING_TO_RUN:
                 # A stale placement (a crash between reserve and a refused dequeue): nothing to run.
+                # Its outcome is settled first (idempotent), in case the api that recorded it died
+                # before it settled it: released first, nothing would find the run again.
+                self._settle(hold.job_id, row, now)
+                if row.status != RunStatus.FAILED:  # over for good (a FAILED one's recorder frees it)
+                    self._free(hold.run_id, job, hold.scheduled_for)
                 self.workers.release(tenant, worker_id, run_id=hold.run_id, only=hold)
                 continue
             out.append(
@@ -228,23 +279,40 @@ class WorkerPools:
     def sweep(self, *, tenant: str, pool: str) -> dict[str, str]:
         """Declare late workers dead, re-queue lapsed reservations, then place the waiting runs by
         best fit, oldest first; answers run_id -> worker_id of what this sweep placed."""
+        return self._sweep(tenant, pool, set())
+
+    def _sweep_due(self, tenant: str, pool: str) -> set[str]:
+        """Sweep the pool unless this process did within SWEEP_EVERY_SECONDS; answers the workers
+        the sweep changed (none when it did not sweep)."""
+        now = self.clock.now()
+        last = self._swept.get((tenant, pool))
+        if last is not None and now - last < timedelta(seconds=SWEEP_EVERY_SECONDS):
+            return set()
+        self._swept[(tenant, pool)] = now
+        touched: set[str] = set()
+        self._sweep(tenant, pool, touched)
+        return touched
+
+    def _sweep(self, tenant: str, pool: str, touched: set[str]) -> dict[str, str]:
         now = self.clock.now()
         alive: dict[str, Worker] = {}
         for worker in self.workers.list_workers(tenant, pool=pool):
             if worker.status != "ALIVE":
                 continue
             if worker.is_late(now):
+                touched.add(worker.worker_id)
                 self._bury(worker)
                 continue
             for hold in worker.holds.values():
                 if hold.state == "reserved" and hold.until < now:
                     # (this sweep still counts the hold on this worker: the run goes elsewhere if
                     # it fits, or waits for the next sweep)
+                    touched.add(worker.worker_id)
                     self.workers.requeue_lapsed(
                         tenant, worker.worker_id, hold=hold, run=self._queued_again(worker, hold)
                     )
             alive[worker.worker_id] = worker
-        return self._place(tenant, pool, alive, now)
+        return self._place(tenant, pool, alive, now, touched)
 
     def _bury(self, worker: Worker) -> None:
         before = self.workers.mark_dead(worker.tenant, worker.worker_id, expected_version=worker.version)
@@ -253,16 +321,30 @@ class WorkerPools:
         now = self.clock.now()
         for hold in before.holds.values():
             job = self.jobs.get_job(hold.job_id)
+            row = self.runs.get(hold.job_id, hold.scheduled_for)
+            if row is not None and row.status in NOTHING_TO_RUN:
+                # Over already: recorded by this worker's `finished` in an api process that died
+                # before it settled the outcome (its hold is released only after the settling),
+                # or a stray placement. Settled here (each step is idempotent), then its markers
+                # are freed (a FAILED run only by its recorder: it may be re-armed, its slot taken
+                # again by its retry); it is not queued again.
+                self._settle(hold.job_id, row, now)
+                if row.worker == worker.worker_id or row.status != RunStatus.FAILED:
+                    self._free(hold.run_id, job, hold.scheduled_for)
+                continue
             if hold.state == "confirmed" and job is not None and not job.idempotent:
                 # It may have run: an operator decides (LOST), as for a non-idempotent takeover.
-                self.runs.lose(
+                lost = self.runs.lose(
                     hold.job_id,
                     hold.scheduled_for,
                     owner=worker.worker_id,
                     now=now,
                     error=("WorkerLost", f"worker {worker.worker_id} missed three heartbeats"),
                 )
+                if lost.applied:
+                    self._free(hold.run_id, job, hold.scheduled_for)  # a LOST run is over
                 continue
+            # Back to the queue: it has not finished, so it keeps the job's slot and key slots.
             self._requeue(worker, hold)
 
     def _requeue(self, worker: Worker, hold: Hold) -> None:
@@ -282,7 +364,11 @@ class WorkerPools:
             enqueued_at=hold.enqueued_at,
         )
 
-    def _place(self, tenant: str, pool: str, alive: dict[str, Worker], now: datetime) -> dict[str, str]:
+    def _place(
+        self, tenant: str, pool: str, alive: dict[str, Worker], now: datetime, touched: set[str]
+    ) -> dict[str, str]:
+        if not self._queue_worth_reading(tenant, pool, alive, now):
+            return {}
         held = {
             run_id
             for w in alive.values()
@@ -295,6 +381,7 @@ class WorkerPools:
                 self.workers.dequeue(queued)  # a placement that crashed before its dequeue
                 continue
             request = Request(queued.run_id, queued.resources, queued.labels)
+            self._keep(queued.run_id, queued.job_id, queued.scheduled_for, since=queued.enqueued_at)
             for _ in range(RESERVE_TRIES):
                 chosen = best_fit(request, [Slot(w.worker_id, w.free(), w.labels) for w in alive.values()])
                 if chosen is None:
@@ -310,6 +397,7 @@ class WorkerPools:
                 )
                 worker = alive[chosen]
                 if self.workers.reserve(tenant, chosen, hold=hold, expected_version=worker.version):
+                    touched.add(chosen)
                     alive[chosen] = worker.model_copy(
                         update={"holds": {**worker.holds, hold.run_id: hold}, "version": worker.version + 1}
                     )
@@ -324,6 +412,21 @@ class WorkerPools:
                 else:
                     alive[chosen] = fresh
         return placed
+
+    def _queue_worth_reading(self, tenant: str, pool: str, alive: dict[str, Worker], now: datetime) -> bool:
+        """Whether this sweep reads the pool's queue (a Query): when an alive worker has room (CPU and
+        memory free: a job's resources ask for some of both), or this process has not read it for a
+        third of a hold (the waiting runs' markers are renewed as it is read). A run that asks for
+        nothing waits for a worker with room, or that read."""
+        room = any(w.free().cpu > 0 and w.free().memory_mib > 0 for w in alive.values())
+        last = self._queue_read.get((tenant, pool))
+        every = self.markers.hold_seconds() / 3 if self.markers is not None else None
+        if not room and last is not None and (every is None or now - last < timedelta(seconds=every)):
+            return False
+        if not room and last is None and every is None:
+            return False
+        self._queue_read[(tenant, pool)] = now
+        return True
 
     def waiting(self, *, tenant: str, pool: str) -> list[QueuedRun]:
         """The pool's waiting runs, oldest first."""
@@ -364,6 +467,7 @@ class WorkerPools:
         if not moved.applied:
             return Report(False, moved.row)  # a repeated ack, or a run that moved on
         self.workers.confirm(tenant, worker_id, run_id=run_id, now=now)
+        self._keep(run_id, job_id, sf)
         return Report(True, self.runs.get(job_id, sf))
 
     def started(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
@@ -373,6 +477,8 @@ class WorkerPools:
         if hold is None or hold.state != "confirmed":
             return Report(False, row)
         moved = self.runs.start(job_id, sf, owner=worker_id, now=self.clock.now())
+        if moved.applied:
+            self._keep(run_id, job_id, sf)
         return Report(moved.applied, self.runs.get(job_id, sf) if moved.applied else moved.row)
 
     def beat(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
@@ -383,6 +489,8 @@ class WorkerPools:
             return Report(False, row)
         until = self.clock.now() + timedelta(seconds=DEAD_AFTER_SECONDS)
         applied = self.runs.extend_lease(job_id=job_id, scheduled_for=sf, owner=worker_id, until=until)
+        if applied:
+            self._keep(run_id, job_id, sf)
         return Report(applied, self.runs.get(job_id, sf))
 
     def finished(
@@ -394,16 +502,26 @@ class WorkerPools:
         result: str | None,
         error: tuple[str, str] | None,
     ) -> Report:
-        """RUNNING -> SUCCEEDED (result) | FAILED (error) by the worker holding the run, then its hold
-        released. A duplicate or a stale report changes nothing."""
+        """RUNNING -> SUCCEEDED (result) | FAILED (error) by the worker holding the run, settled,
+        then the job's markers and the worker's hold released. A duplicate or a stale report changes
+        nothing.
+
+            record ──> settle ──> free the job's slot and key slots ──> release the worker's hold
+            crash after the record: the hold is still on the worker; the worker's retry of its
+                report, or the sweep that buries the worker (heartbeats stopped), or the heartbeat
+                that no longer reports the run, settles it again (idempotent) and releases
+            crash after the markers are freed: the same; a second free is a refused no-op
+        """
         job_id, sf, row = self._row(tenant, run_id)
-        _, hold = self._held(tenant, worker_id, run_id)
+        reporter, hold = self._held(tenant, worker_id, run_id)
         now = self.clock.now()
         if hold is None or hold.state != "confirmed" or row.status != RunStatus.RUNNING:
             if row.worker == worker_id and row.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
                 # The recording worker's report again: a retry after an answer it never got, maybe
                 # from a process that died before it settled the outcome. Settling again is a no-op.
                 self._settle(job_id, row, now)
+                if hold is not None:  # still held (that process died before the releases): now
+                    self._end(reporter, hold, job_id, sf)
             return Report(False, row)
         end = AttemptEnd(
             attempt=row.attempt,
@@ -415,11 +533,67 @@ class WorkerPools:
         )
         moved = self.runs.record(job_id, sf, owner=worker_id, end=end)
         if moved.applied:
-            self.workers.release(tenant, worker_id, run_id=run_id)
+            self.crash("pools.finished.before_settle")
             recorded = self.runs.get(job_id, sf)
             self._settle(job_id, recorded, now)
+            self.crash("pools.finished.before_release")
+            self._end(reporter, hold, job_id, sf)
             return Report(True, recorded)
         return Report(False, moved.row)
+
+    def _end(self, worker: Worker, hold: Hold, job_id: str, sf: str) -> None:
+        """A settled run's last steps: the job's markers freed, then the worker's hold released
+        (last: while the hold is there, a sweep or a retried report can still settle the run). The
+        capacity it frees is placed at this process's next poll or heartbeat of the pool, at once."""
+        if self.markers is not None:
+            self._free(hold.run_id, self.jobs.get_job(job_id), sf)
+        self.workers.release(worker.tenant, worker.worker_id, run_id=hold.run_id)
+        self._swept.pop((worker.tenant, worker.pool), None)
+
+    # -- the job's markers a handed-off run holds ------------------------------------------------
+
+    def _keep(self, run_id: str, job_id: str, sf: str, *, since: datetime | None = None) -> None:
+        """Renew the run's markers unless this process renewed them (or, `since`, they were known
+        renewed) within a third of a hold: a live run's markers never lapse, at a write per run
+        per third of a hold at most."""
+        if self.markers is None:
+            return
+        now = self.clock.now()
+        last = self._renewed.get(run_id, since)
+        if last is not None and now - last < timedelta(seconds=self.markers.hold_seconds() / 3):
+            return
+        job = self.jobs.get_job(job_id)
+        if job is None:
+            return
+        self.markers.renew_handed_off(job, sf)
+        self._renewed[run_id] = now
+
+    def _free(self, run_id: str, job: Job | None, sf: str) -> None:
+        self._renewed.pop(run_id, None)
+        if self.markers is not None and job is not None:
+            self.markers.release_handed_off(job, sf)
+
+    def _heard(self, worker: Worker, runs: Mapping[str, str]) -> bool:
+        """At a heartbeat: renew the markers of the runs the worker holds and reports; settle and
+        release a confirmed hold it no longer reports whose run it recorded (the api that recorded
+        it died before settling, and the worker does not retry its report). True if it released one."""
+        ended = False
+        for hold in worker.holds.values():
+            if hold.state != "confirmed":
+                continue
+            if hold.run_id in runs:
+                self._keep(hold.run_id, hold.job_id, hold.scheduled_for)
+                continue
+            row = self.runs.get(hold.job_id, hold.scheduled_for)
+            if (
+                row is not None
+                and row.worker == worker.worker_id
+                and row.status in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+            ):
+                self._settle(hold.job_id, row, self.clock.now())
+                self._end(worker, hold, hold.job_id, hold.scheduled_for)
+                ended = True
+        return ended
 
     def _settle(self, job_id: str, row: Execution | None, now: datetime) -> None:
         job = self.jobs.get_job(job_id)
