@@ -407,7 +407,7 @@ class Worker:
         if gate is not None:
             return gate, False
         holds = self._holds_slot(job, kind)
-        keys = self._keys(job, message)
+        keys = self._keys(job, message.cap)
         full = self._take_keys(job, keys, sf, delivery)
         if full is not None:
             if holds:
@@ -498,16 +498,16 @@ class Worker:
             return pool_key_holder(sf)
         return f"{sf}#{delivery.message_id}"
 
-    def _keys(self, job: Job, message: RunMessage) -> list[tuple[str, int, str]]:
+    def _keys(self, job: Job, cap: int | None = None) -> list[tuple[str, int, str]]:
         """(key, limit, wait reason) of each key the run needs a slot of: its job's concurrency key,
         then the tenant-wide TENANT_KEY (max_concurrent_runs) when an operator set the tenant's quota:
-        as the dispatcher's message carries it (RunMessage.cap: no read here), else as TenantQuotas'
-        cached read has it (one read per tenant per 30 s per warm worker)."""
+        as the dispatcher's message carries it (`cap`, RunMessage.cap: no read here), else as
+        TenantQuotas' cached read has it (one read per tenant per 30 s per warm worker)."""
         keys = []
         if job.concurrency is not None:
             keys.append((job.concurrency.key, job.concurrency.limit, wait_reason(job.concurrency)))
-        if message.cap is not None:
-            limit = message.cap
+        if cap is not None:
+            limit = cap
         else:
             quota = self.quotas.set_for(job.tenant) if self.quotas is not None else None
             limit = 0 if quota is None else quota.max_concurrent_runs
