@@ -43,6 +43,27 @@ def test_a_missed_tick_is_born_skipped_with_its_reason(backend: Backend) -> None
     assert row is not None and (row.status, row.reason) == (RunStatus.SKIPPED, "catchup")
 
 
+def test_a_dependant_of_a_dead_letter_is_born_upstream_failed_and_an_existing_row_is_left_alone(
+    backend: Backend,
+) -> None:
+    dependant = NewRun(JOB, "t1", SF, "dependant")
+    assert backend.runs.mark_upstream_failed(dependant, reason="upstream run_x was dead-lettered", now=T0)
+    row = backend.runs.get(JOB, SF)
+    assert row is not None
+    assert (row.status, row.reason, row.attempt, row.kind) == (
+        RunStatus.UPSTREAM_FAILED,
+        "upstream run_x was dead-lettered",
+        0,
+        "dependant",
+    )
+    # a second mark, or a mark of a run that has a row, writes nothing
+    assert not backend.runs.mark_upstream_failed(dependant, reason="again", now=at(5))
+    pending(backend, sf=120)
+    assert not backend.runs.mark_upstream_failed(NewRun(JOB, "t1", times.stored(at(120))), reason="x", now=T0)
+    other = backend.runs.get(JOB, times.stored(at(120)))
+    assert other is not None and other.status == RunStatus.PENDING
+
+
 def test_the_leased_path_claims_starts_and_records_as_the_lease_holder(backend: Backend) -> None:
     pending(backend)
     claim = backend.runs.claim(JOB, SF, lease=lease(), now=T0)

@@ -290,3 +290,24 @@ def test_a_dependant_created_after_its_one_off_upstream_succeeded_still_fires(
     late = dependant(svc, "late", a, b)  # both already succeeded
     settle(svc, lambda: status_of(svc, late) == "SUCCEEDED")
     assert ledger.count()["late"] == 1 and ledger.count()["c"] == 1
+
+
+def test_a_dependant_created_after_its_one_off_upstream_was_dead_lettered_is_upstream_failed_until_a_replay(
+    served: Services, ledger: Ledger
+) -> None:
+    svc = served
+    # Given a one-off upstream whose only attempt failed and was dead-lettered
+    ledger.failing.add("a")
+    a = root(svc, "a")
+    settle(svc, lambda: status_of(svc, a) == "DEAD_LETTER")
+    # When a dependant of it is created afterwards
+    late = dependant(svc, "late", a)
+    # Then its run shows UPSTREAM_FAILED at once, naming the dead letter, instead of nothing for good
+    assert status_of(svc, late) == "UPSTREAM_FAILED"
+    row = svc.runs.recent(late, limit=1)[0]
+    assert row.reason == f"upstream {svc.runs.recent(a, limit=1)[0].run_id} was dead-lettered"
+    # And once the cause is fixed and the upstream replayed, it runs, once
+    ledger.failing.clear()
+    svc.failures.replay(svc.runs.recent(a, limit=1)[0].run_id, tenant="t")
+    settle(svc, lambda: status_of(svc, late) == "SUCCEEDED")
+    assert ledger.count()["late"] == 1 and ledger.count()["a"] == 1

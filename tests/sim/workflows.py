@@ -36,7 +36,7 @@ from jobsched import asl
 from jobsched.adapters.memory import MemoryJobStore, MemoryRunQueue, MemoryRunStore
 from jobsched.domain import times
 from jobsched.domain.models import RunMessage
-from jobsched.domain.records import Outgoing
+from jobsched.domain.records import NewRun, Outgoing
 from jobsched.domain.status import JobStatus
 from jobsched.errors import StoreError, TransientStoreError
 from jobsched.ports import Clock
@@ -282,10 +282,7 @@ def _mark_upstream_failed(f: Fakes, p: Mapping[str, Any], v: Mapping[str, Any]) 
     job_id, sf = _run_key(p)
     return _refused(
         f.runs.mark_upstream_failed(
-            job_id,
-            sf,
-            run_id=_s(v[":rid"]),
-            tenant=_s(v[":tenant"]),
+            NewRun(job_id, _s(v[":tenant"]), sf, "dependant"),
             reason=_s(v[":why"]),
             now=times.parse_stored(_s(v[":now"])),
         )

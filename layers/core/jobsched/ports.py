@@ -340,6 +340,12 @@ class RunStore(Protocol):
         past PENDING (nothing written). The reason stays on the row when the run goes on."""
         ...
 
+    def mark_upstream_failed(self, created: NewRun, *, reason: str, now: datetime) -> bool:
+        """A dependant's run born UPSTREAM_FAILED (attempt 0, `reason`), only if it has no row yet:
+        the failure workflow's MarkUpstreamFailed write (jobsched.asl), for a dependant that joins an
+        upstream already dead-lettered. False when a row exists (nothing written)."""
+        ...
+
     def cancel(
         self, job_id: str, scheduled_for: str, *, now: datetime, create: NewRun | None = None
     ) -> Transition:

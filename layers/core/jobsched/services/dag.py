@@ -18,6 +18,7 @@ from jobsched.asl_inputs import DagInput, DagItem, UpstreamFailed
 from jobsched.domain import times
 from jobsched.domain.keys import execution_name, job_pk, run_id_for, run_sk
 from jobsched.domain.models import MAX_FAN_OUT, MAX_GRAPH_NODES, Execution, Job, RunMessage
+from jobsched.domain.records import NewRun
 from jobsched.domain.results import Graph, GraphPeriod
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, ValidationFailed
@@ -222,6 +223,12 @@ class DagService:
         If (2) does not see the success, (a) came after (2), so after (1), and (b) sees the edge:
         one of the two always signals (both may: counting is idempotent per upstream run).
         Recurring chains need no join: a new dependant starts with the next period.
+
+        An upstream whose run was dead-lettered already marks the dependant's run UPSTREAM_FAILED,
+        as the failure workflow marks the dependants it knew of (else the new dependant would wait
+        for good, shown as nothing at all). The same race, with the workflow's mark: if (2) does
+        not see the dead letter, the workflow's Propagate, which reads the dependants after, marks
+        it; both may, the write is born-only. A replay of the upstream that succeeds re-arms it.
         """
         if root_schedule_of(dependant) != ONCE:
             return
@@ -230,6 +237,13 @@ class DagService:
             latest = self.runs.recent(upstream_id, limit=1)
             if upstream and latest and latest[0].status == RunStatus.SUCCEEDED:
                 self.signal_success(upstream, latest[0], only=dependant.job_id)
+            elif upstream and latest and latest[0].status == RunStatus.DEAD_LETTER:
+                run_sf = self.run_sf_for(dependant, self.period_of(upstream, latest[0]))
+                self.runs.mark_upstream_failed(
+                    NewRun(dependant.job_id, dependant.tenant, times.stored(run_sf), "dependant"),
+                    reason=f"upstream {latest[0].run_id} was dead-lettered",
+                    now=self.clock.now(),
+                )
 
     def failed_dependants(self, job: Job, run: Execution) -> list[UpstreamFailed]:
         """Every transitive dependant's run of this period, to mark UPSTREAM_FAILED (failure workflow)."""

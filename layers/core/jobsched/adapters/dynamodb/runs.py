@@ -263,6 +263,26 @@ class RunStore:
             return 0
         return int(dec(result).get("waits", 1))
 
+    def mark_upstream_failed(self, created: NewRun, *, reason: str, now: datetime) -> bool:
+        """The failure workflow's MarkUpstreamFailed (jobsched.asl), from the api: one conditional
+        write that creates the row UPSTREAM_FAILED, refused when the run has a row already."""
+        applied, _ = conditional(
+            self.client.put_item,
+            TableName=self.table,
+            Item={
+                "PK": enc(job_pk(created.job_id)),
+                "SK": enc(run_sk(created.scheduled_for)),
+                **{k: enc(v) for k, v in self._created(created).items()},
+                "status": enc(RunStatus.UPSTREAM_FAILED.value),
+                "reason": enc(reason),
+                "attempt": enc(0),
+                "created_at": enc(times.stored(now)),
+                "updated_at": enc(times.stored(now)),
+            },
+            ConditionExpression="attribute_not_exists(PK)",
+        )
+        return applied
+
     def cancel(
         self, job_id: str, scheduled_for: str, *, now: datetime, create: NewRun | None = None
     ) -> Transition:

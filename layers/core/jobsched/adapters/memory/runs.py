@@ -457,19 +457,17 @@ class MemoryRunStore:
             self.dead.pop(key, None)
             return True
 
-    def mark_upstream_failed(
-        self, job_id: str, scheduled_for: str, *, run_id: str, tenant: str, reason: str, now: datetime
-    ) -> bool:
+    def mark_upstream_failed(self, created: NewRun, *, reason: str, now: datetime) -> bool:
         """MarkUpstreamFailed: a dependant's run born UPSTREAM_FAILED, only if it has no row yet."""
-        key = (job_id, scheduled_for)
+        key = (created.job_id, created.scheduled_for)
         with self._lock:
             if key in self.rows:
                 return False
             self.rows[key] = Execution(
-                run_id=run_id,
-                job_id=job_id,
-                tenant=tenant,
-                scheduled_for=times.parse_stored(scheduled_for),
+                run_id=run_id_for(created.job_id, times.parse_stored(created.scheduled_for)),
+                job_id=created.job_id,
+                tenant=created.tenant,
+                scheduled_for=times.parse_stored(created.scheduled_for),
                 status=RunStatus.UPSTREAM_FAILED,
                 kind="dependant",
                 reason=reason,
