@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched import constants as c
 from jobsched import resources
+from jobsched.domain.capacity import DEFAULT_FARGATE_VCPU_QUOTA
 
 
 class Settings(BaseModel):
@@ -30,6 +31,10 @@ class Settings(BaseModel):
     # this process only, for tests; quotas then the defaults).
     limits_table: str = ""
     quotas_table: str = ""
+    # Fargate vCPU reservations (empty: counted in this process only, for tests), and the account's
+    # Fargate On-Demand vCPU quota they are reserved against (jobsched.domain.capacity says why 6).
+    capacity_table: str = ""
+    fargate_vcpu_quota: int = Field(default=DEFAULT_FARGATE_VCPU_QUOTA, ge=1, le=100_000)
     execution_dlq_url: str = ""
     shard_count: int = Field(default=8, ge=1, le=1024)
     # How far ahead of now the dispatcher hands ticks to SQS. It must cover one tick interval
@@ -93,6 +98,8 @@ class Settings(BaseModel):
             "alerts_table": c.ALERTS_TABLE_ENV,
             "limits_table": c.LIMITS_TABLE_ENV,
             "quotas_table": c.QUOTAS_TABLE_ENV,
+            "capacity_table": c.CAPACITY_TABLE_ENV,
+            "fargate_vcpu_quota": c.FARGATE_VCPU_QUOTA_ENV,
             "execution_dlq_url": c.EXECUTION_DLQ_URL_ENV,
             "shard_count": c.SHARD_COUNT_ENV,
             "lookahead_seconds": c.LOOKAHEAD_SECONDS_ENV,
@@ -138,6 +145,7 @@ class Settings(BaseModel):
             c.DEMO_HANDLERS_ENV: "true" if self.demo_handlers else "false",
             c.FAIR_DISPATCH_ENV: "true" if self.fair_dispatch else "false",
             c.TARGET_POLICY_ENV: self.target_policy,
+            c.FARGATE_VCPU_QUOTA_ENV: str(self.fargate_vcpu_quota),
         }
         if self.alerts_table:
             env[c.ALERTS_TABLE_ENV] = self.alerts_table
@@ -145,6 +153,8 @@ class Settings(BaseModel):
             env[c.LIMITS_TABLE_ENV] = self.limits_table
         if self.quotas_table:
             env[c.QUOTAS_TABLE_ENV] = self.quotas_table
+        if self.capacity_table:
+            env[c.CAPACITY_TABLE_ENV] = self.capacity_table
         if self.ecs_queue_url:
             env[c.ECS_QUEUE_URL_ENV] = self.ecs_queue_url
             env[c.WORKER_LANE_ENV] = self.worker_lane
