@@ -93,7 +93,8 @@ def test_the_task_role_has_the_worker_functions_table_calls_and_no_scan(synth: S
     assert not {"dynamodb:Scan", "dynamodb:*", "sqs:*"} & actions
     # DeleteItem only on the capacity table: a run's released vCPU reservation (adapters/dynamodb/capacity)
     deleting = [s for s in statements if "dynamodb:DeleteItem" in json.dumps(s["Action"])]
-    assert deleting and all(resources.CAPACITY_TABLE.logical_id in json.dumps(s["Resource"]) for s in deleting)
+    capacity = resources.CAPACITY_TABLE.logical_id
+    assert deleting and all(capacity in json.dumps(s["Resource"]) for s in deleting)
 
 
 def test_the_lambda_worker_is_deployed_with_the_placements_timeout_and_memory(synth: Synth) -> None:
