@@ -21,7 +21,7 @@ from constructs import Construct
 
 from jobsched import constants as c
 from jobsched import resources
-from jobsched.domain.capacity import DEFAULT_FARGATE_VCPU_QUOTA
+from jobsched.domain.fargate_vcpu import DEFAULT_FARGATE_VCPU_QUOTA
 from jobsched_infra import shard_guard
 from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
@@ -58,8 +58,8 @@ HANDOVER_HORIZON_SECONDS = 840
 # units a second, the partition a burst's entries move out of (`-c dispatch_pace=N`, 0: unpaced).
 DEFAULT_DISPATCH_PACE = 800
 METRICS_NAMESPACE = "jobsched"
-# What reserving, releasing and sweeping Fargate vCPU calls (jobsched.adapters.dynamodb.capacity).
-CAPACITY_ACTIONS = (
+# What reserving, releasing and sweeping Fargate vCPU calls (jobsched.adapters.dynamodb.fargate_vcpu).
+FARGATE_VCPU_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
@@ -134,7 +134,7 @@ class JobschedScheduler(Construct):
         alerts = storage.tables[resources.ALERTS_TABLE.logical_id]
         limits = storage.tables[resources.LIMITS_TABLE.logical_id]
         quotas = storage.tables[resources.QUOTAS_TABLE.logical_id]
-        capacity = storage.tables[resources.CAPACITY_TABLE.logical_id]
+        fargate_vcpu = storage.tables[resources.FARGATE_VCPU_TABLE.logical_id]
         worker_pools = storage.tables[resources.WORKERS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
@@ -159,7 +159,7 @@ class JobschedScheduler(Construct):
             c.ALERTS_TABLE_ENV: alerts.table_name,
             c.LIMITS_TABLE_ENV: limits.table_name,
             c.QUOTAS_TABLE_ENV: quotas.table_name,
-            c.CAPACITY_TABLE_ENV: capacity.table_name,
+            c.FARGATE_VCPU_TABLE_ENV: fargate_vcpu.table_name,
             c.FARGATE_VCPU_QUOTA_ENV: str(fargate_vcpu_quota),
             c.SHARD_COUNT_ENV: str(shard_count),
             c.LEASE_SECONDS_ENV: str(lease_seconds),
@@ -344,11 +344,11 @@ class JobschedScheduler(Construct):
         self.table_access[api_fn][limits] = ("dynamodb:UpdateItem",)
         for fn in (api_fn, dispatcher_fn, worker_fn):
             self.table_access[fn][quotas] = ("dynamodb:GetItem",)
-        # Fargate vCPU reservations (jobsched.adapters.dynamodb.capacity): the worker reserves before
+        # Fargate vCPU reservations (jobsched.adapters.dynamodb.fargate_vcpu): the worker reserves before
         # an ECS-placed run (transactions: UpdateItem on the counters, PutItem of the run's record),
         # releases it (GetItem, DeleteItem, UpdateItem) and finds lapsed records (Query). The ECS task
         # role gets the same calls (_grant_ecs_worker); no other function touches the table.
-        self.table_access[worker_fn][capacity] = CAPACITY_ACTIONS
+        self.table_access[worker_fn][fargate_vcpu] = FARGATE_VCPU_ACTIONS
         self.index_access = {
             # the dead letters, and GET /api/jobs (newest first, or by next run)
             api_fn: [
@@ -441,7 +441,7 @@ class JobschedScheduler(Construct):
             for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
             + [failure_workflow.role, dag_workflow.role, ecs_role]
         ]
-        for table in (jobs, runs, alerts, limits, capacity, worker_pools):
+        for table in (jobs, runs, alerts, limits, fargate_vcpu, worker_pools):
             self._only_the_stack_reads_and_writes(table, stack_roles)
         # (Not the quotas table: an operator's own credentials write it, `jobsched admin quota`; no
         # stack role may write it, and the api reads it only: see the grants above.)

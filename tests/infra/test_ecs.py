@@ -91,9 +91,9 @@ def test_the_task_role_has_the_worker_functions_table_calls_and_no_scan(synth: S
         "sqs:ChangeMessageVisibility",
     } <= actions
     assert not {"dynamodb:Scan", "dynamodb:*", "sqs:*"} & actions
-    # DeleteItem only on the capacity table: a run's released vCPU reservation (adapters/dynamodb/capacity)
+    # DeleteItem only on the Fargate vCPU table: a released reservation (adapters/dynamodb/fargate_vcpu)
     deleting = [s for s in statements if "dynamodb:DeleteItem" in json.dumps(s["Action"])]
-    capacity = resources.CAPACITY_TABLE.logical_id
+    capacity = resources.FARGATE_VCPU_TABLE.logical_id
     assert deleting and all(capacity in json.dumps(s["Resource"]) for s in deleting)
 
 

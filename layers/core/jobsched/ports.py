@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from jobsched.domain.alerts import Alert
-from jobsched.domain.capacity import Scope
+from jobsched.domain.fargate_vcpu import Scope
 from jobsched.domain.limits import Quota
 from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.logs import LogPage
@@ -767,8 +767,8 @@ class QuotaStore(Protocol):
         ...
 
 
-class CapacityStore(Protocol):
-    """Fargate vCPU reserved per scope (jobsched.domain.capacity): a counter per scope, in CPU units,
+class FargateVcpuStore(Protocol):
+    """Fargate vCPU reserved per scope (jobsched.domain.fargate_vcpu): a counter per scope, in CPU units,
     and one record per run, so that a release is idempotent and a forgotten reservation can lapse.
 
     A counter, not a holder set: the limit is on the sum of the holders' sizes, which DynamoDB can

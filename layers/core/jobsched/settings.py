@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched import constants as c
 from jobsched import resources
-from jobsched.domain.capacity import DEFAULT_FARGATE_VCPU_QUOTA
+from jobsched.domain.fargate_vcpu import DEFAULT_FARGATE_VCPU_QUOTA
 
 
 class Settings(BaseModel):
@@ -32,8 +32,8 @@ class Settings(BaseModel):
     limits_table: str = ""
     quotas_table: str = ""
     # Fargate vCPU reservations (empty: counted in this process only, for tests), and the account's
-    # Fargate On-Demand vCPU quota they are reserved against (jobsched.domain.capacity says why 6).
-    capacity_table: str = ""
+    # Fargate On-Demand vCPU quota they are reserved against (jobsched.domain.fargate_vcpu says why 6).
+    fargate_vcpu_table: str = ""
     fargate_vcpu_quota: int = Field(default=DEFAULT_FARGATE_VCPU_QUOTA, ge=1, le=100_000)
     execution_dlq_url: str = ""
     shard_count: int = Field(default=8, ge=1, le=1024)
@@ -98,7 +98,7 @@ class Settings(BaseModel):
             "alerts_table": c.ALERTS_TABLE_ENV,
             "limits_table": c.LIMITS_TABLE_ENV,
             "quotas_table": c.QUOTAS_TABLE_ENV,
-            "capacity_table": c.CAPACITY_TABLE_ENV,
+            "fargate_vcpu_table": c.FARGATE_VCPU_TABLE_ENV,
             "fargate_vcpu_quota": c.FARGATE_VCPU_QUOTA_ENV,
             "execution_dlq_url": c.EXECUTION_DLQ_URL_ENV,
             "shard_count": c.SHARD_COUNT_ENV,
@@ -153,8 +153,8 @@ class Settings(BaseModel):
             env[c.LIMITS_TABLE_ENV] = self.limits_table
         if self.quotas_table:
             env[c.QUOTAS_TABLE_ENV] = self.quotas_table
-        if self.capacity_table:
-            env[c.CAPACITY_TABLE_ENV] = self.capacity_table
+        if self.fargate_vcpu_table:
+            env[c.FARGATE_VCPU_TABLE_ENV] = self.fargate_vcpu_table
         if self.ecs_queue_url:
             env[c.ECS_QUEUE_URL_ENV] = self.ecs_queue_url
             env[c.WORKER_LANE_ENV] = self.worker_lane

@@ -92,7 +92,7 @@ class Quota(BaseModel):
     """Ticks one backfill request may ask for (a day's budget per request); over it is a 429."""
     max_fargate_cpu: int | None = Field(default=None, ge=256, le=100_000 * 1024)
     """Fargate CPU units (1024 = 1 vCPU) the tenant's runs may have reserved at once, within the
-    account's quota (jobsched.domain.capacity); None: no cap of its own. An excess run waits queued."""
+    account's quota (jobsched.domain.fargate_vcpu); None: no cap of its own. An excess run waits queued."""
 
 
 DEFAULT_QUOTA = Quota()

@@ -1,4 +1,4 @@
-"""Fargate capacity in DynamoDB (the capacity table): a counter per scope, a record per run.
+"""Fargate vCPU reservations in DynamoDB (the Fargate vCPU table): a counter per scope, a record per run.
 
     counter:  PK "SCOPE#<scope>", SK "USED",  `used` (CPU units reserved now)
     record:   PK "RESERVATIONS", SK "RUN#<run>",  `cpu`, `scopes` (names), `until` (stored time)
@@ -42,7 +42,7 @@ from jobsched.adapters.aws import Refused, aws_call
 from jobsched.adapters.dynamodb.codec import dec, enc
 from jobsched.adapters.dynamodb.conditions import DYNAMODB, any_of, conditional
 from jobsched.domain import times
-from jobsched.domain.capacity import Scope
+from jobsched.domain.fargate_vcpu import Scope
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -51,8 +51,8 @@ RECORDS_PK = "RESERVATIONS"
 
 
 @dataclass
-class DynamoDBCapacityStore:
-    """CapacityStore on the capacity table (see the module docstring for its items)."""
+class DynamoDBFargateVcpuStore:
+    """FargateVcpuStore on the Fargate vCPU table (see the module docstring for its items)."""
 
     client: DynamoDBClient
     table: str

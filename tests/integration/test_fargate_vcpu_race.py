@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import boto3
 
-from jobsched.adapters.dynamodb.capacity import DynamoDBCapacityStore
+from jobsched.adapters.dynamodb.fargate_vcpu import DynamoDBFargateVcpuStore
 from jobsched.domain import times
-from jobsched.domain.capacity import ACCOUNT_SCOPE, Scope, tenant_scope
+from jobsched.domain.fargate_vcpu import ACCOUNT_SCOPE, Scope, tenant_scope
 from tests.support import provision
 
 T0 = times.parse_stored("2026-11-30T12:00:00.000Z")
@@ -23,8 +23,8 @@ TENANT = Scope(name=tenant_scope("t"), limit=2048)
 def test_racing_reservers_never_reserve_more_than_the_limit_and_every_unit_comes_back(endpoint: str) -> None:
     # Given 12 workers, each wanting 1 vCPU four times over, against a tenant cap of 2 vCPU
     settings = provision("caprace", endpoint_url=endpoint)
-    store = DynamoDBCapacityStore(
-        client=boto3.client("dynamodb", endpoint_url=endpoint), table=settings.capacity_table
+    store = DynamoDBFargateVcpuStore(
+        client=boto3.client("dynamodb", endpoint_url=endpoint), table=settings.fargate_vcpu_table
     )
     start = threading.Barrier(THREADS)
     seen: list[int] = []  # the tenant's reserved units as read while holding, and the holders at once

@@ -1,7 +1,7 @@
-"""CapacityStore in one process: the same contract as jobsched.adapters.dynamodb.capacity.
+"""FargateVcpuStore in one process: the same contract as jobsched.adapters.dynamodb.fargate_vcpu.
 
 Outside jobsched.adapters.memory (which the Lambda layer leaves out) because the composition root
-falls back to it where no capacity table is configured: reservations are then counted per process,
+falls back to it where no Fargate vCPU table is configured: reservations are then counted per process,
 right for one process (tests, the simulator) and nothing else. jobsched.adapters.memory re-exports it.
 """
 
@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from jobsched.domain.capacity import Scope
+from jobsched.domain.fargate_vcpu import Scope
 
 
 @dataclass
-class MemoryCapacityStore:
+class MemoryFargateVcpuStore:
     """Per-scope counters and per-run records under one lock."""
 
     counters: dict[str, int] = field(default_factory=dict)

@@ -1,7 +1,7 @@
-"""The CapacityStore contract (jobsched.ports): a scope's reserved CPU never passes its limit, racing
+"""The FargateVcpuStore contract (jobsched.ports): a scope's reserved CPU never passes its limit, racing
 reservers included; a reservation is all its scopes or none; a release is idempotent and never takes
 a counter below zero; a lapsed reservation is released by the next reserver that finds a scope full.
-On the in-memory fake and on the capacity table (moto)."""
+On the in-memory fake and on the Fargate vCPU table (moto)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from jobsched.adapters.dynamodb.capacity import DynamoDBCapacityStore
-from jobsched.adapters.memory import MemoryCapacityStore
-from jobsched.domain.capacity import ACCOUNT_SCOPE, Scope, scopes, tenant_scope
+from jobsched.adapters.dynamodb.fargate_vcpu import DynamoDBFargateVcpuStore
+from jobsched.adapters.memory import MemoryFargateVcpuStore
+from jobsched.domain.fargate_vcpu import ACCOUNT_SCOPE, Scope, scopes, tenant_scope
 from tests.contract.conftest import at
 from tests.support import provision
 
@@ -25,13 +25,13 @@ TENANT = Scope(name=tenant_scope("t1"), limit=512)
 
 @pytest.fixture(params=["memory", "moto"])
 def store(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A CapacityStore of one implementation."""
+    """A FargateVcpuStore of one implementation."""
     if request.param == "memory":
-        yield MemoryCapacityStore()
+        yield MemoryFargateVcpuStore()
         return
     with mock_aws():
-        settings = provision("capacity")
-        yield DynamoDBCapacityStore(client=boto3.client("dynamodb"), table=settings.capacity_table)
+        settings = provision("fvcpu")
+        yield DynamoDBFargateVcpuStore(client=boto3.client("dynamodb"), table=settings.fargate_vcpu_table)
 
 
 def reserve(store: Any, run: str, cpu: int = 256, *, now: float = 0, hold: float = 600, **kw: Any) -> Any:
@@ -94,8 +94,8 @@ def test_the_account_scope_is_the_quota_in_cpu_units_and_the_tenant_cap_is_optio
 
 
 def test_racing_reservers_never_reserve_more_than_the_limit(store: Any) -> None:
-    if isinstance(store, DynamoDBCapacityStore):
-        pytest.skip("moto in-process is not thread-safe: tests/integration/test_capacity_race.py races")
+    if isinstance(store, DynamoDBFargateVcpuStore):
+        pytest.skip("moto in-process is not thread-safe: tests/integration/test_fargate_vcpu_race.py races")
     won: list[str] = []
     start = threading.Barrier(16)
 

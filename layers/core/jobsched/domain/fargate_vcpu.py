@@ -1,4 +1,4 @@
-"""Fargate capacity: the vCPU a run reserves before its Fargate task starts, and against what.
+"""Fargate vCPU reservations: the vCPU a run reserves before its Fargate task starts, and against what.
 
 Fargate's On-Demand vCPU quota is per account and Region (Service Quotas "Fargate On-Demand vCPU
 resource count", L-3032A538). A RunTask past it fails; two dispatchers or workers racing for the last
