@@ -16,7 +16,9 @@ from jobsched import constants as c
 from jobsched import ports
 from jobsched.adapters.alerts import DynamoDBAlertStore, NoAlertStore, NoAlertTopic, SnsAlertPublisher
 from jobsched.adapters.dynamodb import JobStore, RunStore
+from jobsched.adapters.dynamodb.fargate_vcpu import DynamoDBFargateVcpuStore
 from jobsched.adapters.dynamodb.limits import DynamoDBLimitStore, DynamoDBQuotaStore
+from jobsched.adapters.fargate_vcpu import MemoryFargateVcpuStore
 from jobsched.adapters.limits import MemoryLimitStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
@@ -225,6 +227,9 @@ def build(
         quotas=DynamoDBQuotaStore(client=dynamodb, table=settings.quotas_table)
         if settings.quotas_table
         else None,
+        fargate_vcpu=DynamoDBFargateVcpuStore(client=dynamodb, table=settings.fargate_vcpu_table)
+        if settings.fargate_vcpu_table
+        else None,
     )
 
 
@@ -245,10 +250,12 @@ def compose(
     metrics: ports.Metrics | None = None,
     limits: ports.LimitStore | None = None,
     quotas: ports.QuotaStore | None = None,
+    fargate_vcpu: ports.FargateVcpuStore | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
 
-    `limits` None: concurrency keys held in this process only (tests); `quotas` None: the defaults.
+    `limits` None: concurrency keys held in this process only (tests); `quotas` None: the defaults;
+    `fargate_vcpu` None: Fargate vCPU reservations counted in this process only (tests).
 
     `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
     `alert_store`, `alert_publisher` None: no alerts (jobsched.adapters.memory has fakes for tests).
@@ -310,6 +317,7 @@ def compose(
         metrics=metrics,
         limits=limits,
         quotas=tenant_quotas,
+        fargate_vcpu=fargate_vcpu or MemoryFargateVcpuStore(),
     )
     service = JobService(
         jobs=jobs,

@@ -22,6 +22,8 @@ CPU_UNITS_PER_VCPU = 1024
 ACCOUNT_SCOPE = "account"
 # A reservation outlives its run's timeout by this much (a lease's worth of slack) before it lapses.
 LAPSE_SLACK_SECONDS = 60
+# A run with no timeout of its own lapses after the longest timeout a job may set (12 h).
+MAX_RUN_SECONDS = 43_200
 
 
 def tenant_scope(tenant: str) -> str:
