@@ -8,14 +8,17 @@ Lambda worker anyway (a run-now, a retry, a DAG release) is passed on to the ECS
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
 import boto3
 import pytest
 
+from jobsched.adapters.dynamodb.fargate_vcpu import DynamoDBFargateVcpuStore
 from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.fargate_vcpu import ACCOUNT_SCOPE, Scope
 from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import RunStatus
@@ -148,3 +151,38 @@ def test_sigterm_hands_back_a_run_still_running_after_the_grace_period(
     finally:
         release.set()
         worker.join(timeout=10)
+
+
+def test_the_ecs_worker_reserves_vcpu_in_the_table_and_a_run_over_the_quota_waits_queued(
+    svc: Services, ecs_svc: Services, clock: FakeClock
+) -> None:
+    # Given the account's 6 vCPU reserved by another run (its record in the Fargate vCPU table)
+    store = DynamoDBFargateVcpuStore(
+        client=boto3.client("dynamodb"), table=ecs_svc.settings.fargate_vcpu_table
+    )
+    account = Scope(name=ACCOUNT_SCOPE, limit=6 * 1024)
+    assert (
+        store.reserve("other", cpu=6 * 1024, scopes=(account,), until=RUN_AT + timedelta(hours=1), now=RUN_AT)
+        is None
+    )
+    job_id = submit_long(svc)
+    clock.set(RUN_AT)
+    assert svc.dispatcher.dispatch_all().runs_sent == 1
+    worker = ecs_worker(ecs_svc)
+    # When the ECS worker takes its run, then it waits (acknowledged: a delayed copy carries it)
+    assert worker.poll_once() == 1
+    assert worker.drain() == []
+    row = svc.runs.get(job_id, times.stored(RUN_AT))
+    assert row is not None and row.status == RunStatus.PENDING
+    assert row.reason == "waited for Fargate capacity: the account's vCPU quota (6 vCPU) is reserved"
+    # When the other run gives its vCPU back, the copy runs once and gives its own back
+    assert store.release("other")
+    worker = ecs_worker(ecs_svc)
+    worker.wait_seconds = 1  # the copy's delay is SQS's real second here: long-poll for it
+    deadline = time.monotonic() + 10
+    while not worker.poll_once() and time.monotonic() < deadline:
+        clock.advance(1)
+    worker.drain()
+    row = svc.runs.get(job_id, times.stored(RUN_AT))
+    assert row is not None and (row.status, row.attempt) == (RunStatus.SUCCEEDED, 1)
+    assert store.used(ACCOUNT_SCOPE) == 0 and store.reservations() == {}
