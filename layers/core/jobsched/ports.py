@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from jobsched.domain import compute
 from jobsched.domain.alerts import Alert
 from jobsched.domain.fargate_vcpu import Scope
 from jobsched.domain.limits import Quota
@@ -516,8 +517,15 @@ class SigningSecrets(Protocol):
 class TargetSource(Protocol):
     """Turns a job's target spec into the adapter that calls it (jobsched.adapters.targets.TargetFactory)."""
 
-    def for_spec(self, spec: TargetSpec, *, timeout_seconds: float | None = None) -> Target:
-        """The adapter for `spec`; `timeout_seconds` (the job's) bounds a target that waits."""
+    def for_spec(
+        self,
+        spec: TargetSpec,
+        *,
+        timeout_seconds: float | None = None,
+        resources: compute.Resources | None = None,
+    ) -> Target:
+        """The adapter for `spec`; `timeout_seconds` (the job's) bounds a target that waits;
+        `resources`, the run's placed size, sizes a container target's task."""
         ...
 
     def check(self, spec: TargetSpec) -> None:
@@ -625,9 +633,7 @@ class RunLogs(Protocol):
     """What runs logged, per run: every line logged inside a run's scope carries its run_id and tenant
     (jobsched.logcontext), and this reads them back by those two fields."""
 
-    def page(
-        self, run_id: str, *, tenant: str, since: datetime, cursor: str | None, limit: int
-    ) -> LogPage:
+    def page(self, run_id: str, *, tenant: str, since: datetime, cursor: str | None, limit: int) -> LogPage:
         """Up to `limit` lines of run `run_id` of `tenant`, logged at or after `since`, oldest first,
         from `cursor` (None: the first). A line of another tenant's run is never answered. A page may
         hold fewer lines than `limit` and still have a next_cursor (a reader follows it)."""
@@ -798,4 +804,3 @@ class FargateVcpuStore(Protocol):
     def reservations(self) -> dict[str, datetime]:
         """Every run holding a reservation, and when it lapses."""
         ...
-

@@ -81,6 +81,13 @@ class Settings(BaseModel):
     # no ECS worker, every run goes to the execution queue), and which worker this process is.
     ecs_queue_url: str = ""
     worker_lane: Literal["lambda", "ecs"] = "lambda"
+    # Container targets (jobsched.adapters.targets.ecs): the cluster their tasks run in, its subnets
+    # and security groups, and the execution role of the task definitions registered for images.
+    # No cluster: an ecs target's attempt fails with TargetUnavailable.
+    ecs_cluster: str = ""
+    ecs_subnets: tuple[str, ...] = ()
+    ecs_security_groups: tuple[str, ...] = ()
+    ecs_execution_role_arn: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -113,13 +120,20 @@ class Settings(BaseModel):
             "target_policy": c.TARGET_POLICY_ENV,
             "ecs_queue_url": c.ECS_QUEUE_URL_ENV,
             "worker_lane": c.WORKER_LANE_ENV,
+            "ecs_cluster": c.ECS_CLUSTER_ENV,
+            "ecs_execution_role_arn": c.ECS_EXECUTION_ROLE_ARN_ENV,
         }
         raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
         raw["fair_dispatch"] = env.get(c.FAIR_DISPATCH_ENV, "").strip().lower() != "false"
         for field, name in optional.items():
             if env.get(name):
                 raw[field] = env[name]
-        lists = {"handler_modules": c.HANDLER_MODULES_ENV, "trusted_senders": c.TRUSTED_SENDERS_ENV}
+        lists = {
+            "handler_modules": c.HANDLER_MODULES_ENV,
+            "trusted_senders": c.TRUSTED_SENDERS_ENV,
+            "ecs_subnets": c.ECS_SUBNETS_ENV,
+            "ecs_security_groups": c.ECS_SECURITY_GROUPS_ENV,
+        }
         for field, name in lists.items():
             if env.get(name):
                 raw[field] = tuple(m.strip() for m in env[name].split(",") if m.strip())
@@ -165,4 +179,9 @@ class Settings(BaseModel):
             env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)
         if self.trusted_senders:
             env[c.TRUSTED_SENDERS_ENV] = ",".join(self.trusted_senders)
+        if self.ecs_cluster:
+            env[c.ECS_CLUSTER_ENV] = self.ecs_cluster
+            env[c.ECS_SUBNETS_ENV] = ",".join(self.ecs_subnets)
+            env[c.ECS_SECURITY_GROUPS_ENV] = ",".join(self.ecs_security_groups)
+            env[c.ECS_EXECUTION_ROLE_ARN_ENV] = self.ecs_execution_role_arn
         return env

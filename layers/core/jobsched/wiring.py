@@ -23,7 +23,7 @@ from jobsched.adapters.limits import MemoryLimitStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
-from jobsched.adapters.targets import AddressPolicy, AssumedRoles, TargetFactory
+from jobsched.adapters.targets import AddressPolicy, AssumedRoles, EcsPlace, TargetFactory
 from jobsched.adapters.targets.http import SigningSecret
 from jobsched.domain.targets import TargetFailed
 from jobsched.handlers import DEMO_HANDLERS, HandlerRegistry, registry
@@ -97,12 +97,23 @@ def target_factory(
             region=session.region_name or "us-east-1",  # Lambda always sets AWS_REGION
             clock=clock,
         )
+    ecs_place = None
+    if settings.ecs_cluster:
+        ecs_place = EcsPlace(
+            cluster=settings.ecs_cluster,
+            subnets=settings.ecs_subnets,
+            security_groups=settings.ecs_security_groups,
+            execution_role_arn=settings.ecs_execution_role_arn,
+        )
     return TargetFactory(
         handlers=handlers,
         roles=roles,
         signing_secret=signing_secret or no_signing_secret,
         policy=address_policy(settings),
         clock=clock,
+        # The stack's own ECS client (container targets run in its cluster), made at first use.
+        ecs=(lambda: boto3.client("ecs", config=_BOTO_CONFIG)) if ecs_place else None,
+        ecs_place=ecs_place,
     )
 
 

@@ -1215,7 +1215,11 @@ class Worker:
         # A stepfunctions target that waits stops its execution a little before the job's timeout,
         # so the run path's own Timeout (above) is the backstop, not the rule.
         timeout = job.retry.timeout_seconds
-        return self.targets.for_spec(spec, timeout_seconds=None if timeout is None else timeout * 0.95)
+        return self.targets.for_spec(
+            spec,
+            timeout_seconds=None if timeout is None else timeout * 0.95,
+            resources=job.placement().resources,
+        )
 
     def _call(self, job: Job, ctx: RunContext) -> tuple[object, tuple[str, str] | None, float | None]:
         envelope = {
