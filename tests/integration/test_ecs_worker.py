@@ -22,6 +22,7 @@ from jobsched.domain.fargate_vcpu import ACCOUNT_SCOPE, Scope
 from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import RunStatus
+from jobsched.domain.targets import EcsTarget
 from jobsched.ecsworker import EcsWorker
 from jobsched.handlers import HandlerRegistry, RunContext, registry
 from jobsched.ports import FakeClock
@@ -186,3 +187,23 @@ def test_the_ecs_worker_reserves_vcpu_in_the_table_and_a_run_over_the_quota_wait
     row = svc.runs.get(job_id, times.stored(RUN_AT))
     assert row is not None and (row.status, row.attempt) == (RunStatus.SUCCEEDED, 1)
     assert store.used(ACCOUNT_SCOPE) == 0 and store.reservations() == {}
+
+
+def test_a_container_job_round_trips_through_the_job_store_placed_on_ecs(svc: Services) -> None:
+    # Given a container job asking 0.5 vCPU and 1 GB (stored in DynamoDB on moto)
+    request = CreateJobRequest.model_validate(
+        {
+            "type": "one_off",
+            "run_at": RUN_AT.isoformat(),
+            "timeout_seconds": 600,
+            "resources": {"cpu": 512, "memory_mib": 1000},
+            "target": {"type": "ecs", "image": "busybox:1.36", "command": ["sh", "-c", "exit 3"]},
+        }
+    )
+    job_id = svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    # When it is read back, then its target is the same and it is placed on Fargate's best fit
+    job = svc.jobs.get_job(job_id)
+    assert job is not None and isinstance(job.target, EcsTarget)
+    assert job.target.command == ["sh", "-c", "exit 3"]
+    placement = job.placement()
+    assert (placement.runs_on, placement.resources.cpu, placement.resources.memory_mib) == ("ecs", 512, 1024)
