@@ -23,6 +23,8 @@ options = {
         ("dispatcher_invocations", "dispatcher_invocations"),
         ("dispatch_pace", "dispatch_pace"),
         ("worker_invocations", "worker_invocations"),
+        # The account's Fargate On-Demand vCPU quota (Service Quotas L-3032A538), if raised from 6.
+        ("fargate_vcpu_quota", "fargate_vcpu_quota"),
     )
     if app.node.try_get_context(name) is not None
 }

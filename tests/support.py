@@ -460,6 +460,7 @@ def provision(prefix: str, *, endpoint_url: str | None = None, **settings: Any) 
         alerts_table=made[resources.ALERTS_TABLE.logical_id],
         limits_table=made[resources.LIMITS_TABLE.logical_id],
         quotas_table=made[resources.QUOTAS_TABLE.logical_id],
+        fargate_vcpu_table=made[resources.FARGATE_VCPU_TABLE.logical_id],
         signing_secrets_table=made[resources.SIGNING_SECRETS_TABLE.logical_id],
         signing_key_arn=made[resources.SIGNING_KEY.logical_id],
         **{"trusted_senders": (MOTO_SENDER_ID,), **settings},

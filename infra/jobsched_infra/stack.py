@@ -21,6 +21,7 @@ from constructs import Construct
 
 from jobsched import constants as c
 from jobsched import resources
+from jobsched.domain.fargate_vcpu import DEFAULT_FARGATE_VCPU_QUOTA
 from jobsched_infra import shard_guard
 from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
@@ -57,6 +58,14 @@ HANDOVER_HORIZON_SECONDS = 840
 # units a second, the partition a burst's entries move out of (`-c dispatch_pace=N`, 0: unpaced).
 DEFAULT_DISPATCH_PACE = 800
 METRICS_NAMESPACE = "jobsched"
+# What reserving, releasing and sweeping Fargate vCPU calls (jobsched.adapters.dynamodb.fargate_vcpu).
+FARGATE_VCPU_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Query",
+)
 # Limits (issue 17): the API's stage throttle and its function's reserved concurrency, and the WAF
 # rule's requests per IP in 5 minutes (-c waf=true). The dispatcher reserves two invocations per
 # tick target: a pass may run into the next tick (its timeout is the tick), never more.
@@ -99,6 +108,7 @@ class JobschedScheduler(Construct):
         kms_keys: KeyChoice = "customer",
         worker_invocations: int = resources.WORKER_EVENT_SOURCE.max_invocations,
         waf: bool = False,
+        fargate_vcpu_quota: int = DEFAULT_FARGATE_VCPU_QUOTA,
     ) -> None:
         super().__init__(scope, construct_id)
         if layer_dir is None:
@@ -124,6 +134,7 @@ class JobschedScheduler(Construct):
         alerts = storage.tables[resources.ALERTS_TABLE.logical_id]
         limits = storage.tables[resources.LIMITS_TABLE.logical_id]
         quotas = storage.tables[resources.QUOTAS_TABLE.logical_id]
+        fargate_vcpu = storage.tables[resources.FARGATE_VCPU_TABLE.logical_id]
         worker_pools = storage.tables[resources.WORKERS_TABLE.logical_id]
         execution_queue = queues.queues[resources.EXECUTION_QUEUE.logical_id]
         dead_letter_queue = queues.queues[resources.EXECUTION_DLQ.logical_id]
@@ -148,6 +159,8 @@ class JobschedScheduler(Construct):
             c.ALERTS_TABLE_ENV: alerts.table_name,
             c.LIMITS_TABLE_ENV: limits.table_name,
             c.QUOTAS_TABLE_ENV: quotas.table_name,
+            c.FARGATE_VCPU_TABLE_ENV: fargate_vcpu.table_name,
+            c.FARGATE_VCPU_QUOTA_ENV: str(fargate_vcpu_quota),
             c.SHARD_COUNT_ENV: str(shard_count),
             c.LEASE_SECONDS_ENV: str(lease_seconds),
             c.TICK_SECONDS_ENV: str(int(TICK.to_seconds())),
@@ -333,6 +346,11 @@ class JobschedScheduler(Construct):
         self.table_access[api_fn][limits] = ("dynamodb:UpdateItem",)
         for fn in (api_fn, dispatcher_fn, worker_fn):
             self.table_access[fn][quotas] = ("dynamodb:GetItem",)
+        # Fargate vCPU reservations (jobsched.adapters.dynamodb.fargate_vcpu): the worker reserves before
+        # an ECS-placed run (transactions: UpdateItem on the counters, PutItem of the run's record),
+        # releases it (GetItem, DeleteItem, UpdateItem) and finds lapsed records (Query). The ECS task
+        # role gets the same calls (_grant_ecs_worker); no other function touches the table.
+        self.table_access[worker_fn][fargate_vcpu] = FARGATE_VCPU_ACTIONS
         self.index_access = {
             # the dead letters, and GET /api/jobs (newest first, or by next run)
             api_fn: [
@@ -425,7 +443,7 @@ class JobschedScheduler(Construct):
             for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
             + [failure_workflow.role, dag_workflow.role, ecs_role]
         ]
-        for table in (jobs, runs, alerts, limits, worker_pools):
+        for table in (jobs, runs, alerts, limits, fargate_vcpu, worker_pools):
             self._only_the_stack_reads_and_writes(table, stack_roles)
         # (Not the quotas table: an operator's own credentials write it, `jobsched admin quota`; no
         # stack role may write it, and the api reads it only: see the grants above.)
@@ -679,6 +697,7 @@ class JobschedStack(Stack):
         kms_keys: KeyChoice = "customer",
         worker_invocations: int = resources.WORKER_EVENT_SOURCE.max_invocations,
         waf: bool = False,
+        fargate_vcpu_quota: int = DEFAULT_FARGATE_VCPU_QUOTA,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -695,6 +714,7 @@ class JobschedStack(Stack):
             kms_keys=kms_keys,
             worker_invocations=worker_invocations,
             waf=waf,
+            fargate_vcpu_quota=fargate_vcpu_quota,
         )
         scheduler = self.scheduler
         self.api, self.dispatch, self.workers, self.reconciler = (

@@ -90,7 +90,11 @@ def test_the_task_role_has_the_worker_functions_table_calls_and_no_scan(synth: S
         "sqs:ReceiveMessage",
         "sqs:ChangeMessageVisibility",
     } <= actions
-    assert not {"dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:*", "sqs:*"} & actions
+    assert not {"dynamodb:Scan", "dynamodb:*", "sqs:*"} & actions
+    # DeleteItem only on the Fargate vCPU table: a released reservation (adapters/dynamodb/fargate_vcpu)
+    deleting = [s for s in statements if "dynamodb:DeleteItem" in json.dumps(s["Action"])]
+    capacity = resources.FARGATE_VCPU_TABLE.logical_id
+    assert deleting and all(capacity in json.dumps(s["Resource"]) for s in deleting)
 
 
 def test_the_lambda_worker_is_deployed_with_the_placements_timeout_and_memory(synth: Synth) -> None:
@@ -104,3 +108,30 @@ def test_the_lambda_worker_is_deployed_with_the_placements_timeout_and_memory(sy
             }
         ),
     )
+
+
+def test_the_ecs_worker_may_run_follow_and_stop_container_tasks_in_its_cluster_only(synth: Synth) -> None:
+    statements = synth.role_statements(synth.stack.ecs.task_role)
+    running = [s for s in statements if "ecs:RunTask" in json.dumps(s["Action"])]
+    assert running and all("ecs:cluster" in json.dumps(s.get("Condition", {})) for s in running)
+    tagging = [s for s in statements if "ecs:TagResource" in json.dumps(s["Action"])]
+    assert tagging and all(
+        s["Condition"] == {"StringEquals": {"ecs:CreateAction": "RunTask"}} for s in tagging
+    )
+    passing = [s for s in statements if "iam:PassRole" in json.dumps(s["Action"])]
+    assert passing and all("ContainerExecutionRole" in json.dumps(s["Resource"]) for s in passing)
+
+
+def test_the_ecs_worker_is_told_where_container_tasks_run(synth: Synth) -> None:
+    defs = [
+        d
+        for d in synth.template.find_resources("AWS::ECS::TaskDefinition").values()
+        for d in d["Properties"]["ContainerDefinitions"]
+    ]
+    names = {e["Name"] for d in defs for e in d.get("Environment", [])}
+    assert {
+        c.ECS_CLUSTER_ENV,
+        c.ECS_SUBNETS_ENV,
+        c.ECS_SECURITY_GROUPS_ENV,
+        c.ECS_EXECUTION_ROLE_ARN_ENV,
+    } <= names

@@ -71,3 +71,34 @@ def test_every_function_is_told_where_the_limits_and_quotas_are(synth: Synth, na
     env = synth.resource(synth.logical_id(synth.function(name)))["Properties"]["Environment"]["Variables"]
     assert env[c.LIMITS_TABLE_ENV] == {"Ref": LIMITS}
     assert env[c.QUOTAS_TABLE_ENV] == {"Ref": QUOTAS}
+
+
+CAPACITY = resources.FARGATE_VCPU_TABLE.logical_id
+
+
+def test_the_fargate_vcpu_table_is_keyed_by_its_spec_with_no_ttl_to_drop_a_reservation(synth: Synth) -> None:
+    props = synth.resource(CAPACITY)["Properties"]
+    assert props["KeySchema"] == [
+        {"AttributeName": "PK", "KeyType": "HASH"},
+        {"AttributeName": "SK", "KeyType": "RANGE"},
+    ]
+    assert props["DeletionProtectionEnabled"] is True
+    assert "TimeToLiveSpecification" not in props
+
+
+def test_only_the_worker_reserves_releases_and_sweeps_fargate_vcpu(synth: Synth) -> None:
+    assert synth.actions_on("worker", CAPACITY) == {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:Query",
+    }
+    for name in ("api", "dispatcher", "reconciler"):
+        assert synth.actions_on(name, CAPACITY) == set(), name
+
+
+def test_the_functions_find_the_fargate_vcpu_table_and_the_accounts_vcpu_quota(synth: Synth) -> None:
+    env = synth.resource(synth.logical_id(synth.function("worker")))["Properties"]["Environment"]["Variables"]
+    assert env[c.FARGATE_VCPU_TABLE_ENV] == {"Ref": CAPACITY}
+    assert env[c.FARGATE_VCPU_QUOTA_ENV] == "6"

@@ -8,17 +8,21 @@ Lambda worker anyway (a run-now, a retry, a DAG release) is passed on to the ECS
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
 import boto3
 import pytest
 
+from jobsched.adapters.dynamodb.fargate_vcpu import DynamoDBFargateVcpuStore
 from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.fargate_vcpu import ACCOUNT_SCOPE, Scope
 from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import RunStatus
+from jobsched.domain.targets import EcsTarget
 from jobsched.ecsworker import EcsWorker
 from jobsched.handlers import HandlerRegistry, RunContext, registry
 from jobsched.ports import FakeClock
@@ -148,3 +152,58 @@ def test_sigterm_hands_back_a_run_still_running_after_the_grace_period(
     finally:
         release.set()
         worker.join(timeout=10)
+
+
+def test_the_ecs_worker_reserves_vcpu_in_the_table_and_a_run_over_the_quota_waits_queued(
+    svc: Services, ecs_svc: Services, clock: FakeClock
+) -> None:
+    # Given the account's 6 vCPU reserved by another run (its record in the Fargate vCPU table)
+    store = DynamoDBFargateVcpuStore(
+        client=boto3.client("dynamodb"), table=ecs_svc.settings.fargate_vcpu_table
+    )
+    account = Scope(name=ACCOUNT_SCOPE, limit=6 * 1024)
+    assert (
+        store.reserve("other", cpu=6 * 1024, scopes=(account,), until=RUN_AT + timedelta(hours=1), now=RUN_AT)
+        is None
+    )
+    job_id = submit_long(svc)
+    clock.set(RUN_AT)
+    assert svc.dispatcher.dispatch_all().runs_sent == 1
+    worker = ecs_worker(ecs_svc)
+    # When the ECS worker takes its run, then it waits (acknowledged: a delayed copy carries it)
+    assert worker.poll_once() == 1
+    assert worker.drain() == []
+    row = svc.runs.get(job_id, times.stored(RUN_AT))
+    assert row is not None and row.status == RunStatus.PENDING
+    assert row.reason == "waited for Fargate capacity: the account's vCPU quota (6 vCPU) is reserved"
+    # When the other run gives its vCPU back, the copy runs once and gives its own back
+    assert store.release("other")
+    worker = ecs_worker(ecs_svc)
+    worker.wait_seconds = 1  # the copy's delay is SQS's real second here: long-poll for it
+    deadline = time.monotonic() + 10
+    while not worker.poll_once() and time.monotonic() < deadline:
+        clock.advance(1)
+    worker.drain()
+    row = svc.runs.get(job_id, times.stored(RUN_AT))
+    assert row is not None and (row.status, row.attempt) == (RunStatus.SUCCEEDED, 1)
+    assert store.used(ACCOUNT_SCOPE) == 0 and store.reservations() == {}
+
+
+def test_a_container_job_round_trips_through_the_job_store_placed_on_ecs(svc: Services) -> None:
+    # Given a container job asking 0.5 vCPU and 1 GB (stored in DynamoDB on moto)
+    request = CreateJobRequest.model_validate(
+        {
+            "type": "one_off",
+            "run_at": RUN_AT.isoformat(),
+            "timeout_seconds": 600,
+            "resources": {"cpu": 512, "memory_mib": 1000},
+            "target": {"type": "ecs", "image": "busybox:1.36", "command": ["sh", "-c", "exit 3"]},
+        }
+    )
+    job_id = svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    # When it is read back, then its target is the same and it is placed on Fargate's best fit
+    job = svc.jobs.get_job(job_id)
+    assert job is not None and isinstance(job.target, EcsTarget)
+    assert job.target.command == ["sh", "-c", "exit 3"]
+    placement = job.placement()
+    assert (placement.runs_on, placement.resources.cpu, placement.resources.memory_mib) == ("ecs", 512, 1024)

@@ -75,3 +75,15 @@ def test_a_bad_quota_value_is_refused_by_the_cli_and_nothing_is_written(
     )
     capsys.readouterr()
     assert admin(capsys, "get", "--tenant", "team-a", "--table", aws.quotas_table)["source"] == "default"
+
+
+def test_an_operator_caps_a_tenants_fargate_cpu_with_the_cli(
+    aws: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = ["--table", aws.quotas_table]
+    # Given no cap: the tenant's ECS-placed runs share the account's quota only
+    assert admin(capsys, "get", "--tenant", "team-a", *table)["max_fargate_cpu"] is None
+    # When an operator caps team-a at 2 vCPU (2048 CPU units), then the quota says so
+    admin(capsys, "set", "--tenant", "team-a", "--max-fargate-cpu", "2048", *table)
+    got = admin(capsys, "get", "--tenant", "team-a", *table)
+    assert got["source"] == "set" and got["max_fargate_cpu"] == 2048

@@ -28,6 +28,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from jobsched import constants as c
 from jobsched import resources
 from jobsched_infra.nag import HIPAA, NIST, acknowledge, acknowledge_in
 from jobsched_infra.project import REPO_ROOT
@@ -123,6 +124,7 @@ class EcsWorkers(Construct):
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
         )
         queue.grant_consume_messages(self.task_role)
+        self._container_targets()
         minute = Duration.minutes(1)
         depth = cloudwatch.MathExpression(
             expression="visible + inflight",
@@ -149,6 +151,20 @@ class EcsWorkers(Construct):
         )
         execution_role = self.task_definition.obtain_execution_role()
         acknowledge(
+            self.container_execution_role,
+            "IAM5",
+            "Container targets' execution role: ecr:GetAuthorizationToken takes no resource-level "
+            "permission, and a container target's image may be in any of the account's repositories.",
+            finding="Resource::*",
+        )
+        acknowledge(
+            self.task_role,
+            "IAM5",
+            "Container targets: ecs:RegisterTaskDefinition and DescribeTaskDefinition take no "
+            "resource-level permission; RunTask, DescribeTasks and StopTask are conditioned on this cluster.",
+            finding="Resource::*",
+        )
+        acknowledge(
             execution_role,
             "IAM5",
             "ECS's execution role: ecr:GetAuthorizationToken takes no resource-level permission; the "
@@ -174,3 +190,67 @@ class EcsWorkers(Construct):
             ),
         ):
             acknowledge_in(self, rule, reason, packs=(HIPAA, NIST))
+
+    def _container_targets(self) -> None:
+        """What container targets (jobsched.adapters.targets.ecs) need: their tasks' security group
+        (no inbound), the execution role of the task definitions registered for images, and the
+        ECS worker's calls: RunTask/DescribeTasks/StopTask in this cluster, ListTasks of it, the task
+        definitions, tagging at RunTask, and passing the execution role. The worker is told where."""
+        self.container_security_group = ec2.SecurityGroup(
+            self,
+            "ContainerTasks",
+            vpc=self.vpc,
+            description="jobsched container targets tasks: no inbound, out to AWS and image registries",
+            allow_all_outbound=True,
+        )
+        self.container_execution_role = iam.Role(
+            self,
+            "ContainerExecutionRole",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description="jobsched container targets: pull the image",
+        )
+        self.container_execution_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ecr:GetAuthorizationToken",
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:GetDownloadUrlForLayer",
+                    "ecr:BatchGetImage",
+                ],
+                resources=["*"],
+            )
+        )
+        in_cluster = {"ArnEquals": {"ecs:cluster": self.cluster.cluster_arn}}
+        role = self.task_role
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecs:RunTask", "ecs:DescribeTasks", "ecs:StopTask"],
+                resources=["*"],
+                conditions=in_cluster,
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["ecs:ListTasks"], resources=["*"], conditions=in_cluster)
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition"], resources=["*"]
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecs:TagResource"],
+                resources=["*"],
+                conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["iam:PassRole"], resources=[self.container_execution_role.role_arn])
+        )
+        for name, value in (
+            (c.ECS_CLUSTER_ENV, self.cluster.cluster_name),
+            (c.ECS_SUBNETS_ENV, ",".join(s.subnet_id for s in self.vpc.public_subnets)),
+            (c.ECS_SECURITY_GROUPS_ENV, self.container_security_group.security_group_id),
+            (c.ECS_EXECUTION_ROLE_ARN_ENV, self.container_execution_role.role_arn),
+        ):
+            self.container.add_environment(name, value)

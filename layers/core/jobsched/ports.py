@@ -23,7 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from jobsched.domain import compute
 from jobsched.domain.alerts import Alert
+from jobsched.domain.fargate_vcpu import Scope
 from jobsched.domain.limits import Quota
 from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.logs import LogPage
@@ -521,8 +523,15 @@ class SigningSecrets(Protocol):
 class TargetSource(Protocol):
     """Turns a job's target spec into the adapter that calls it (jobsched.adapters.targets.TargetFactory)."""
 
-    def for_spec(self, spec: TargetSpec, *, timeout_seconds: float | None = None) -> Target:
-        """The adapter for `spec`; `timeout_seconds` (the job's) bounds a target that waits."""
+    def for_spec(
+        self,
+        spec: TargetSpec,
+        *,
+        timeout_seconds: float | None = None,
+        resources: compute.Resources | None = None,
+    ) -> Target:
+        """The adapter for `spec`; `timeout_seconds` (the job's) bounds a target that waits;
+        `resources`, the run's placed size, sizes a container target's task."""
         ...
 
     def check(self, spec: TargetSpec) -> None:
@@ -630,9 +639,7 @@ class RunLogs(Protocol):
     """What runs logged, per run: every line logged inside a run's scope carries its run_id and tenant
     (jobsched.logcontext), and this reads them back by those two fields."""
 
-    def page(
-        self, run_id: str, *, tenant: str, since: datetime, cursor: str | None, limit: int
-    ) -> LogPage:
+    def page(self, run_id: str, *, tenant: str, since: datetime, cursor: str | None, limit: int) -> LogPage:
         """Up to `limit` lines of run `run_id` of `tenant`, logged at or after `since`, oldest first,
         from `cursor` (None: the first). A line of another tenant's run is never answered. A page may
         hold fewer lines than `limit` and still have a next_cursor (a reader follows it)."""
@@ -769,4 +776,37 @@ class QuotaStore(Protocol):
 
     def list_quotas(self) -> dict[str, Quota]:
         """Every tenant that has a quota set, and its quota."""
+        ...
+
+
+class FargateVcpuStore(Protocol):
+    """Fargate vCPU reserved per scope (jobsched.domain.fargate_vcpu): a counter per scope, in CPU units,
+    and one record per run, so that a release is idempotent and a forgotten reservation can lapse.
+
+    A counter, not a holder set: the limit is on the sum of the holders' sizes, which DynamoDB can
+    check in the write's condition itself (used + need <= limit); the run's record says what to give
+    back, and when the reservation lapses (its run's timeout has passed: its task is stopped by then).
+    """
+
+    def reserve(
+        self, run: str, *, cpu: int, scopes: Sequence[Scope], until: datetime, now: datetime
+    ) -> Scope | None:
+        """Reserve `cpu` units for `run` in every scope at once if each stays within its limit; None
+        when reserved, else the first full scope (nothing written). Atomic: racing reservers never
+        take a scope past its limit. A run that holds a reservation already keeps it (None), its
+        lapse pushed to `until`. Before it answers full, lapsed reservations (until < now) are
+        released and the reservation is tried once more."""
+        ...
+
+    def release(self, run: str) -> bool:
+        """Give `run`'s units back to each scope it reserved in (never below zero); False when it
+        holds none (released already, or lapsed and swept): a second release changes nothing."""
+        ...
+
+    def used(self, scope: str) -> int:
+        """CPU units reserved in `scope` now (0 for a scope never used)."""
+        ...
+
+    def reservations(self) -> dict[str, datetime]:
+        """Every run holding a reservation, and when it lapses."""
         ...

@@ -296,7 +296,13 @@ LIMITS_TABLE = TableSpec(logical_id="LimitsTable", suffix="limits", ttl_attribut
 # credentials (`jobsched admin quota set`), which no function has: the api only reads it (GetItem,
 # cached per warm Lambda), so no tenant request can change a quota.
 QUOTAS_TABLE = TableSpec(logical_id="QuotasTable", suffix="quotas")
-LIMIT_TABLES: tuple[TableSpec, ...] = (LIMITS_TABLE, QUOTAS_TABLE)
+# Fargate vCPU reservations (jobsched.adapters.dynamodb.fargate_vcpu has the items and why): a counter
+# per scope ("SCOPE#account", "SCOPE#tenant#<t>") and a record per reserving run. Its own table, so
+# the grants on it are the workers' alone (the Lambda worker's and the ECS task role's) and no
+# key-slot or budget write ever contends with a reservation. No TTL: a TTL deletion would drop a
+# record without giving its units back (lapsed records are released by the next full reserve).
+FARGATE_VCPU_TABLE = TableSpec(logical_id="FargateVcpuTable", suffix="fargate-vcpu")
+LIMIT_TABLES: tuple[TableSpec, ...] = (LIMITS_TABLE, QUOTAS_TABLE, FARGATE_VCPU_TABLE)
 
 @dataclass(frozen=True, slots=True)
 class KeySpec:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched import constants as c
 from jobsched import resources
+from jobsched.domain.fargate_vcpu import DEFAULT_FARGATE_VCPU_QUOTA
 
 
 class Settings(BaseModel):
@@ -30,6 +31,10 @@ class Settings(BaseModel):
     # this process only, for tests; quotas then the defaults).
     limits_table: str = ""
     quotas_table: str = ""
+    # Fargate vCPU reservations (empty: counted in this process only, for tests), and the account's
+    # Fargate On-Demand vCPU quota they are reserved against (jobsched.domain.fargate_vcpu says why 6).
+    fargate_vcpu_table: str = ""
+    fargate_vcpu_quota: int = Field(default=DEFAULT_FARGATE_VCPU_QUOTA, ge=1, le=100_000)
     execution_dlq_url: str = ""
     shard_count: int = Field(default=8, ge=1, le=1024)
     # How far ahead of now the dispatcher hands ticks to SQS. It must cover one tick interval
@@ -76,6 +81,13 @@ class Settings(BaseModel):
     # no ECS worker, every run goes to the execution queue), and which worker this process is.
     ecs_queue_url: str = ""
     worker_lane: Literal["lambda", "ecs"] = "lambda"
+    # Container targets (jobsched.adapters.targets.ecs): the cluster their tasks run in, its subnets
+    # and security groups, and the execution role of the task definitions registered for images.
+    # No cluster: an ecs target's attempt fails with TargetUnavailable.
+    ecs_cluster: str = ""
+    ecs_subnets: tuple[str, ...] = ()
+    ecs_security_groups: tuple[str, ...] = ()
+    ecs_execution_role_arn: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -93,6 +105,8 @@ class Settings(BaseModel):
             "alerts_table": c.ALERTS_TABLE_ENV,
             "limits_table": c.LIMITS_TABLE_ENV,
             "quotas_table": c.QUOTAS_TABLE_ENV,
+            "fargate_vcpu_table": c.FARGATE_VCPU_TABLE_ENV,
+            "fargate_vcpu_quota": c.FARGATE_VCPU_QUOTA_ENV,
             "execution_dlq_url": c.EXECUTION_DLQ_URL_ENV,
             "shard_count": c.SHARD_COUNT_ENV,
             "lookahead_seconds": c.LOOKAHEAD_SECONDS_ENV,
@@ -106,13 +120,20 @@ class Settings(BaseModel):
             "target_policy": c.TARGET_POLICY_ENV,
             "ecs_queue_url": c.ECS_QUEUE_URL_ENV,
             "worker_lane": c.WORKER_LANE_ENV,
+            "ecs_cluster": c.ECS_CLUSTER_ENV,
+            "ecs_execution_role_arn": c.ECS_EXECUTION_ROLE_ARN_ENV,
         }
         raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
         raw["fair_dispatch"] = env.get(c.FAIR_DISPATCH_ENV, "").strip().lower() != "false"
         for field, name in optional.items():
             if env.get(name):
                 raw[field] = env[name]
-        lists = {"handler_modules": c.HANDLER_MODULES_ENV, "trusted_senders": c.TRUSTED_SENDERS_ENV}
+        lists = {
+            "handler_modules": c.HANDLER_MODULES_ENV,
+            "trusted_senders": c.TRUSTED_SENDERS_ENV,
+            "ecs_subnets": c.ECS_SUBNETS_ENV,
+            "ecs_security_groups": c.ECS_SECURITY_GROUPS_ENV,
+        }
         for field, name in lists.items():
             if env.get(name):
                 raw[field] = tuple(m.strip() for m in env[name].split(",") if m.strip())
@@ -138,6 +159,7 @@ class Settings(BaseModel):
             c.DEMO_HANDLERS_ENV: "true" if self.demo_handlers else "false",
             c.FAIR_DISPATCH_ENV: "true" if self.fair_dispatch else "false",
             c.TARGET_POLICY_ENV: self.target_policy,
+            c.FARGATE_VCPU_QUOTA_ENV: str(self.fargate_vcpu_quota),
         }
         if self.alerts_table:
             env[c.ALERTS_TABLE_ENV] = self.alerts_table
@@ -145,6 +167,8 @@ class Settings(BaseModel):
             env[c.LIMITS_TABLE_ENV] = self.limits_table
         if self.quotas_table:
             env[c.QUOTAS_TABLE_ENV] = self.quotas_table
+        if self.fargate_vcpu_table:
+            env[c.FARGATE_VCPU_TABLE_ENV] = self.fargate_vcpu_table
         if self.ecs_queue_url:
             env[c.ECS_QUEUE_URL_ENV] = self.ecs_queue_url
             env[c.WORKER_LANE_ENV] = self.worker_lane
@@ -155,4 +179,9 @@ class Settings(BaseModel):
             env[c.HANDLER_MODULES_ENV] = ",".join(self.handler_modules)
         if self.trusted_senders:
             env[c.TRUSTED_SENDERS_ENV] = ",".join(self.trusted_senders)
+        if self.ecs_cluster:
+            env[c.ECS_CLUSTER_ENV] = self.ecs_cluster
+            env[c.ECS_SUBNETS_ENV] = ",".join(self.ecs_subnets)
+            env[c.ECS_SECURITY_GROUPS_ENV] = ",".join(self.ecs_security_groups)
+            env[c.ECS_EXECUTION_ROLE_ARN_ENV] = self.ecs_execution_role_arn
         return env

@@ -16,12 +16,14 @@ from jobsched import constants as c
 from jobsched import ports
 from jobsched.adapters.alerts import DynamoDBAlertStore, NoAlertStore, NoAlertTopic, SnsAlertPublisher
 from jobsched.adapters.dynamodb import JobStore, RunStore
+from jobsched.adapters.dynamodb.fargate_vcpu import DynamoDBFargateVcpuStore
 from jobsched.adapters.dynamodb.limits import DynamoDBLimitStore, DynamoDBQuotaStore
+from jobsched.adapters.fargate_vcpu import MemoryFargateVcpuStore
 from jobsched.adapters.limits import MemoryLimitStore
 from jobsched.adapters.secrets import KmsSigningSecrets
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
-from jobsched.adapters.targets import AddressPolicy, AssumedRoles, TargetFactory
+from jobsched.adapters.targets import AddressPolicy, AssumedRoles, EcsPlace, TargetFactory
 from jobsched.adapters.targets.http import SigningSecret
 from jobsched.domain.targets import TargetFailed
 from jobsched.handlers import DEMO_HANDLERS, HandlerRegistry, registry
@@ -95,12 +97,23 @@ def target_factory(
             region=session.region_name or "us-east-1",  # Lambda always sets AWS_REGION
             clock=clock,
         )
+    ecs_place = None
+    if settings.ecs_cluster:
+        ecs_place = EcsPlace(
+            cluster=settings.ecs_cluster,
+            subnets=settings.ecs_subnets,
+            security_groups=settings.ecs_security_groups,
+            execution_role_arn=settings.ecs_execution_role_arn,
+        )
     return TargetFactory(
         handlers=handlers,
         roles=roles,
         signing_secret=signing_secret or no_signing_secret,
         policy=address_policy(settings),
         clock=clock,
+        # The stack's own ECS client (container targets run in its cluster), made at first use.
+        ecs=(lambda: boto3.client("ecs", config=_BOTO_CONFIG)) if ecs_place else None,
+        ecs_place=ecs_place,
     )
 
 
@@ -225,6 +238,9 @@ def build(
         quotas=DynamoDBQuotaStore(client=dynamodb, table=settings.quotas_table)
         if settings.quotas_table
         else None,
+        fargate_vcpu=DynamoDBFargateVcpuStore(client=dynamodb, table=settings.fargate_vcpu_table)
+        if settings.fargate_vcpu_table
+        else None,
     )
 
 
@@ -245,10 +261,12 @@ def compose(
     metrics: ports.Metrics | None = None,
     limits: ports.LimitStore | None = None,
     quotas: ports.QuotaStore | None = None,
+    fargate_vcpu: ports.FargateVcpuStore | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
 
-    `limits` None: concurrency keys held in this process only (tests); `quotas` None: the defaults.
+    `limits` None: concurrency keys held in this process only (tests); `quotas` None: the defaults;
+    `fargate_vcpu` None: Fargate vCPU reservations counted in this process only (tests).
 
     `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
     `alert_store`, `alert_publisher` None: no alerts (jobsched.adapters.memory has fakes for tests).
@@ -310,6 +328,7 @@ def compose(
         metrics=metrics,
         limits=limits,
         quotas=tenant_quotas,
+        fargate_vcpu=fargate_vcpu or MemoryFargateVcpuStore(),
     )
     service = JobService(
         jobs=jobs,

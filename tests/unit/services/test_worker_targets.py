@@ -34,7 +34,9 @@ class Recorded:
     envelopes: list[dict[str, Any]] = field(default_factory=list)
     specs: list[tuple[TargetSpec, float | None]] = field(default_factory=list)
 
-    def for_spec(self, spec: TargetSpec, *, timeout_seconds: float | None = None) -> Target:
+    def for_spec(
+        self, spec: TargetSpec, *, timeout_seconds: float | None = None, resources: Any = None
+    ) -> Target:
         self.specs.append((spec, timeout_seconds))
         return _Adapter(self)
 

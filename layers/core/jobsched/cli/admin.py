@@ -23,6 +23,7 @@ QUOTA_FLAGS = (
     ("--max-runs-per-second", "max_runs_per_second"),
     ("--min-cron-interval", "min_cron_interval_seconds"),
     ("--backfill-ticks-per-day", "backfill_ticks_per_day"),
+    ("--max-fargate-cpu", "max_fargate_cpu"),
 )
 
 

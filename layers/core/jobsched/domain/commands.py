@@ -44,7 +44,7 @@ from jobsched.domain.models import (
     in_time_window,
     payload_bytes,
 )
-from jobsched.domain.targets import PythonTarget, TargetSpec, WorkerTarget
+from jobsched.domain.targets import EcsTarget, PythonTarget, TargetSpec, WorkerTarget
 
 HANDLER_PATTERN = r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$"
 
@@ -176,6 +176,13 @@ class CreateJobRequest(BaseModel):
         # A timeout or resources that failed their own checks are reported on their own.
         if isinstance(info.data.get("target"), WorkerTarget):
             return value  # a worker pool's run: placed on one of its workers (domain.placement)
+        if isinstance(info.data.get("target"), EcsTarget):
+            if value == "lambda":
+                raise ValueError("an ecs target runs as its own Fargate task: leave runs_on out (or use ecs)")
+            value_for_check: RunsOn = "ecs"
+            if "timeout_seconds" in info.data and "resources" in info.data:
+                checked_placement(info.data["timeout_seconds"], info.data["resources"], value_for_check)
+            return value
         if "timeout_seconds" in info.data and "resources" in info.data:
             checked_placement(info.data["timeout_seconds"], info.data["resources"], value)
         return value

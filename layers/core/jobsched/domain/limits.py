@@ -90,6 +90,9 @@ class Quota(BaseModel):
     """The shortest gap between two ticks of a recurring job; a create or edit under it is a 429."""
     backfill_ticks_per_day: int = Field(default=100_000, ge=0, le=100_000_000)
     """Ticks one backfill request may ask for (a day's budget per request); over it is a 429."""
+    max_fargate_cpu: int | None = Field(default=None, ge=256, le=100_000 * 1024)
+    """Fargate CPU units (1024 = 1 vCPU) the tenant's runs may have reserved at once, within the
+    account's quota (jobsched.domain.fargate_vcpu); None: no cap of its own. An excess run waits queued."""
 
 
 DEFAULT_QUOTA = Quota()

@@ -24,7 +24,7 @@ from jobsched.domain.compute import Placement, Resources, RunsOn, place
 from jobsched.domain.fairness import Priority
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.status import JobStatus, RunStatus
-from jobsched.domain.targets import PythonTarget, TargetSpec, WorkerTarget
+from jobsched.domain.targets import EcsTarget, PythonTarget, TargetSpec, WorkerTarget
 
 JobType = Literal["one_off", "recurring", "dependent"]
 OverlapPolicy = Literal["skip", "buffer_one", "allow"]
@@ -235,6 +235,9 @@ class Job(BaseModel):
         run is relayed to its pool by the Lambda worker (services/workers.py), at the size it asked."""
         if isinstance(self.target, WorkerTarget):
             return Placement(runs_on="lambda", resources=self.resources or Resources())
+        if isinstance(self.target, EcsTarget):
+            # A container runs as its own Fargate task, which the ECS worker starts and follows.
+            return place(self.retry.timeout_seconds, self.resources, "ecs")
         return place(self.retry.timeout_seconds, self.resources, self.runs_on)
 
 

@@ -20,13 +20,22 @@ Limits chosen where AWS or HTTP leave them open:
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import socket
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from jobsched.errors import JobschedError, ValidationFailed
 
@@ -269,6 +278,74 @@ class StepFunctionsTarget(_AwsSpec):
         return value
 
 
+# A Fargate task definition, by ARN with its revision (what RunTask takes and a run can be pinned to).
+_TASK_DEFINITION_ARN = re.compile(
+    rf"^arn:{_PARTITION}:ecs:{_REGION}:{_ACCOUNT}:task-definition/[A-Za-z0-9_-]{{1,255}}:\d{{1,10}}$"
+)
+# An image reference: [registry/]repository[:tag][@digest], printable ASCII without spaces.
+_IMAGE = re.compile(r"^[a-z0-9][\x21-\x7e]{0,1023}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+# Environment names jobsched sets on a container target's task (the run's envelope): not the caller's.
+RESERVED_ENV_PREFIX = "JOBSCHED_"
+# RunTask refuses overrides above 8 KiB (the containerOverrides JSON): the caller's share of it.
+MAX_CONTAINER_OVERRIDE_BYTES = 4096
+
+
+class EcsTarget(_Spec):
+    """A container: one Fargate task per run, sized by the job's resources (domain.compute), from
+    `image` (jobsched registers a task definition for it) or the caller's `task_definition_arn`
+    (exactly one of them). Exit code 0 succeeds; any other fails the attempt with ExitCode."""
+
+    type: Literal["ecs"] = "ecs"
+    image: str | None = Field(default=None, max_length=1024)
+    task_definition_arn: str | None = Field(default=None, max_length=2048)
+    command: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list, max_length=100)
+    """The container's command (overrides the image's or the task definition's)."""
+    environment: dict[str, Annotated[str, Field(max_length=1024)]] = Field(
+        default_factory=dict, max_length=50
+    )
+    """Extra environment variables; names starting JOBSCHED_ are jobsched's (the run's envelope)."""
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        if value is not None and not _IMAGE.match(value):
+            raise ValueError("must be an image reference ([registry/]repository[:tag][@digest], no spaces)")
+        return value
+
+    @field_validator("task_definition_arn")
+    @classmethod
+    def _task_definition_arn(cls, value: str | None) -> str | None:
+        if value is not None and not _TASK_DEFINITION_ARN.match(value):
+            raise ValueError(
+                "must be a task definition ARN with its revision "
+                "(arn:aws:ecs:<region>:<account>:task-definition/<family>:<revision>)"
+            )
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            if name.upper().startswith(RESERVED_ENV_PREFIX):
+                raise ValueError(f"{name!r}: names starting {RESERVED_ENV_PREFIX} are jobsched's")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EcsTarget:
+        if (self.image is None) == (self.task_definition_arn is None):
+            raise ValueError("give exactly one of image and task_definition_arn")
+        size = len(json.dumps({"command": self.command, "environment": self.environment}).encode())
+        if size > MAX_CONTAINER_OVERRIDE_BYTES:
+            raise ValueError(
+                f"command and environment are {size} bytes as JSON; "
+                f"the limit is {MAX_CONTAINER_OVERRIDE_BYTES}"
+            )
+        return self
+
+
 class WorkerTarget(_Spec):
     """A handler run by an external worker of the tenant's pool (jobsched.services.workers), from the
     worker's own registry; placed by best fit on a worker whose labels carry every one of `labels`."""
@@ -287,11 +364,12 @@ TargetSpec = Annotated[
     | SnsTarget
     | EventBridgeTarget
     | StepFunctionsTarget
+    | EcsTarget
     | WorkerTarget,
     Field(discriminator="type"),
 ]
 """A job's target: one of the kinds above, chosen by its "type"."""
-TARGET_TYPES = ("python", "http", "lambda", "sqs", "sns", "eventbridge", "stepfunctions", "worker")
+TARGET_TYPES = ("python", "http", "lambda", "sqs", "sns", "eventbridge", "stepfunctions", "ecs", "worker")
 AwsTarget = LambdaTarget | SqsTarget | SnsTarget | EventBridgeTarget | StepFunctionsTarget
 
 _ADAPTER: TypeAdapter[TargetSpec] = TypeAdapter(TargetSpec)
@@ -304,6 +382,8 @@ def parse_target(data: Mapping[str, Any]) -> TargetSpec:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = target_field(first["loc"], first["type"])
+        if field == "target" and data.get("type") == "ecs":
+            field = "target.image"  # the ecs target's own check: exactly one of image, task_definition_arn
         msg = str(first["msg"]).removeprefix("Value error, ")
         if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
             msg = f"must be one of {', '.join(TARGET_TYPES)}"
@@ -320,6 +400,8 @@ def describe(spec: TargetSpec) -> str:
         return f"http {spec.method} {spec.url}"
     if isinstance(spec, WorkerTarget):
         return f"worker {spec.pool} {spec.handler}"
+    if isinstance(spec, EcsTarget):
+        return f"ecs {spec.image or spec.task_definition_arn}"
     resource = {
         "lambda": getattr(spec, "function_arn", ""),
         "sqs": getattr(spec, "queue_url", ""),

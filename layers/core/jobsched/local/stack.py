@@ -250,6 +250,7 @@ class LocalStack:
                 c.ALERTS_TABLE_ENV: made[resources.ALERTS_TABLE.logical_id],
                 c.LIMITS_TABLE_ENV: made[resources.LIMITS_TABLE.logical_id],
                 c.QUOTAS_TABLE_ENV: made[resources.QUOTAS_TABLE.logical_id],
+                c.FARGATE_VCPU_TABLE_ENV: made[resources.FARGATE_VCPU_TABLE.logical_id],
                 c.WORKERS_TABLE_ENV: made[resources.WORKERS_TABLE.logical_id],
                 c.SHARD_COUNT_ENV: str(self.config.shard_count),
                 c.LOOKAHEAD_SECONDS_ENV: str(self.config.lookahead_seconds),

@@ -36,6 +36,20 @@ by the heartbeat):
     crash holding a slot -> nothing renews it: it lapses within the hold (lease / 2), and the
         message's redelivery (same message id, same holder) takes it again
 
+A run placed on ECS Fargate reserves its placed size's vCPU (FargateVcpuStore: the account's quota,
+and its tenant's max_fargate_cpu when set) once its keys are taken, before it starts, keyed by its
+run id so a redelivery of the run keeps the reservation it had:
+
+    keys taken ──> reserve ──full──> give the keys and the slot back, note the wait on the run row,
+        │                            send a delayed copy, ack this one (as for a full key)
+        │ reserved
+        v
+    run ──> release the reservation at the outcome (an error too); a second release is a no-op
+
+    crash holding a reservation -> its redelivery (same run id) keeps it; a run that never comes
+        back leaves it to lapse at its timeout + slack, released by the next reserver that finds
+        a scope full
+
 Over 600 lines on purpose: this is one multi-step path (gate, start markers, fast or leased
 path, heartbeat, record, hand-over) whose crash points are read against the timeline above;
 split, each half would need the other's docstring. The target call goes behind ports.Target.
@@ -60,6 +74,9 @@ from aws_lambda_powertools import Logger
 from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch, is_late_watch
+from jobsched.domain.fargate_vcpu import LAPSE_SLACK_SECONDS, MAX_RUN_SECONDS
+from jobsched.domain.fargate_vcpu import scopes as vcpu_scopes
+from jobsched.domain.fargate_vcpu import wait_reason as vcpu_wait_reason
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.limits import TENANT_KEY, key_wait_seconds, tenant_wait_reason, wait_reason
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
@@ -73,6 +90,7 @@ from jobsched.logcontext import run_scope
 from jobsched.ports import (
     Clock,
     CrashPoints,
+    FargateVcpuStore,
     JobStore,
     LimitStore,
     Metrics,
@@ -203,6 +221,9 @@ class Worker:
     quotas: TenantQuotas | None = None
     # False once this process counts as dead (the local stack's Lambda timeout): the heartbeat stops.
     alive: Callable[[], bool] = field(default=lambda: True)
+    # Fargate vCPU reserved before an ECS-placed run starts (jobsched.domain.fargate_vcpu). None: no
+    # reservation (a Lambda worker's runs never need one).
+    fargate_vcpu: FargateVcpuStore | None = None
     # A worker-pool run (WorkerTarget) is not run here: it joins its pool's queue, where an external
     # worker takes it (services/workers.py WorkerPools.hand_off). None: such a run fails, visibly.
     hand_off: Callable[[Job, str, str], bool] | None = None
@@ -281,9 +302,7 @@ class Worker:
             # Held up front, then an error (or a wait): give it back. (A run that got past its gate
             # released it already; a second release is a refused no-op.) A process death, a
             # BaseException, gives nothing back: the markers lapse with their leases, as on AWS.
-            self._give_back(
-                job, sf, delivery, held=held, counted=counted, started=started, until=found_until
-            )
+            self._give_back(job, sf, delivery, held=held, counted=counted, started=started, until=found_until)
             raise
         if held and job is not None and not settled:
             self._release(job, sf)  # held for a tick that did not start
@@ -409,6 +428,10 @@ class Worker:
         holds = self._holds_slot(job, kind)
         keys = self._keys(job, message.cap)
         full = self._take_keys(job, keys, sf, delivery)
+        if full is None:
+            full = self._reserve_vcpu(job, sf)
+            if full is not None:
+                self._free_keys(job, [k for k, _, _ in keys], sf, delivery)
         if full is not None:
             if holds:
                 self._release(job, sf)
@@ -423,6 +446,7 @@ class Worker:
             raise  # the run's holder keeps the slot (see process), and its keys' (the same holder)
         except Exception:
             self._free_keys(job, [k for k, _, _ in keys], sf, delivery)
+            self._release_vcpu(job, sf)
             if holds and not started:  # a started run's hold is its start marker (see process)
                 self._release(job, sf)
             raise
@@ -431,6 +455,7 @@ class Worker:
             # (WorkerPools renews them at its reports and releases them after settling).
             return outcome, True
         self._free_keys(job, [k for k, _, _ in keys], sf, delivery)
+        self._release_vcpu(job, sf)
         if holds and outcome == Outcome.SUCCEEDED and job.type == "one_off":
             return outcome, True  # the job's COMPLETED write freed the slot
         if holds and (
@@ -540,6 +565,50 @@ class Worker:
         if self.limits is not None:
             for key in keys:
                 self.limits.release(job.tenant, key, holder=self._key_holder(job, sf, delivery))
+
+    def _reserves_vcpu(self, job: Job) -> bool:
+        """Whether this worker reserves Fargate vCPU for the job's runs: it is the ECS worker and the
+        job is placed on ECS (domain.compute)."""
+        return (
+            self.fargate_vcpu is not None
+            and self.settings.worker_lane == "ecs"
+            and job.placement().runs_on == "ecs"
+        )
+
+    def _reserve_vcpu(self, job: Job, sf: str) -> str | None:
+        """Reserve the run's placed CPU in the account's and the tenant's scopes; None when reserved
+        (or none is needed), else the wait reason of the first full scope."""
+        if not self._reserves_vcpu(job):
+            return None
+        assert self.fargate_vcpu is not None
+        quota = self.quotas.set_for(job.tenant) if self.quotas is not None else None
+        chosen = vcpu_scopes(
+            self.settings.fargate_vcpu_quota, job.tenant, quota.max_fargate_cpu if quota else None
+        )
+        now = self.clock.now()
+        # Lapses once the run's timeout has passed (its task is stopped by then), with slack.
+        lasts = (job.retry.timeout_seconds or MAX_RUN_SECONDS) + LAPSE_SLACK_SECONDS
+        full = self.fargate_vcpu.reserve(
+            run_id_for(job.job_id, times.parse_stored(sf)),
+            cpu=job.placement().resources.cpu,
+            scopes=chosen,
+            until=now + timedelta(seconds=lasts),
+            now=now,
+        )
+        return None if full is None else vcpu_wait_reason(full)
+
+    def _release_vcpu(self, job: Job, sf: str) -> None:
+        """Give the run's reservation back (a run that holds none: nothing happens). Best effort: a
+        failure leaves it to lapse at its timeout."""
+        if not self._reserves_vcpu(job):
+            return
+        assert self.fargate_vcpu is not None
+        try:
+            self.fargate_vcpu.release(run_id_for(job.job_id, times.parse_stored(sf)))
+        except JobschedError as exc:
+            logger.warning(
+                "could not release a vCPU reservation", extra={"job_id": job.job_id, "error": repr(exc)}
+            )
 
     def _wait_for_key(self, message: RunMessage, job: Job, delivery: Delivery, *, reason: str) -> Outcome:
         """A key is full: the wait goes on the run's row, and a delayed copy of the message carries
@@ -1200,7 +1269,11 @@ class Worker:
         # A stepfunctions target that waits stops its execution a little before the job's timeout,
         # so the run path's own Timeout (above) is the backstop, not the rule.
         timeout = job.retry.timeout_seconds
-        return self.targets.for_spec(spec, timeout_seconds=None if timeout is None else timeout * 0.95)
+        return self.targets.for_spec(
+            spec,
+            timeout_seconds=None if timeout is None else timeout * 0.95,
+            resources=job.placement().resources,
+        )
 
     def _call(self, job: Job, ctx: RunContext) -> tuple[object, tuple[str, str] | None, float | None]:
         envelope = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from jobsched.adapters.memory.alerts import MemoryAlertPublisher, MemoryAlertStore
 from jobsched.adapters.memory.jobs import MemoryJobStore
-from jobsched.adapters.memory.limits import MemoryLimitStore, MemoryQuotaStore
+from jobsched.adapters.memory.limits import MemoryFargateVcpuStore, MemoryLimitStore, MemoryQuotaStore
 from jobsched.adapters.memory.logs import MemoryRunLogs
 from jobsched.adapters.memory.metrics import MemoryMetrics
 from jobsched.adapters.memory.queue import MemoryRunQueue, Received
@@ -22,6 +22,7 @@ from jobsched.adapters.memory.workers import MemoryWorkerStore
 __all__ = [
     "MemoryAlertPublisher",
     "MemoryAlertStore",
+    "MemoryFargateVcpuStore",
     "MemoryJobStore",
     "MemoryLimitStore",
     "MemoryMetrics",

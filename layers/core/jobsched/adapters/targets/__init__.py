@@ -6,9 +6,12 @@ it the tenant's signing secrets, the assumed roles and the address policy).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from jobsched.adapters.targets.credentials import AssumedRoles
+from jobsched.adapters.targets.ecs import EcsPlace, EcsTaskRunner
 from jobsched.adapters.targets.eventbridge import EventBridgePutter
 from jobsched.adapters.targets.http import HttpCaller, SigningSecret
 from jobsched.adapters.targets.lambda_ import LambdaInvoker
@@ -16,7 +19,9 @@ from jobsched.adapters.targets.sns import SnsPublisher
 from jobsched.adapters.targets.sqs import SqsSender
 from jobsched.adapters.targets.ssrf import AddressPolicy, Resolver, system_resolve, vet
 from jobsched.adapters.targets.stepfunctions import StepFunctionsStarter
+from jobsched.domain.compute import Resources, fargate_size
 from jobsched.domain.targets import (
+    EcsTarget,
     EventBridgeTarget,
     FinalTargetFailure,
     HttpTarget,
@@ -35,6 +40,8 @@ from jobsched.ports import Clock, SystemClock, Target
 __all__ = [
     "AddressPolicy",
     "AssumedRoles",
+    "EcsPlace",
+    "EcsTaskRunner",
     "EventBridgePutter",
     "HttpCaller",
     "LambdaInvoker",
@@ -57,9 +64,32 @@ class TargetFactory:
     policy: AddressPolicy = field(default_factory=AddressPolicy.aws)
     resolve: Resolver = system_resolve
     clock: Clock = field(default_factory=SystemClock)
+    # Container targets: the stack's own ECS client (made at the first container run) and where its
+    # tasks run. None: an ecs target's attempt fails with TargetUnavailable.
+    ecs: Callable[[], Any] | None = None
+    ecs_place: EcsPlace | None = None
+    _ecs_client: Any = field(default=None, repr=False)
 
-    def for_spec(self, spec: TargetSpec, *, timeout_seconds: float | None = None) -> Target:
-        """The adapter for `spec`; `timeout_seconds` (the job's) bounds a waiting stepfunctions run."""
+    def for_spec(
+        self, spec: TargetSpec, *, timeout_seconds: float | None = None, resources: Resources | None = None
+    ) -> Target:
+        """The adapter for `spec`; `timeout_seconds` (the job's) bounds a waiting stepfunctions run or
+        a container; `resources` is the run's placed size (a container's task is given it)."""
+        if isinstance(spec, EcsTarget):
+            if self.ecs is None or self.ecs_place is None:
+                raise TargetFailed(
+                    "ecs targets need an ECS cluster, and none is wired here", error_type="TargetUnavailable"
+                )
+            if self._ecs_client is None:
+                self._ecs_client = self.ecs()
+            return EcsTaskRunner(
+                spec,
+                client=self._ecs_client,
+                place=self.ecs_place,
+                resources=resources or fargate_size(None),
+                timeout_seconds=timeout_seconds,
+                clock=self.clock,
+            )
         if isinstance(spec, PythonTarget):
             return self.handlers.target(spec.handler)
         if isinstance(spec, HttpTarget):

@@ -1,0 +1,247 @@
+"""The ecs target (container jobs): one Fargate task per attempt, started and followed by the ECS worker.
+
+    adopt: ListTasks startedBy=<run> (running and stopped) ──> one tagged with this attempt? follow it
+        │ none (the usual case)
+        v
+    RunTask (FARGATE, cpu/memory overrides from the run's placed size, the command and environment,
+        the envelope as JOBSCHED_* variables, startedBy=<run>, tags jobsched:run_id / attempt / ...)
+        v
+    DescribeTasks every poll_seconds (ctx.heartbeat() between polls: the run's lease) until STOPPED:
+        the container's exit code 0 ──> success {"task_arn", "exit_code": 0}
+        any other code          ──> TargetFailed(ExitCode, "exit code N")
+        no exit code, or gone   ──> TargetFailed(TaskLost): retried like a lost worker
+        timeout_seconds passed  ──> StopTask, TargetFailed(Timeout)
+
+Completion is tracked by the worker that holds the run's lease, as the stepfunctions target with
+wait does, not by Step Functions' ecs:runTask.sync nor by ECS task state change events: the lease is
+already the durable part (a worker that dies stops heartbeating, the message returns, and the next
+attempt's worker finds the task by its startedBy and attempt tag and follows it instead of starting
+a second), retries, timeouts and dead-lettering stay the run path's own, and it costs no state
+transitions and no second path from an event to the run row. The price: an ECS worker thread per
+running container (it polls; an idle poll is one DescribeTasks per poll_seconds).
+
+startedBy holds at most 36 characters: the run id when it fits, else "js-" and a digest of it; the
+full run id is the jobsched:run_id tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from jobsched.adapters.targets._aws import target_call
+from jobsched.domain.compute import Resources
+from jobsched.domain.targets import EcsTarget, TargetFailed
+from jobsched.handlers import RunContext
+from jobsched.ports import Clock, SystemClock
+
+DEFAULT_TIMEOUT_SECONDS = 3600
+STARTED_BY_CHARS = 36
+IMAGE_CONTAINER = "main"  # the container of a task definition jobsched registers for an image
+TASK_LOST = "TaskLost"
+MAX_ENVIRONMENT_BYTES = 8192  # RunTask's containerOverrides limit
+
+
+def started_by(run_id: str) -> str:
+    """RunTask's startedBy for a run: the run id when it fits in 36 characters, else a digest of it."""
+    if len(run_id) <= STARTED_BY_CHARS:
+        return run_id
+    return "js-" + hashlib.sha256(run_id.encode()).hexdigest()[: STARTED_BY_CHARS - 3]
+
+
+def image_family(image: str) -> str:
+    """The task definition family jobsched registers for an image (one per image)."""
+    return "jobsched-" + hashlib.sha256(image.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class EcsPlace:
+    """Where container targets run: the cluster, its network, and the roles of image task definitions."""
+
+    cluster: str
+    subnets: tuple[str, ...]
+    security_groups: tuple[str, ...] = ()
+    execution_role_arn: str = ""
+    assign_public_ip: bool = True  # the cluster's VPC has public subnets and no NAT (constructs/ecs.py)
+
+
+class EcsTaskRunner:
+    """jobsched.ports.Target for an ecs target spec (see the module docstring)."""
+
+    def __init__(
+        self,
+        spec: EcsTarget,
+        *,
+        client: Any,
+        place: EcsPlace,
+        resources: Resources,
+        timeout_seconds: float | None = None,
+        poll_seconds: float = 5.0,
+        clock: Clock | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.spec = spec
+        self._ecs = client
+        self._place = place
+        self._resources = resources
+        self._timeout = timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        self._poll = poll_seconds
+        self._clock = clock or SystemClock()
+        self._sleep = sleep
+
+    def invoke(self, envelope: Mapping[str, Any], ctx: RunContext) -> object:
+        """Start (or adopt) this attempt's task and follow it to its end (see the module docstring)."""
+        run_id, attempt = str(envelope["run_id"]), str(envelope["attempt"])
+        deadline = self._clock.now() + timedelta(seconds=self._timeout)
+        task_arn = self._adopt(run_id, attempt) or self._start(envelope)
+        while True:
+            with target_call("ECS DescribeTasks"):
+                tasks = self._ecs.describe_tasks(cluster=self._place.cluster, tasks=[task_arn]).get(
+                    "tasks", []
+                )
+            if not tasks:
+                raise TargetFailed(f"{task_arn}: the task vanished", error_type=TASK_LOST)
+            task = tasks[0]
+            if task.get("lastStatus") == "STOPPED":
+                return self._ended(task_arn, task)
+            if self._clock.now() >= deadline:
+                with target_call("ECS StopTask"):
+                    self._ecs.stop_task(
+                        cluster=self._place.cluster,
+                        task=task_arn,
+                        reason=f"jobsched: over {self._timeout:g} s",
+                    )
+                raise TargetFailed(f"{task_arn}: stopped after {self._timeout:g} s", error_type="Timeout")
+            ctx.heartbeat()
+            self._sleep(self._poll)
+
+    def _ended(self, task_arn: str, task: Mapping[str, Any]) -> object:
+        containers = list(task.get("containers") or [])
+        code = containers[0].get("exitCode") if containers else None
+        if code is None:
+            reason = task.get("stoppedReason") or "no exit code"
+            raise TargetFailed(
+                f"{task_arn}: stopped with no exit code: {reason}"[:2000], error_type=TASK_LOST
+            )
+        if int(code) != 0:
+            raise TargetFailed(f"{task_arn}: exit code {int(code)}", error_type="ExitCode")
+        return {"task_arn": task_arn, "exit_code": 0}
+
+    def _adopt(self, run_id: str, attempt: str) -> str | None:
+        """This attempt's task, if a worker that died started it already."""
+        arns: list[str] = []
+        for status in ("RUNNING", "STOPPED"):
+            with target_call("ECS ListTasks"):
+                out = self._ecs.list_tasks(
+                    cluster=self._place.cluster, startedBy=started_by(run_id), desiredStatus=status
+                )
+            arns += out.get("taskArns", [])
+        if not arns:
+            return None
+        with target_call("ECS DescribeTasks"):
+            tasks = self._ecs.describe_tasks(cluster=self._place.cluster, tasks=arns, include=["TAGS"])
+        for task in tasks.get("tasks", []):
+            tags = {t.get("key"): t.get("value") for t in task.get("tags") or []}
+            if tags.get("jobsched:run_id") == run_id and tags.get("jobsched:attempt") == attempt:
+                return str(task["taskArn"])
+        return None
+
+    def _start(self, envelope: Mapping[str, Any]) -> str:
+        definition, container = self._definition()
+        environment = [{"name": k, "value": v} for k, v in self.spec.environment.items()]
+        environment += [{"name": k, "value": v} for k, v in envelope_environment(envelope).items()]
+        override: dict[str, Any] = {"name": container, "environment": environment}
+        if self.spec.command:
+            override["command"] = list(self.spec.command)
+        if len(json.dumps(override).encode()) > MAX_ENVIRONMENT_BYTES:
+            raise TargetFailed(
+                f"the container overrides (environment, command, payload) pass {MAX_ENVIRONMENT_BYTES} bytes",
+                error_type="PayloadTooLarge",
+            )
+        run_id = str(envelope["run_id"])
+        network: dict[str, Any] = {"subnets": list(self._place.subnets)}
+        if self._place.security_groups:
+            network["securityGroups"] = list(self._place.security_groups)
+        network["assignPublicIp"] = "ENABLED" if self._place.assign_public_ip else "DISABLED"
+        with target_call("ECS RunTask"):
+            out = self._ecs.run_task(
+                cluster=self._place.cluster,
+                taskDefinition=definition,
+                launchType="FARGATE",
+                count=1,
+                startedBy=started_by(run_id),
+                tags=[
+                    {"key": "jobsched:run_id", "value": run_id},
+                    {"key": "jobsched:attempt", "value": str(envelope["attempt"])},
+                    {"key": "jobsched:job_id", "value": str(envelope["job_id"])},
+                    {"key": "jobsched:tenant", "value": str(envelope["tenant"])},
+                ],
+                overrides={
+                    "cpu": str(self._resources.cpu),
+                    "memory": str(self._resources.memory_mib),
+                    "containerOverrides": [override],
+                },
+                networkConfiguration={"awsvpcConfiguration": network},
+            )
+        tasks = out.get("tasks") or []
+        if not tasks:
+            failures = out.get("failures") or [{}]
+            reason = failures[0].get("reason") or "no task started"
+            raise TargetFailed(f"ECS RunTask: {reason}", error_type="RunTaskFailed")
+        return str(tasks[0]["taskArn"])
+
+    def _definition(self) -> tuple[str, str]:
+        """(the task definition to run, its container's name): the caller's, or one for the image."""
+        if self.spec.task_definition_arn is not None:
+            with target_call("ECS DescribeTaskDefinition"):
+                described = self._ecs.describe_task_definition(taskDefinition=self.spec.task_definition_arn)
+            return self.spec.task_definition_arn, str(
+                described["taskDefinition"]["containerDefinitions"][0]["name"]
+            )
+        assert self.spec.image is not None
+        family = image_family(self.spec.image)
+        try:
+            with target_call("ECS DescribeTaskDefinition"):
+                described = self._ecs.describe_task_definition(taskDefinition=family)
+            return str(described["taskDefinition"]["taskDefinitionArn"]), IMAGE_CONTAINER
+        except TargetFailed:
+            pass  # none yet: register it (a racing worker registers a second revision: harmless)
+        registration: dict[str, Any] = {
+            "family": family,
+            "requiresCompatibilities": ["FARGATE"],
+            "networkMode": "awsvpc",
+            "cpu": "256",
+            "memory": "512",  # every run overrides both with its placed size
+            # A soft reservation only: a hard container limit would cap the task's memory override.
+            "containerDefinitions": [
+                {
+                    "name": IMAGE_CONTAINER,
+                    "image": self.spec.image,
+                    "essential": True,
+                    "memoryReservation": 128,
+                }
+            ],
+        }
+        if self._place.execution_role_arn:
+            registration["executionRoleArn"] = self._place.execution_role_arn
+        with target_call("ECS RegisterTaskDefinition"):
+            out = self._ecs.register_task_definition(**registration)
+        return str(out["taskDefinition"]["taskDefinitionArn"]), IMAGE_CONTAINER
+
+
+def envelope_environment(envelope: Mapping[str, Any]) -> dict[str, str]:
+    """The run's envelope as the container's JOBSCHED_* variables (the payload as JSON)."""
+    return {
+        "JOBSCHED_JOB_ID": str(envelope["job_id"]),
+        "JOBSCHED_RUN_ID": str(envelope["run_id"]),
+        "JOBSCHED_TENANT": str(envelope["tenant"]),
+        "JOBSCHED_SCHEDULED_FOR": str(envelope["scheduled_for"]),
+        "JOBSCHED_ATTEMPT": str(envelope["attempt"]),
+        "JOBSCHED_EFFECT_KEY": str(envelope["effect_key"]),
+        "JOBSCHED_PAYLOAD": json.dumps(envelope.get("payload") or {}, separators=(",", ":")),
+    }
