@@ -331,3 +331,23 @@ def test_a_lapsed_slot_whose_pool_run_is_over_is_taken_over(world: World) -> Non
     assert len(outcomes) - 1 <= world.svc.worker.hold_seconds() // 60 + 1
     taker = slot_of(world, job_id)
     assert taker is not None and taker != SF_1
+
+
+def test_an_idempotent_run_on_a_worker_that_vanished_keeps_its_slot_until_a_sweep_requeues_it(
+    world: World,
+) -> None:
+    # Given a `skip` job's 12:01 run started on a worker that then went silent, the pool's only one
+    pools = pools_of(world)
+    job_id = pool_job(world, "skip")
+    run_id, _ = start_first_tick(world, pools, job_id)
+    # When ten holds' length passes with no worker of the pool heard (nothing buries it)
+    for _ in range(10 * world.svc.worker.hold_seconds() // 60):
+        _tick_at(world)
+        # Then every tick is SKIPPED for overlap: the sweep that buries the worker queues the run again
+        assert world.deliver() == [Outcome.SKIPPED]
+        assert slot_of(world, job_id) == SF_1
+    # When a new worker registers and polls
+    fresh = register(pools)
+    # Then the one run is placed on it, and nothing beside it
+    assert [a.run_id for a in pools.poll(tenant="t", worker_id=fresh)] == [run_id]
+    assert pools.waiting(tenant="t", pool="gpu") == []
