@@ -261,6 +261,30 @@ def test_extend_hold_renews_only_the_holder(backend: Backend) -> None:
     assert not hold(backend, run=OTHER, message="m2", now=60)  # still live at 60 s
 
 
+def test_restore_hold_gives_a_taken_over_slot_back_only_from_the_receive_that_took_it(
+    backend: Backend,
+) -> None:
+    # Given RUN's slot (message m1) lapsed and taken over by OTHER (message m2)
+    create(backend, job())
+    assert hold(backend, until=30)
+    assert hold(backend, run=OTHER, message="m2", now=31, until=60)
+    # Then another receive of OTHER, or a run that does not hold it, cannot give it back
+    assert not backend.jobs.restore_hold(
+        "job_a", run=RUN, message="m1", taker=OTHER, taker_message="m3", until=at(90)
+    )
+    assert not backend.jobs.restore_hold(
+        "job_a", run=RUN, message="m1", taker=RUN, taker_message="m1", until=at(90)
+    )
+    # When the very receive that took it gives it back
+    assert backend.jobs.restore_hold(
+        "job_a", run=RUN, message="m1", taker=OTHER, taker_message="m2", until=at(90)
+    )
+    # Then RUN holds it again (its message, until 90 s): live, so OTHER cannot take it at 60 s
+    after = backend.jobs.get_job("job_a")
+    assert after is not None and (after.active_run, after.active_message) == (RUN, "m1")
+    assert not hold(backend, run=OTHER, message="m2", now=60)
+
+
 # -- start markers: the count, and cancel -----------------------------------------------------------
 def test_a_run_in_flight_is_entered_renewed_and_removed_once(backend: Backend) -> None:
     # Given a job; when a run (message m1) enters, then the answer is the job before: no entry

@@ -216,6 +216,9 @@ def test_the_pool_queue_answers_oldest_first_and_holds_each_run_once(store: Work
     assert not store.dequeue(queued("early", 1))
     assert [r.run_id for r in store.waiting("t1", "gpu", limit=10)] == ["late"]
     assert store.waiting("t2", "gpu", limit=10) == []
+    assert store.is_queued(queued("late", 5))
+    assert not store.is_queued(queued("early", 1))  # dequeued
+    assert not store.is_queued(queued("late", 6))  # not at that enqueued_at
 
 
 def test_racing_placers_on_threads_never_oversubscribe_a_worker(store: WorkerStore) -> None:

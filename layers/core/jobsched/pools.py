@@ -34,4 +34,5 @@ def attach(services: Services, *, table: str) -> WorkerPools | None:
     pools = worker_pools(services, table=table)
     if pools is not None:
         services.worker.hand_off = pools.hand_off
+        services.worker.pool_holds = pools.still_holds
     return pools

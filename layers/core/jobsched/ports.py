@@ -190,6 +190,14 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         shows its redelivery that the run started (Worker.process)."""
         ...
 
+    def restore_hold(
+        self, job_id: str, *, run: str, message: str, taker: str, taker_message: str, until: datetime
+    ) -> bool:
+        """Give the slot back to `run` (carried by `message`) until `until`, if `taker` (carried by
+        `taker_message`) holds it: a tick that took over a lapsed slot whose holder turned out to be
+        alive (a worker-pool run still queued in its pool). False (nothing written) otherwise."""
+        ...
+
     def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
         """Take the job's one buffered slot for `run` (of run kind `kind`) until `until`: if it is
         empty, already `run`'s, or its wait ended before `now`. False (nothing written) otherwise."""
@@ -628,6 +636,10 @@ class WorkerStore(Protocol):
 
     def waiting(self, tenant: str, pool: str, *, limit: int) -> list[QueuedRun]:
         """Up to `limit` runs queued in the pool, oldest first."""
+        ...
+
+    def is_queued(self, run: QueuedRun) -> bool:
+        """Whether the run waits in its pool's queue at its enqueued_at (one consistent read)."""
         ...
 
     def dequeue(self, run: QueuedRun) -> bool:

@@ -43,6 +43,7 @@ def pools_of(world: World) -> WorkerPools:
         markers=world.svc.worker,
     )
     world.svc.worker.hand_off = pools.hand_off
+    world.svc.worker.pool_holds = pools.still_holds
     return pools
 
 
@@ -241,3 +242,112 @@ def test_a_waiting_pool_run_cancelled_frees_its_key_slot_when_its_stray_placemen
     # Then its key slot is free, and nothing is left on the worker
     assert limits.holders("t", "gpu-db", now=world.clock.now()) == {}
     assert pools.get(tenant="t", worker_id=worker).holds == {}
+
+
+def _tick_at(world: World) -> None:
+    """The next minute: its tick handed over (look-ahead), then due."""
+    world.svc.dispatcher.dispatch_all()
+    world.clock.advance(60)
+
+
+def test_a_skip_jobs_run_waiting_in_an_unswept_pool_keeps_its_slot_for_ten_holds(world: World) -> None:
+    # Given a per-minute `skip` job whose 12:01 run waits in a pool no worker polls or heartbeats
+    pools = pools_of(world)
+    job_id = pool_job(world, "skip")
+    _tick_at(world)
+    assert world.deliver() == [Outcome.HANDED_OFF]
+    first = run_id_for(job_id, TICK_1)
+    # When ten holds' length passes (its slot is renewed by nothing of the pool's)
+    ticks = 10 * world.svc.worker.hold_seconds() // 60
+    for _ in range(ticks):
+        _tick_at(world)
+        # Then every tick is SKIPPED for overlap, never handed off beside it
+        assert world.deliver() == [Outcome.SKIPPED]
+        assert [q.run_id for q in pools.waiting(tenant="t", pool="gpu")] == [first]
+        assert slot_of(world, job_id) == SF_1
+    skipped = [r for r in world.runs.recent(job_id, limit=100) if r.status == RunStatus.SKIPPED]
+    assert len(skipped) == ticks and {r.reason for r in skipped} == {"overlap"}
+    # And the waiting run was never marked started under a dead holder's lease
+    row = world.runs.get(job_id, TICK_1)
+    assert row is not None and row.status == RunStatus.PENDING
+    # When a worker registers and polls
+    worker = register(pools)
+    # Then exactly the one run is placed
+    assert [a.run_id for a in pools.poll(tenant="t", worker_id=worker)] == [first]
+    assert pools.waiting(tenant="t", pool="gpu") == []
+
+
+def test_a_buffer_one_tick_behind_a_run_in_an_unswept_pool_waits_and_starts_after_finished(
+    world: World,
+) -> None:
+    # Given a per-minute `buffer_one` job whose 12:01 run waits in a pool no worker serves
+    pools = pools_of(world)
+    job_id = pool_job(world, "buffer_one")
+    _tick_at(world)
+    assert world.deliver() == [Outcome.HANDED_OFF]
+    first = run_id_for(job_id, TICK_1)
+    # And its 12:02 tick buffered behind it
+    _tick_at(world)
+    assert world.deliver() == ["left"]
+    # When ten holds' length passes
+    for _ in range(10 * world.svc.worker.hold_seconds() // 60):
+        _tick_at(world)
+        # Then nothing is handed off beside the waiting run: later ticks are skipped, 12:02 waits
+        outcomes = world.deliver()
+        assert Outcome.HANDED_OFF not in outcomes
+        assert set(outcomes) <= {Outcome.SKIPPED, "left"}
+        assert [q.run_id for q in pools.waiting(tenant="t", pool="gpu")] == [first]
+        assert slot_of(world, job_id) == SF_1
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.buffered_run == times.stored(TICK_2)
+    # When a worker registers, takes exactly the one run and finishes it
+    worker = register(pools)
+    [assigned] = pools.poll(tenant="t", worker_id=worker)
+    assert assigned.run_id == first
+    assert pools.ack(tenant="t", worker_id=worker, run_id=first).applied
+    assert pools.started(tenant="t", worker_id=worker, run_id=first).applied
+    assert pools.finished(tenant="t", worker_id=worker, run_id=first, result="{}", error=None).applied
+    # Then the buffered 12:02 is woken, handed off, and holds the slot now
+    assert Outcome.HANDED_OFF in world.deliver()
+    assert slot_of(world, job_id) == times.stored(TICK_2)
+    assert [q.run_id for q in pools.waiting(tenant="t", pool="gpu")] == [run_id_for(job_id, TICK_2)]
+
+
+def test_a_lapsed_slot_whose_pool_run_is_over_is_taken_over(world: World) -> None:
+    # Given a `skip` job whose 12:01 pool run was cancelled while it waited (its row CANCELLED, its
+    # slot never released: its stray queue entry is found only at a placement)
+    pools_of(world)
+    job_id = pool_job(world, "skip")
+    _tick_at(world)
+    assert world.deliver() == [Outcome.HANDED_OFF]
+    assert world.runs.cancel(job_id, SF_1, now=world.clock.now()).applied
+    # When ticks come due until its slot has lapsed
+    outcomes: list[Outcome | str] = []
+    while not outcomes or outcomes[-1] == Outcome.SKIPPED:
+        _tick_at(world)
+        outcomes += world.deliver()
+    # Then the terminal holder blocks no longer than its hold: the first tick past it is handed off
+    assert outcomes[-1] == Outcome.HANDED_OFF
+    assert len(outcomes) - 1 <= world.svc.worker.hold_seconds() // 60 + 1
+    taker = slot_of(world, job_id)
+    assert taker is not None and taker != SF_1
+
+
+def test_an_idempotent_run_on_a_worker_that_vanished_keeps_its_slot_until_a_sweep_requeues_it(
+    world: World,
+) -> None:
+    # Given a `skip` job's 12:01 run started on a worker that then went silent, the pool's only one
+    pools = pools_of(world)
+    job_id = pool_job(world, "skip")
+    run_id, _ = start_first_tick(world, pools, job_id)
+    # When ten holds' length passes with no worker of the pool heard (nothing buries it)
+    for _ in range(10 * world.svc.worker.hold_seconds() // 60):
+        _tick_at(world)
+        # Then every tick is SKIPPED for overlap: the sweep that buries the worker queues the run again
+        assert world.deliver() == [Outcome.SKIPPED]
+        assert slot_of(world, job_id) == SF_1
+    # When a new worker registers and polls
+    fresh = register(pools)
+    # Then the one run is placed on it, and nothing beside it
+    assert [a.run_id for a in pools.poll(tenant="t", worker_id=fresh)] == [run_id]
+    assert pools.waiting(tenant="t", pool="gpu") == []

@@ -227,6 +227,9 @@ class Worker:
     # A worker-pool run (WorkerTarget) is not run here: it joins its pool's queue, where an external
     # worker takes it (services/workers.py WorkerPools.hand_off). None: such a run fails, visibly.
     hand_off: Callable[[Job, str, str], bool] | None = None
+    # Whether a worker-pool run still holds its job's slot however long ago it was renewed (queued in
+    # its pool, or on a live worker: WorkerPools.still_holds). None: a lapsed slot is taken over.
+    pool_holds: Callable[[Job, str], bool] | None = None
 
     def process(self, delivery: Delivery) -> Outcome:
         """Run the message's run at most to one recorded result; raise to leave the message queued.
@@ -269,7 +272,10 @@ class Worker:
                 # slot while the twin ran (an overlap; a cancel answered 200 mid-run: seed 24).
                 raise InFlightElsewhere(delivery.message_id)
             if held and job is not None and job.active_run not in (None, sf):
-                self._keep_dead_holders_start(job)
+                if self._pool_keeps(job, taker=(sf, delivery.message_id)):
+                    held = False  # the slot is its pool run's again: this tick meets it busy
+                else:
+                    self._keep_dead_holders_start(job)
         else:
             counted, job = self.jobs.count_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
@@ -350,6 +356,46 @@ class Worker:
                 "could not lapse a started run's marker",
                 extra={"job_id": job.job_id, "sf": sf, "error": repr(exc)},
             )
+
+    def _pool_keeps(self, old: Job, *, taker: tuple[str, str] | None = None) -> bool:
+        """Whether the lapsed slot's holder is a worker-pool run its pool still has (queued, or on a
+        live worker): then its markers are renewed and the slot stays the holder's, and this tick
+        meets it busy (the overlap path), never beside it. `taker`: (run, message) of this receive,
+        which took the slot over already (hold_and_read): it hands it back first.
+
+            pool run A handed off (slot A, renewed only at the pool's reports and sweeps)
+            no worker polls or heartbeats: the slot lapses after one hold
+            tick B: hold_and_read takes the lapsed slot ──> ask the pool: A still queued?
+                yes: restore_hold(A, taker B) ──> renew A's markers ──> B skipped / buffered
+                no (A over, LOST, cancelled, never handed off): the takeover stands
+
+        Cost per tick: nothing while the slot is live or free, or the job is not a pool job; at a
+        lapsed pool holder (at most once per hold and job: the renewal makes it live again) the pool's
+        reads (WorkerPools.still_holds: 1 to 3) and 1 to 3 conditional writes (the hand-back, the
+        slot's and the key slots' renewal)."""
+        holder = old.active_run
+        if (
+            self.pool_holds is None
+            or holder is None
+            or not isinstance(old.target, WorkerTarget)
+            or _live(old.active_until, self.clock.now())
+            or not self.pool_holds(old, holder)
+        ):
+            return False
+        if taker is not None:
+            run, message = taker
+            until = self.clock.now() + timedelta(seconds=self.hold_seconds())
+            if not self.jobs.restore_hold(
+                old.job_id,
+                run=holder,
+                message=old.active_message or "",
+                taker=run,
+                taker_message=message,
+                until=until,
+            ):
+                return False  # no longer this receive's to give back: the gate reads the slot again
+        self.renew_handed_off(old, holder)
+        return True
 
     def _keep_dead_holders_start(self, old: Job) -> None:
         """This run took over a slot that its holder never released, so the holder's start marker is
@@ -753,6 +799,8 @@ class Worker:
             cancelled = RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind)
             return self._cancelled(cancelled, current, delivery)
         holder_live = current.active_run is not None and _live(current.active_until, now)
+        if not holder_live and current.active_run not in (None, sf) and self._pool_keeps(current):
+            holder_live = True  # a lapsed pool run's slot, renewed: busy (an unswept pool's run)
         if holder_live and current.active_run == sf and current.active_message != delivery.message_id:
             # Another copy of this very run's message holds the slot (a wake-up and its sleeping
             # original): that copy carries the run; this one is spare. (Never this message itself:

@@ -54,7 +54,7 @@ from jobsched.domain.keys import parse_run_id, run_id_for
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.placement import Request, Resources, Slot, best_fit
 from jobsched.domain.records import AttemptEnd, Lease
-from jobsched.domain.status import TERMINAL, RunStatus
+from jobsched.domain.status import TERMINAL, JobStatus, RunStatus
 from jobsched.domain.targets import WorkerTarget
 from jobsched.domain.workers import (
     DEAD_AFTER_SECONDS,
@@ -261,6 +261,36 @@ class WorkerPools:
         return self.workers.enqueue(
             self._queued(job, scheduled_for, enqueued_at=row.created_at if row and row.created_at else now)
         )
+
+    def still_holds(self, job: Job, scheduled_for: str) -> bool:
+        """Whether the run `scheduled_for` of a worker-pool job is still its pool's, so the job's
+        slot it holds must not be taken over however long ago it was renewed: its row is not over
+        (PENDING, LEASED, RUNNING) and the run waits in the pool's queue, or is held by a worker that
+        is alive (or late and not yet buried, if the sweep that buries it will queue the run again).
+
+        The worker function asks only when it met the slot lapsed (an unswept pool renews nothing:
+        a pool with no worker polling or heartbeating): a consistent read of the row, then of the
+        queue entry, then of the pool's workers, stopping at the first that answers."""
+        if not isinstance(job.target, WorkerTarget) or job.status == JobStatus.CANCELLED:
+            return False
+        row = self.runs.get(job.job_id, scheduled_for)
+        if row is None or row.status not in (RunStatus.PENDING, RunStatus.LEASED, RunStatus.RUNNING):
+            return False  # never handed off (its receive died first), or over: the takeover goes on
+        if row.created_at is not None and self.workers.is_queued(
+            self._queued(job, scheduled_for, enqueued_at=row.created_at)
+        ):
+            return True
+        run_id = run_id_for(job.job_id, times.parse_stored(scheduled_for))
+        now = self.clock.now()
+        for worker in self.workers.list_workers(job.tenant, pool=job.target.pool):
+            hold = worker.holds.get(run_id)
+            if hold is None or worker.status != "ALIVE":
+                continue
+            # A late worker's sweep re-queues a reservation, and an idempotent job's confirmed run;
+            # it records a non-idempotent one LOST (over: its slot is free then).
+            if not worker.is_late(now) or hold.state == "reserved" or job.idempotent:
+                return True
+        return False
 
     @staticmethod
     def _queued(job: Job, scheduled_for: str, *, enqueued_at: datetime) -> QueuedRun:

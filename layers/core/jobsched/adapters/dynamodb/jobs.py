@@ -477,6 +477,24 @@ class JobStore(ShardLeases, Operations):
         )
         return applied, self._job(item) if item else None
 
+    def restore_hold(
+        self, job_id: str, *, run: str, message: str, taker: str, taker_message: str, until: datetime
+    ) -> bool:
+        """Hand the slot that `taker` took over (lapsed) back to its live holder `run`: a compare-and-set
+        on the taker's name and message, so only the very receive that took it can give it back."""
+        return self._guarded_update(
+            job_id,
+            "SET active_run = :run, active_until = :until, active_message = :msg",
+            "active_run = :taker AND active_message = :taker_msg",
+            {
+                ":run": enc(run),
+                ":msg": enc(message),
+                ":until": enc(times.stored(until)),
+                ":taker": enc(taker),
+                ":taker_msg": enc(taker_message),
+            },
+        )
+
     def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
         """Take the job's one waiting slot for `run` until `until`: if free, ours, or lapsed."""
         return self._guarded_update(

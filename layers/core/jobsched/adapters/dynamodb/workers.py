@@ -277,6 +277,13 @@ class WorkerStore:
             )
         return [QueuedRun.model_validate_json(dec(item)["body"]) for item in out.get("Items", [])]
 
+    def is_queued(self, run: QueuedRun) -> bool:
+        with aws_call(DYNAMODB):
+            out = self.client.get_item(
+                TableName=self.table, Key=_queue_key(run), ConsistentRead=True, ProjectionExpression="PK"
+            )
+        return "Item" in out
+
     def dequeue(self, run: QueuedRun) -> bool:
         return conditional(
             self.client.delete_item,

@@ -317,6 +317,17 @@ class MemoryJobStore:
             self._update(job, active_run=run, active_until=until, active_message=message)
             return True, before
 
+    def restore_hold(
+        self, job_id: str, *, run: str, message: str, taker: str, taker_message: str, until: datetime
+    ) -> bool:
+        """Give the slot `taker` took over back to `run`."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None or job.active_run != taker or job.active_message != taker_message:
+                return False
+            self._update(job, active_run=run, active_until=until, active_message=message)
+            return True
+
     def buffer_behind(self, job_id: str, *, run: str, kind: str, until: datetime, now: datetime) -> bool:
         """Take the buffered slot for `run`."""
         with self._lock:

@@ -127,6 +127,10 @@ class MemoryWorkerStore:
             queue = self.queues.get((tenant, pool), {})
             return [queue[key] for key in sorted(queue)[:limit]]
 
+    def is_queued(self, run: QueuedRun) -> bool:
+        with self._lock:
+            return (run.enqueued_at, run.run_id) in self.queues.get((run.tenant, run.pool), {})
+
     def dequeue(self, run: QueuedRun) -> bool:
         with self._lock:
             return (
