@@ -95,3 +95,20 @@ def test_placement_is_stored_only_when_asked(world: World) -> None:
     assert "compute" not in plain_item and "lane" not in plain_item
     assert json.loads(big_item["compute"]["S"]) == {"resources": {"cpu": 1024, "memory_mib": 2048}}
     assert big_item["lane"] == {"S": "ecs"}
+
+
+def test_patch_of_runs_on_lambda_on_a_container_job_is_a_400_naming_runs_on_and_changes_nothing(
+    world: World,
+) -> None:
+    # Given a container job (an ecs target: its own Fargate task)
+    container = {"type": "ecs", "image": "public.ecr.aws/docker/library/busybox:1.36", "command": ["true"]}
+    job = {"type": "one_off", "target": container, "run_at": RUN_AT}
+    status, created = call(world, "POST", "/api/jobs", job)
+    assert status == 201, created
+    before = world.jobs.jobs[created["job_id"]]
+    # When an edit pins it to the Lambda worker
+    status, body = call(world, "PATCH", f"/api/jobs/{created['job_id']}", {"runs_on": "lambda"})
+    # Then it is refused as at create, naming runs_on, and the job is as it was
+    assert status == 400, body
+    assert body["error"]["message"].startswith("runs_on: an ecs target runs as its own Fargate task"), body
+    assert world.jobs.jobs[created["job_id"]] == before

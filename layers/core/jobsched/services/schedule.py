@@ -20,7 +20,7 @@ from jobsched.domain.models import Job, RetryPolicy, RunKind, RunMessage, Schedu
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.results import Backfill, Control, RunPage
 from jobsched.domain.status import JobStatus, RunStatus
-from jobsched.domain.targets import WorkerTarget
+from jobsched.domain.targets import EcsTarget, WorkerTarget
 from jobsched.errors import Conflict, StoreUnreachable, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
 from jobsched.services.dispatch import MAX_MISSED_PER_PASS, jitter_offset
@@ -215,8 +215,17 @@ class ScheduleService:
             }
         )
         rescheduled_pause = False
+        if isinstance(updated.target, EcsTarget) and updated.runs_on == "lambda":
+            # As at create (CreateJobRequest._placeable): a container is its own Fargate task
+            field = "runs_on" if "runs_on" in changed else "target"
+            raise ValidationFailed(
+                f"{field}: an ecs target runs as its own Fargate task: leave runs_on out (or use ecs)",
+                field=field,
+            )
         try:  # the edit's timeout, resources and runs_on together must still fit a worker
-            if not isinstance(updated.target, WorkerTarget):
+            if isinstance(updated.target, EcsTarget):
+                checked_placement(new_retry.timeout_seconds, updated.resources, "ecs")
+            elif not isinstance(updated.target, WorkerTarget):
                 checked_placement(new_retry.timeout_seconds, updated.resources, updated.runs_on)
         except ValueError as exc:
             field = "runs_on" if "runs_on" in changed or "resources" not in changed else "resources"
