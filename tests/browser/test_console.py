@@ -143,6 +143,15 @@ def test_run_now_twice_draws_the_lateness_and_duration_chart(page: Any, console_
     expect(page.locator("#trend svg polyline")).to_have_count(2)
 
 
+def test_the_job_page_lists_the_next_five_fire_times(page: Any, console_stack: Stack) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"})
+    expected = console_stack.get(f"/api/jobs/{job_id}", **AS_TENANT).json()["next_runs"]
+    open_console(page, f"#/jobs/{job_id}")
+    times = page.locator("#fire-times li time")
+    expect(times).to_have_count(5)
+    assert [times.nth(i).get_attribute("datetime") for i in range(5)] == expected
+
+
 def test_pause_and_resume_from_the_list_and_from_the_job(page: Any, console_stack: Stack) -> None:
     name = f"pause-{uuid.uuid4().hex[:8]}"
     job_id = create(

@@ -137,6 +137,11 @@ class JobView(BaseModel):
     runs_on: RunsOn = Field(description="where runs execute, as resolved (jobsched.domain.compute)")
     resources: Resources = Field(description="what each run gets: the Lambda worker's, or a Fargate size")
     next_run_at: str | None
+    next_runs: list[str] = Field(
+        default_factory=list,
+        description="the next 5 ticks (UTC), next_run_at first, in the job's timezone; [] for a "
+        "one-off, a dependent, a paused or a finished job",
+    )
     created_at: str
     updated_at: str
     recent_executions: list[ExecutionView]

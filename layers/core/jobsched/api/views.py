@@ -46,6 +46,7 @@ from jobsched.api.models import (
     SigningSecretView,
 )
 from jobsched.domain import results, times
+from jobsched.domain.firing import next_fires
 from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import Execution
 from jobsched.domain.operations import Operation
@@ -63,6 +64,9 @@ from jobsched.services.runs import (
     RunLogsPage,
 )
 from jobsched.services.schedule import BACKFILL_RATE_PER_SECOND
+
+# GET /api/jobs/{id}'s next_runs: computed from the job itself, no store read.
+NEXT_RUNS = 5
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -157,6 +161,7 @@ def job_view(detail: results.JobDetail) -> JobView:
         runs_on=placement.runs_on,
         resources=placement.resources,
         next_run_at=_iso(detail.next_run_at),
+        next_runs=[times.iso(t) for t in next_fires(job, first=detail.next_run_at, count=NEXT_RUNS)],
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),
         recent_executions=[execution_view(r) for r in detail.runs],

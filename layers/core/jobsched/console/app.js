@@ -213,6 +213,7 @@ async function jobPage(jobId) {
   const actions = h("div", { class: "actions" });
   const runs = h("tbody");
   const chart = h("div");
+  const fires = h("ol", { id: "fire-times" });
   function showDefinition() {
     const rows = [["Job id", job.job_id], ["Status", badge(job.status)], ["Type", job.type], ["Schedule", schedule(job)],
       ["Cron", job.cron_expr || "—"], ["Timezone", job.timezone || "UTC"], ["Next run", job.next_run_at ? [countdown(job.next_run_at), " ", when(job.next_run_at)] : "none pending"],
@@ -220,6 +221,10 @@ async function jobPage(jobId) {
       ["Depends on", (job.depends_on || []).length ? job.depends_on.map((id) => h("a", { href: `#/jobs/${id}` }, id, " ")) : "—"],
       ["Payload", h("code", {}, JSON.stringify(job.payload ?? {}))]];
     def.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+    const next = job.next_runs || [];
+    fires.replaceChildren(...(next.length
+      ? next.map((at) => h("li", {}, h("time", { datetime: at }, when(at)), " ", h("span", { class: "muted" }, `(${at})`)))
+      : [h("li", { class: "muted" }, "none: only a scheduled recurring job has fire times")]));
     const paused = job.status === "PAUSED";
     actions.replaceChildren(
       h("button", { type: "button", id: "run-now", onclick: () => act("Run queued", () => post(`/api/jobs/${jobId}/run-now`)).then(refresh) }, "Run now"),
@@ -255,8 +260,7 @@ async function jobPage(jobId) {
   showDefinition();
   page(title, actions, def,
     h("h2", {}, "Next fire times"),
-    h("p", { class: "muted", id: "fire-times" }, job.next_run_at ? `Next: ${when(job.next_run_at)}. ` : "",
-      "The API answers only the next tick, not the next 5 fire times; `jobsched cron-next` prints them."),
+    fires,
     h("h2", {}, "Runs"),
     chart,
     h("div", { class: "scroll" }, h("table", { id: "runs", class: "cards" },
