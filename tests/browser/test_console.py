@@ -152,6 +152,48 @@ def test_the_job_page_lists_the_next_five_fire_times(page: Any, console_stack: S
     assert [times.nth(i).get_attribute("datetime") for i in range(5)] == expected
 
 
+# An instant (ms) as a datetime-local input takes it: the browser's own wall clock.
+LOCAL_INPUT = """(ms) => { const d = new Date(ms); const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`
+    + `T${p(d.getHours())}:${p(d.getMinutes())}:00`; }"""
+
+
+def test_a_backfill_is_previewed_then_confirmed(page: Any, console_stack: Stack) -> None:
+    # Given an hourly job and the range [3 h ago, 1 h ago) on whole hours: two ticks
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"})
+    hour = int(time.time() // 3600) * 3600
+    open_console(page, f"#/jobs/{job_id}")
+    page.fill("#backfill-form input[name=from]", page.evaluate(LOCAL_INPUT, (hour - 3 * 3600) * 1000))
+    page.fill("#backfill-form input[name=to]", page.evaluate(LOCAL_INPUT, (hour - 3600) * 1000))
+    # When it is previewed, the page lists the two ticks and nothing is written
+    expect(page.locator("#backfill-confirm")).to_be_disabled()
+    page.get_by_role("button", name="Preview").click()
+    expect(page.locator("#backfill-count")).to_contain_text("2 tick(s)")
+    expect(page.locator("#backfill-preview li")).to_have_count(2)
+    runs = console_stack.get(f"/api/jobs/{job_id}/runs?kind=backfill", **AS_TENANT).json()["items"]
+    assert runs == []
+    # Then Confirm creates their runs
+    page.get_by_role("button", name="Confirm backfill").click()
+    expect(page.locator("#backfill-result")).to_contain_text("2 run(s) created")
+    expect(page.locator("#backfill-confirm")).to_be_disabled()
+    runs = console_stack.get(f"/api/jobs/{job_id}/runs?kind=backfill", **AS_TENANT).json()["items"]
+    assert sorted(r["scheduled_for"][:13] for r in runs) == [
+        time.strftime("%Y-%m-%dT%H", time.gmtime(hour - 3 * 3600)),
+        time.strftime("%Y-%m-%dT%H", time.gmtime(hour - 2 * 3600)),
+    ]
+
+
+def test_a_backfill_the_api_refuses_shows_its_message(page: Any, console_stack: Stack) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"})
+    now = time.time()
+    open_console(page, f"#/jobs/{job_id}")
+    page.fill("#backfill-form input[name=from]", page.evaluate(LOCAL_INPUT, (now - 3600) * 1000))
+    page.fill("#backfill-form input[name=to]", page.evaluate(LOCAL_INPUT, (now + 7200) * 1000))
+    page.get_by_role("button", name="Preview").click()
+    expect(page.locator("#backfill-result [role=alert]")).to_contain_text("to: a backfill covers the past")
+    expect(page.locator("#backfill-confirm")).to_be_disabled()
+
+
 def test_pause_and_resume_from_the_list_and_from_the_job(page: Any, console_stack: Stack) -> None:
     name = f"pause-{uuid.uuid4().hex[:8]}"
     job_id = create(

@@ -226,6 +226,18 @@ class BackfillResult(BaseModel):
     done: int = Field(description="ticks done so far (created + existing)")
 
 
+class BackfillPreview(BaseModel):
+    """The 200 answer to a backfill with dry_run: what it would cover; nothing was written."""
+
+    job_id: str
+    dry_run: bool = True
+    ticks: int = Field(description="how many ticks [from, to) holds (each gets a run unless it has one)")
+    first: str | None
+    last: str | None
+    preview: list[str] = Field(description="the first ticks, oldest first, at most 50 (UTC)")
+    truncated: bool = Field(description="true when `preview` shows fewer than `ticks`")
+
+
 class RunView(BaseModel):
     """One run in GET /api/jobs/{id}/runs."""
 
@@ -479,6 +491,7 @@ __all__ = [
     "AlertItem",
     "AlertPage",
     "AttemptView",
+    "BackfillPreview",
     "BackfillRequest",
     "BackfillResult",
     "BulkActionRequest",

@@ -12,6 +12,7 @@ from jobsched.api.models import (
     AlertItem,
     AlertPage,
     AttemptView,
+    BackfillPreview,
     BackfillResult,
     BatchCreated,
     BulkActionResult,
@@ -198,6 +199,22 @@ def backfill_result(operation: Operation) -> BackfillResult:
         operation_id=operation.operation_id,
         status=operation.status,
         done=operation.done,
+    )
+
+
+# A dry run's preview shows this many ticks at most; `ticks` counts them all.
+PREVIEW_TICKS = 50
+
+
+def backfill_preview(job_id: str, ticks: Sequence[datetime]) -> BackfillPreview:
+    """The 200 body of POST /api/jobs/{id}/backfill with dry_run: the ticks it would cover."""
+    return BackfillPreview(
+        job_id=job_id,
+        ticks=len(ticks),
+        first=_iso(ticks[0]) if ticks else None,
+        last=_iso(ticks[-1]) if ticks else None,
+        preview=[times.iso(t) for t in ticks[:PREVIEW_TICKS]],
+        truncated=len(ticks) > PREVIEW_TICKS,
     )
 
 

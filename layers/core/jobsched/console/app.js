@@ -261,6 +261,7 @@ async function jobPage(jobId) {
   page(title, actions, def,
     h("h2", {}, "Next fire times"),
     fires,
+    job.type === "recurring" ? backfillForm(jobId, loadRuns) : null,
     h("h2", {}, "Runs"),
     chart,
     h("div", { class: "scroll" }, h("table", { id: "runs", class: "cards" },
@@ -269,6 +270,54 @@ async function jobPage(jobId) {
       runs)));
   await loadRuns();
   every(2000, () => { loadRuns(); });
+}
+
+// Backfill in two steps: Preview asks the API for a dry run (nothing written, no quota), and only
+// then Confirm sends the same range for real, so an operator sees the ticks before creating runs.
+function backfillForm(jobId, after) {
+  const field = (label, input) => h("label", {}, label, input);
+  const start = h("input", { name: "from", type: "datetime-local", step: 1, required: true });
+  const end = h("input", { name: "to", type: "datetime-local", step: 1, required: true });
+  const out = h("div", { role: "status", id: "backfill-result" });
+  let planned = null;
+  const confirm = h("button", { type: "button", id: "backfill-confirm", class: "primary", disabled: true, onclick: async () => {
+    if (!planned) return;
+    try {
+      const done = await post(`/api/jobs/${jobId}/backfill`, planned);
+      out.replaceChildren(h("p", {}, done.status === "RUNNING"
+        ? `Accepted: ${done.ticks} tick(s), carried out outside the request (operation ${done.operation_id}).`
+        : `Done: ${done.created} run(s) created, ${done.existing} tick(s) had one already.`));
+      planned = null;
+      confirm.disabled = true;
+      after();
+    } catch (err) {
+      out.replaceChildren(failure(err));
+    }
+  } }, "Confirm backfill");
+  const range = () => {
+    if (!start.value || !end.value) throw new Error("choose a start and an end");
+    return { from: new Date(start.value).toISOString(), to: new Date(end.value).toISOString() };
+  };
+  const form = h("form", { id: "backfill-form", onsubmit: async (event) => {
+    event.preventDefault();
+    planned = null;
+    confirm.disabled = true;
+    try {
+      const body = range();
+      const seen = await post(`/api/jobs/${jobId}/backfill`, { ...body, dry_run: true });
+      out.replaceChildren(
+        h("p", { id: "backfill-count" }, seen.ticks ? `${seen.ticks} tick(s) from ${when(seen.first)} to ${when(seen.last)}.` : "No tick in that range."),
+        seen.ticks ? h("ol", { id: "backfill-preview" }, seen.preview.map((at) => h("li", {}, h("time", { datetime: at }, when(at))))) : null,
+        seen.truncated ? h("p", { class: "muted" }, `The first ${seen.preview.length} shown.`) : null);
+      if (seen.ticks) { planned = body; confirm.disabled = false; }
+    } catch (err) {
+      out.replaceChildren(failure(err instanceof ApiError ? err : `${err.message}`));
+    }
+  } },
+  h("fieldset", {}, h("legend", {}, "Backfill (your local time; the end is excluded)"),
+    h("div", { class: "form-grid" }, field("Start", start), field("End", end)),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "backfill-preview-button" }, "Preview"), confirm), out));
+  return form;
 }
 
 // -- Run -------------------------------------------------------------------------------------------
