@@ -194,6 +194,32 @@ def test_a_backfill_the_api_refuses_shows_its_message(page: Any, console_stack: 
     expect(page.locator("#backfill-confirm")).to_be_disabled()
 
 
+def test_an_edit_saves_the_changed_fields_and_a_400_shows_next_to_its_field(
+    page: Any, console_stack: Stack
+) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo"})
+    open_console(page, f"#/jobs/{job_id}")
+    form = page.locator("#edit-form")
+    # A cron the API refuses: its message sits by the Cron field, which is marked invalid
+    form.locator("input[name=cron_expr]").fill("every day")
+    form.get_by_role("button", name="Save changes").click()
+    expect(page.locator("#edit-error-cron_expr")).to_contain_text("cron_expr: must have 5 fields")
+    expect(form.locator("input[name=cron_expr]")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#edit-error-timezone")).to_have_text("")
+    # Then a valid cron, a new timezone and payload are saved, and the definition shows them
+    form.locator("input[name=cron_expr]").fill("30 6 * * *")
+    form.locator("input[name=timezone]").fill("Europe/Paris")
+    form.locator("textarea[name=payload]").fill('{"region": "eu"}')
+    form.get_by_role("button", name="Save changes").click()
+    expect(page.locator("dl.def")).to_contain_text("30 6 * * *")
+    expect(page.locator("dl.def")).to_contain_text("Europe/Paris")
+    expect(page.locator("#edit-error-cron_expr")).to_have_text("")
+    job = console_stack.get(f"/api/jobs/{job_id}", **AS_TENANT).json()
+    edited = (job["cron_expr"], job["timezone"], job["payload"])
+    assert edited == ("30 6 * * *", "Europe/Paris", {"region": "eu"})
+    assert all(t.endswith(("04:30:00.000+00:00", "05:30:00.000+00:00")) for t in job["next_runs"])
+
+
 def test_pause_and_resume_from_the_list_and_from_the_job(page: Any, console_stack: Stack) -> None:
     name = f"pause-{uuid.uuid4().hex[:8]}"
     job_id = create(
@@ -318,6 +344,21 @@ def test_the_keyboard_alone_reaches_create_and_pause(page: Any, console_stack: S
     page.keyboard.press("Enter")
     expect(page.locator("#pause-toggle")).to_have_text("Resume")
     expect(page.locator("#pause-toggle")).to_be_focused()
+
+
+def test_the_keyboard_alone_reaches_edit_and_backfill_preview(page: Any, console_stack: Stack) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo"})
+    open_console(page, f"#/jobs/{job_id}")
+    tab_to(page, "#edit-form input[name=name]")
+    name = f"keys-edit-{uuid.uuid4().hex[:8]}"
+    page.keyboard.type(name)
+    tab_to(page, "#edit-save")
+    page.keyboard.press("Enter")
+    poll(lambda: console_stack.get(f"/api/jobs/{job_id}", **AS_TENANT).json()["name"], lambda n: n == name)
+    tab_to(page, "#backfill-form input[name=from]", limit=120)
+    tab_to(page, "#backfill-preview-button")
+    page.keyboard.press("Enter")
+    expect(page.locator("#backfill-result [role=alert]")).to_contain_text("choose a start and an end")
 
 
 # -- every page: accessibility, a phone-width layout, a screenshot ----------------------------------

@@ -1,7 +1,7 @@
 // jobsched console: hash-routed pages over the HTTP API, plain ES modules, no framework, no build.
 // Why: a few hundred lines that a reader can follow from route to fetch, zero supply chain, and the
 // files ship in the package and the Lambda layer exactly as written (see jobsched/console/__init__.py).
-import { get, post, del, query, tenant, setTenant, ApiError } from "./api.js";
+import { api, get, post, del, query, tenant, setTenant, ApiError } from "./api.js";
 import { h, s, badge, when, countdown, relative, ms, toast } from "./dom.js";
 import { describeCron } from "./cron.js";
 
@@ -257,10 +257,14 @@ async function jobPage(jobId) {
       runs.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
     }
   }
+  const editor = h("div");
+  const showEditor = () => editor.replaceChildren(editForm(job, (edited) => { job = edited; showDefinition(); showEditor(); }));
   showDefinition();
+  showEditor();
   page(title, actions, def,
     h("h2", {}, "Next fire times"),
     fires,
+    editor,
     job.type === "recurring" ? backfillForm(jobId, loadRuns) : null,
     h("h2", {}, "Runs"),
     chart,
@@ -272,12 +276,80 @@ async function jobPage(jobId) {
   every(2000, () => { loadRuns(); });
 }
 
+// Edit sends only the fields changed (PATCH keeps the rest). The API's 400 message starts with the
+// field it names ("cron_expr: ..."), so the message goes next to that input, or above the buttons.
+const EDITABLE = [
+  ["name", "Name", "text"], ["handler", "Handler", "text"], ["cron_expr", "Cron", "text", "recurring"],
+  ["timezone", "Timezone", "text", "recurring"], ["max_attempts", "Max attempts", "number"],
+  ["timeout_seconds", "Timeout (s, empty: none)", "number"], ["jitter_seconds", "Jitter (s)", "number", "recurring"],
+  ["payload", "Payload (JSON)", "json"],
+];
+
+function editForm(job, saved) {
+  const inputs = {};
+  const errors = {};
+  const shown = EDITABLE.filter(([, , , only]) => !only || job.type === only);
+  const initial = (key, kind) => kind === "json" ? JSON.stringify(job[key] ?? {}) : job[key] ?? "";
+  const cells = shown.map(([key, label, kind]) => {
+    const input = kind === "json"
+      ? h("textarea", { name: key, rows: 2, "aria-describedby": `edit-error-${key}` }, initial(key, kind))
+      : h("input", { name: key, type: kind, value: initial(key, kind), "aria-describedby": `edit-error-${key}` });
+    inputs[key] = input;
+    errors[key] = h("span", { class: "error", id: `edit-error-${key}` });
+    return h("label", {}, label, input, errors[key]);
+  });
+  const out = h("div", { role: "status", id: "edit-result" });
+  const clear = () => {
+    for (const key of Object.keys(inputs)) { errors[key].textContent = ""; inputs[key].removeAttribute("aria-invalid"); }
+    out.replaceChildren();
+  };
+  const blame = (key, message) => {
+    if (inputs[key]) {
+      errors[key].textContent = message;
+      inputs[key].setAttribute("aria-invalid", "true");
+      inputs[key].focus();
+    } else out.replaceChildren(failure(message));
+  };
+  const changes = () => {
+    const body = {};
+    for (const [key, , kind] of shown) {
+      const text = inputs[key].value.trim();
+      if (text === String(initial(key, kind))) continue;
+      if (kind === "json") {
+        try { body[key] = JSON.parse(text || "{}"); } catch (err) { throw Object.assign(new Error(`${key}: ${err.message}`), { field: key }); }
+      } else if (kind === "number") body[key] = text === "" ? null : Number(text);
+      else body[key] = text === "" && key === "name" ? null : text;
+    }
+    return body;
+  };
+  return h("form", { id: "edit-form", onsubmit: async (event) => {
+    event.preventDefault();
+    clear();
+    let body;
+    try { body = changes(); } catch (err) { return blame(err.field, err.message); }
+    if (!Object.keys(body).length) return out.replaceChildren(h("p", { class: "muted" }, "Nothing changed."));
+    try {
+      const edited = await api("PATCH", `/api/jobs/${job.job_id}`, body);
+      toast("Saved");
+      saved(edited);
+    } catch (err) {
+      const named = err instanceof ApiError && err.status === 400 ? /^([a-z_]+)(?:[.[][^:]*)?:/.exec(err.message) : null;
+      if (named && inputs[named[1]]) blame(named[1], err.message);
+      else out.replaceChildren(failure(err));
+    }
+  } },
+  h("fieldset", {}, h("legend", {}, "Edit the job"),
+    h("div", { class: "form-grid" }, cells),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "edit-save" }, "Save changes")), out));
+}
+
 // Backfill in two steps: Preview asks the API for a dry run (nothing written, no quota), and only
 // then Confirm sends the same range for real, so an operator sees the ticks before creating runs.
 function backfillForm(jobId, after) {
   const field = (label, input) => h("label", {}, label, input);
-  const start = h("input", { name: "from", type: "datetime-local", step: 1, required: true });
-  const end = h("input", { name: "to", type: "datetime-local", step: 1, required: true });
+  // Not `required`: the form's own message says what is missing, the same way for every browser.
+  const start = h("input", { name: "from", type: "datetime-local", step: 1 });
+  const end = h("input", { name: "to", type: "datetime-local", step: 1 });
   const out = h("div", { role: "status", id: "backfill-result" });
   let planned = null;
   const confirm = h("button", { type: "button", id: "backfill-confirm", class: "primary", disabled: true, onclick: async () => {
