@@ -258,6 +258,37 @@ def test_a_dead_letter_is_replayed_from_its_list(page: Any, console_stack: Stack
     )
 
 
+def test_ticked_dead_letters_are_replayed_together_each_with_its_result(
+    page: Any, console_stack: Stack
+) -> None:
+    # Given three dead letters
+    jobs = [failing_job(console_stack, f"bulk-dead-{uuid.uuid4().hex[:8]}") for _ in range(3)]
+    runs = [dead_letter_of(console_stack, job_id)["run_id"] for job_id in jobs]
+    open_console(page, "#/dead-letters")
+    for run_id in runs:
+        expect(page.locator(f'button[data-run="{run_id}"]')).to_be_visible()
+    # When two are ticked and replayed together
+    for run_id in runs[:2]:
+        page.get_by_role("checkbox", name=f"Select {run_id}").check()
+    page.get_by_role("button", name="Replay selected").click()
+    # Then each has its own result and its row's Replay is done; the third is left alone
+    results = page.locator("#bulk-replay-results li")
+    expect(results).to_have_count(2)
+    for run_id in runs[:2]:
+        result = page.locator(f'#bulk-replay-results li[data-run="{run_id}"]')
+        expect(result).to_have_attribute("data-ok", "true")
+        expect(result).to_contain_text("replayed")
+        expect(page.locator(f'button[data-run="{run_id}"]')).to_have_text("Replayed")
+    expect(page.locator(f'button[data-run="{runs[2]}"]')).to_have_text("Replay")
+    for run_id in runs[:2]:
+        poll(
+            lambda r=run_id: console_stack.get(f"/api/runs/{r}", **AS_TENANT).json(),
+            lambda run: len(run.get("attempts") or []) >= 2,
+            timeout=60,
+        )
+    assert len(console_stack.get(f"/api/runs/{runs[2]}", **AS_TENANT).json()["attempts"]) == 1
+
+
 def test_a_dead_letter_is_replayed_from_its_run_page_and_again_after_it_fails_again(
     page: Any, console_stack: Stack
 ) -> None:

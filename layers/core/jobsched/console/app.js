@@ -533,38 +533,74 @@ function replayKey(runId, deadAt) {
 }
 
 // -- Dead letters ----------------------------------------------------------------------------------
+// One replay, as its button and the bulk replay both send it: the key is per dead-lettering of the
+// run (replayKey), so a double click or a bulk replay after a single one replays once.
+function replayOne(d) {
+  return post(`/api/dead-letter/${encodeURIComponent(d.run_id)}/replay`, undefined, { "Idempotency-Key": replayKey(d.run_id, d.dead_at) });
+}
+
 async function deadLettersPage() {
   const cursors = [null];
   let at = 0;
   const body = h("tbody");
   const more = h("button", { type: "button", onclick: () => { at += 1; load(); } }, "Next page");
+  const results = h("ul", { id: "bulk-replay-results", "aria-live": "polite" });
+  let rows = [];  // [{ d, box, button }] of the page shown
+  const markReplayed = (row) => { row.button.disabled = true; row.button.textContent = "Replayed"; row.box.checked = false; };
+  const all = h("input", { type: "checkbox", id: "select-all-dead", onchange: () => {
+    for (const row of rows) if (!row.button.disabled) row.box.checked = all.checked;
+  } });
+  // Bulk replay: each ticked run replayed in turn (the API has no bulk replay), each outcome listed.
+  const bulk = h("button", { type: "button", id: "replay-selected", onclick: async () => {
+    const chosen = rows.filter((row) => row.box.checked);
+    if (!chosen.length) return results.replaceChildren(h("li", { class: "muted" }, "Tick the dead letters to replay first."));
+    bulk.disabled = true;
+    results.replaceChildren();
+    let ok = 0;
+    for (const row of chosen) {
+      try {
+        const done = await replayOne(row.d);
+        ok += 1;
+        markReplayed(row);
+        results.append(h("li", { "data-run": row.d.run_id, "data-ok": "true" }, `${row.d.run_id}: replayed (${done.status})`));
+      } catch (err) {
+        results.append(h("li", { "data-run": row.d.run_id, "data-ok": "false", class: "error" },
+          `${row.d.run_id}: ${err instanceof ApiError ? `${err.code}: ${err.message}` : String(err)}`));
+      }
+    }
+    all.checked = false;
+    bulk.disabled = false;
+    toast(`Replayed ${ok} of ${chosen.length}`);
+  } }, "Replay selected");
   async function load() {
     try {
       const data = await get("/api/dead-letter" + query({ limit: PAGE, cursor: cursors[at] }));
       cursors[at + 1] = data.next_cursor || null;
       more.disabled = !data.next_cursor;
-      body.replaceChildren(...data.items.map((d) => {
-        const button = h("button", { type: "button", "data-run": d.run_id, "aria-label": `Replay ${d.run_id}`, onclick: async () => {
-          if (await act(`Replayed ${d.run_id}`, () => post(`/api/dead-letter/${encodeURIComponent(d.run_id)}/replay`, undefined,
-            { "Idempotency-Key": replayKey(d.run_id, d.dead_at) }))) {
-            button.disabled = true;
-            button.textContent = "Replayed";
-          }
+      all.checked = false;
+      rows = data.items.map((d) => {
+        const row = { d };
+        row.box = h("input", { type: "checkbox", "data-run": d.run_id, "aria-label": `Select ${d.run_id}` });
+        row.button = h("button", { type: "button", "data-run": d.run_id, "aria-label": `Replay ${d.run_id}`, onclick: async () => {
+          if (await act(`Replayed ${d.run_id}`, () => replayOne(d))) markReplayed(row);
         } }, "Replay");
-        return h("tr", {}, h("td", {}, h("a", { href: `#/runs/${d.run_id}` }, d.run_id)),
-          h("td", {}, h("a", { href: `#/jobs/${d.job_id}` }, d.job_id)), h("td", { class: "hide-narrow" }, when(d.dead_at)),
-          h("td", {}, d.attempts), h("td", {}, errorText(d.last_error)), h("td", {}, button));
-      }));
-      if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No dead letters.")));
+        return row;
+      });
+      body.replaceChildren(...rows.map(({ d, box, button }) => h("tr", {}, h("td", {}, box),
+        h("td", {}, h("a", { href: `#/runs/${d.run_id}` }, d.run_id)),
+        h("td", {}, h("a", { href: `#/jobs/${d.job_id}` }, d.job_id)), h("td", { class: "hide-narrow" }, when(d.dead_at)),
+        h("td", {}, d.attempts), h("td", {}, errorText(d.last_error)), h("td", {}, button))));
+      if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No dead letters.")));
       cards(body);
     } catch (err) {
-      body.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
+      body.replaceChildren(h("tr", {}, h("td", { colspan: 7 }, failure(err))));
     }
   }
-  page("Dead letters", h("div", { class: "toolbar" }, more),
+  page("Dead letters", h("div", { class: "toolbar" }, h("label", {}, all, " Select all on this page"), bulk, more),
+    results,
     h("div", { class: "scroll" }, h("table", { id: "dead-letters", class: "cards" },
-      h("thead", {}, h("tr", {}, ["Run", "Job", "Dead at", "Attempts", "Last error", "Replay"].map(
-        (t, i) => h("th", { scope: "col", class: i === 2 ? "hide-narrow" : undefined }, t)))), body)));
+      h("thead", {}, h("tr", {}, ["Select", "Run", "Job", "Dead at", "Attempts", "Last error", "Replay"].map(
+        (t, i) => h("th", { scope: "col", class: i === 3 ? "hide-narrow" : undefined }, t)))), body)));
   await load();
 }
 
