@@ -141,6 +141,13 @@ def test_run_now_twice_draws_the_lateness_and_duration_chart(page: Any, console_
         page.get_by_role("button", name="Run now").click()
         expect(page.locator("#runs tbody tr .badge.s-SUCCEEDED")).to_have_count(count, timeout=30_000)
     expect(page.locator("#trend svg polyline")).to_have_count(2)
+    expect(page.locator("#job-stats")).to_contain_text("2 run(s): lateness p50")
+
+
+def test_the_health_page_says_lateness_p99_and_due_backlog_have_no_endpoint(page: Any) -> None:
+    open_console(page, "#/health")
+    expect(page.locator("#health-lateness")).to_contain_text("not available: no API endpoint")
+    expect(page.locator("#health-backlog")).to_contain_text("not available: no API endpoint")
 
 
 def test_the_job_page_lists_the_next_five_fire_times(page: Any, console_stack: Stack) -> None:

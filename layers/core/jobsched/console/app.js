@@ -214,6 +214,19 @@ async function jobPage(jobId) {
   const runs = h("tbody");
   const chart = h("div");
   const fires = h("ol", { id: "fire-times" });
+  const stats = h("p", { id: "job-stats", class: "muted" }, "Loading run statistics…");
+  let statsSeen = null;
+  async function loadStats() {
+    try {
+      const st = await get(`/api/jobs/${jobId}/stats`);
+      stats.replaceChildren(st.runs
+        ? `${st.runs} run(s)${st.truncated ? " (the newest counted)" : ""}: lateness p50 ${ms(st.lateness_ms.p50)}, p99 ${ms(st.lateness_ms.p99)}; `
+          + `duration p50 ${ms(st.duration_ms.p50)}, p99 ${ms(st.duration_ms.p99)}; success ${st.success_rate === null ? "—" : `${Math.round(100 * st.success_rate)}%`}`
+        : "No finished run to measure yet.");
+    } catch (err) {
+      stats.replaceChildren(failure(err));
+    }
+  }
   function showDefinition() {
     const rows = [["Job id", job.job_id], ["Status", badge(job.status)], ["Type", job.type], ["Schedule", schedule(job)],
       ["Cron", job.cron_expr || "—"], ["Timezone", job.timezone || "UTC"], ["Next run", job.next_run_at ? [countdown(job.next_run_at), " ", when(job.next_run_at)] : "none pending"],
@@ -246,6 +259,9 @@ async function jobPage(jobId) {
   async function loadRuns() {
     try {
       const data = await get(`/api/jobs/${jobId}/runs` + query({ limit: PAGE }));
+      // The stats are read again only when a run shown changed status, not every 2 s.
+      const seen = data.items.map((r) => `${r.run_id}:${r.status}`).join(",");
+      if (seen !== statsSeen) { statsSeen = seen; loadStats(); }
       const cells = bars(data.items);
       chart.replaceChildren(trend(data.items));
       runs.replaceChildren(...data.items.map((run) => h("tr", {},
@@ -267,6 +283,7 @@ async function jobPage(jobId) {
     editor,
     job.type === "recurring" ? backfillForm(jobId, loadRuns) : null,
     h("h2", {}, "Runs"),
+    stats,
     chart,
     h("div", { class: "scroll" }, h("table", { id: "runs", class: "cards" },
       h("thead", {}, h("tr", {}, ["Scheduled for", "Status", "Kind", "Attempts", "Lateness", "Duration"].map(
@@ -623,8 +640,10 @@ async function healthPage() {
       h("dt", {}, "Next due"), h("dd", {}, value(jobs, (d) => {
         const next = d.items.map((j) => j.next_run_at).filter(Boolean).sort()[0];
         return next ? [countdown(next), " ", when(next)] : "nothing pending";
-      }))),
-    h("p", { class: "muted" }, "Due backlog and lateness p99 per job: the job's stats (GET /api/jobs/{id}/stats)."),
+      })),
+      // No endpoint answers these across jobs (issue 12): say so rather than guess from a page of jobs.
+      h("dt", {}, "Lateness p99"), h("dd", { id: "health-lateness" }, "not available: no API endpoint gives it across jobs; each job's page shows its own (GET /api/jobs/{id}/stats)"),
+      h("dt", {}, "Due backlog"), h("dd", { id: "health-backlog" }, "not available: no API endpoint counts the ticks due and not yet started")),
     h("h2", {}, "Recent alerts"),
     value(alerts, (d) => d.items.length ? h("div", { class: "scroll" }, h("table", { id: "alerts" },
       h("thead", {}, h("tr", {}, ["At", "Kind", "Job", "Detail"].map((t) => h("th", { scope: "col" }, t)))),
