@@ -141,6 +141,90 @@ def test_run_now_twice_draws_the_lateness_and_duration_chart(page: Any, console_
         page.get_by_role("button", name="Run now").click()
         expect(page.locator("#runs tbody tr .badge.s-SUCCEEDED")).to_have_count(count, timeout=30_000)
     expect(page.locator("#trend svg polyline")).to_have_count(2)
+    expect(page.locator("#job-stats")).to_contain_text("2 run(s): lateness p50")
+
+
+def test_the_health_page_says_lateness_p99_and_due_backlog_have_no_endpoint(page: Any) -> None:
+    open_console(page, "#/health")
+    expect(page.locator("#health-lateness")).to_contain_text("not available: no API endpoint")
+    expect(page.locator("#health-backlog")).to_contain_text("not available: no API endpoint")
+
+
+def test_the_job_page_lists_the_next_five_fire_times(page: Any, console_stack: Stack) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"})
+    expected = console_stack.get(f"/api/jobs/{job_id}", **AS_TENANT).json()["next_runs"]
+    open_console(page, f"#/jobs/{job_id}")
+    times = page.locator("#fire-times li time")
+    expect(times).to_have_count(5)
+    assert [times.nth(i).get_attribute("datetime") for i in range(5)] == expected
+
+
+# An instant (ms) as a datetime-local input takes it: the browser's own wall clock.
+LOCAL_INPUT = """(ms) => { const d = new Date(ms); const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`
+    + `T${p(d.getHours())}:${p(d.getMinutes())}:00`; }"""
+
+
+def test_a_backfill_is_previewed_then_confirmed(page: Any, console_stack: Stack) -> None:
+    # Given an hourly job and the range [3 h ago, 1 h ago) on whole hours: two ticks
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"})
+    hour = int(time.time() // 3600) * 3600
+    open_console(page, f"#/jobs/{job_id}")
+    page.fill("#backfill-form input[name=from]", page.evaluate(LOCAL_INPUT, (hour - 3 * 3600) * 1000))
+    page.fill("#backfill-form input[name=to]", page.evaluate(LOCAL_INPUT, (hour - 3600) * 1000))
+    # When it is previewed, the page lists the two ticks and nothing is written
+    expect(page.locator("#backfill-confirm")).to_be_disabled()
+    page.get_by_role("button", name="Preview").click()
+    expect(page.locator("#backfill-count")).to_contain_text("2 tick(s)")
+    expect(page.locator("#backfill-preview li")).to_have_count(2)
+    runs = console_stack.get(f"/api/jobs/{job_id}/runs?kind=backfill", **AS_TENANT).json()["items"]
+    assert runs == []
+    # Then Confirm creates their runs
+    page.get_by_role("button", name="Confirm backfill").click()
+    expect(page.locator("#backfill-result")).to_contain_text("2 run(s) created")
+    expect(page.locator("#backfill-confirm")).to_be_disabled()
+    runs = console_stack.get(f"/api/jobs/{job_id}/runs?kind=backfill", **AS_TENANT).json()["items"]
+    assert sorted(r["scheduled_for"][:13] for r in runs) == [
+        time.strftime("%Y-%m-%dT%H", time.gmtime(hour - 3 * 3600)),
+        time.strftime("%Y-%m-%dT%H", time.gmtime(hour - 2 * 3600)),
+    ]
+
+
+def test_a_backfill_the_api_refuses_shows_its_message(page: Any, console_stack: Stack) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"})
+    now = time.time()
+    open_console(page, f"#/jobs/{job_id}")
+    page.fill("#backfill-form input[name=from]", page.evaluate(LOCAL_INPUT, (now - 3600) * 1000))
+    page.fill("#backfill-form input[name=to]", page.evaluate(LOCAL_INPUT, (now + 7200) * 1000))
+    page.get_by_role("button", name="Preview").click()
+    expect(page.locator("#backfill-result [role=alert]")).to_contain_text("to: a backfill covers the past")
+    expect(page.locator("#backfill-confirm")).to_be_disabled()
+
+
+def test_an_edit_saves_the_changed_fields_and_a_400_shows_next_to_its_field(
+    page: Any, console_stack: Stack
+) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo"})
+    open_console(page, f"#/jobs/{job_id}")
+    form = page.locator("#edit-form")
+    # A cron the API refuses: its message sits by the Cron field, which is marked invalid
+    form.locator("input[name=cron_expr]").fill("every day")
+    form.get_by_role("button", name="Save changes").click()
+    expect(page.locator("#edit-error-cron_expr")).to_contain_text("cron_expr: must have 5 fields")
+    expect(form.locator("input[name=cron_expr]")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#edit-error-timezone")).to_have_text("")
+    # Then a valid cron, a new timezone and payload are saved, and the definition shows them
+    form.locator("input[name=cron_expr]").fill("30 6 * * *")
+    form.locator("input[name=timezone]").fill("Europe/Paris")
+    form.locator("textarea[name=payload]").fill('{"region": "eu"}')
+    form.get_by_role("button", name="Save changes").click()
+    expect(page.locator("dl.def")).to_contain_text("30 6 * * *")
+    expect(page.locator("dl.def")).to_contain_text("Europe/Paris")
+    expect(page.locator("#edit-error-cron_expr")).to_have_text("")
+    job = console_stack.get(f"/api/jobs/{job_id}", **AS_TENANT).json()
+    edited = (job["cron_expr"], job["timezone"], job["payload"])
+    assert edited == ("30 6 * * *", "Europe/Paris", {"region": "eu"})
+    assert all(t.endswith(("04:30:00.000+00:00", "05:30:00.000+00:00")) for t in job["next_runs"])
 
 
 def test_pause_and_resume_from_the_list_and_from_the_job(page: Any, console_stack: Stack) -> None:
@@ -179,6 +263,37 @@ def test_a_dead_letter_is_replayed_from_its_list(page: Any, console_stack: Stack
         lambda run: len(run.get("attempts") or []) >= 2,
         timeout=60,
     )
+
+
+def test_ticked_dead_letters_are_replayed_together_each_with_its_result(
+    page: Any, console_stack: Stack
+) -> None:
+    # Given three dead letters
+    jobs = [failing_job(console_stack, f"bulk-dead-{uuid.uuid4().hex[:8]}") for _ in range(3)]
+    runs = [dead_letter_of(console_stack, job_id)["run_id"] for job_id in jobs]
+    open_console(page, "#/dead-letters")
+    for run_id in runs:
+        expect(page.locator(f'button[data-run="{run_id}"]')).to_be_visible()
+    # When two are ticked and replayed together
+    for run_id in runs[:2]:
+        page.get_by_role("checkbox", name=f"Select {run_id}").check()
+    page.get_by_role("button", name="Replay selected").click()
+    # Then each has its own result and its row's Replay is done; the third is left alone
+    results = page.locator("#bulk-replay-results li")
+    expect(results).to_have_count(2)
+    for run_id in runs[:2]:
+        result = page.locator(f'#bulk-replay-results li[data-run="{run_id}"]')
+        expect(result).to_have_attribute("data-ok", "true")
+        expect(result).to_contain_text("replayed")
+        expect(page.locator(f'button[data-run="{run_id}"]')).to_have_text("Replayed")
+    expect(page.locator(f'button[data-run="{runs[2]}"]')).to_have_text("Replay")
+    for run_id in runs[:2]:
+        poll(
+            lambda r=run_id: console_stack.get(f"/api/runs/{r}", **AS_TENANT).json(),
+            lambda run: len(run.get("attempts") or []) >= 2,
+            timeout=60,
+        )
+    assert len(console_stack.get(f"/api/runs/{runs[2]}", **AS_TENANT).json()["attempts"]) == 1
 
 
 def test_a_dead_letter_is_replayed_from_its_run_page_and_again_after_it_fails_again(
@@ -267,6 +382,21 @@ def test_the_keyboard_alone_reaches_create_and_pause(page: Any, console_stack: S
     page.keyboard.press("Enter")
     expect(page.locator("#pause-toggle")).to_have_text("Resume")
     expect(page.locator("#pause-toggle")).to_be_focused()
+
+
+def test_the_keyboard_alone_reaches_edit_and_backfill_preview(page: Any, console_stack: Stack) -> None:
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo"})
+    open_console(page, f"#/jobs/{job_id}")
+    tab_to(page, "#edit-form input[name=name]")
+    name = f"keys-edit-{uuid.uuid4().hex[:8]}"
+    page.keyboard.type(name)
+    tab_to(page, "#edit-save")
+    page.keyboard.press("Enter")
+    poll(lambda: console_stack.get(f"/api/jobs/{job_id}", **AS_TENANT).json()["name"], lambda n: n == name)
+    tab_to(page, "#backfill-form input[name=from]", limit=120)
+    tab_to(page, "#backfill-preview-button")
+    page.keyboard.press("Enter")
+    expect(page.locator("#backfill-result [role=alert]")).to_contain_text("choose a start and an end")
 
 
 # -- every page: accessibility, a phone-width layout, a screenshot ----------------------------------

@@ -137,6 +137,11 @@ class JobView(BaseModel):
     runs_on: RunsOn = Field(description="where runs execute, as resolved (jobsched.domain.compute)")
     resources: Resources = Field(description="what each run gets: the Lambda worker's, or a Fargate size")
     next_run_at: str | None
+    next_runs: list[str] = Field(
+        default_factory=list,
+        description="the next 5 ticks (UTC), next_run_at first, in the job's timezone; [] for a "
+        "one-off, a dependent, a paused or a finished job",
+    )
     created_at: str
     updated_at: str
     recent_executions: list[ExecutionView]
@@ -219,6 +224,18 @@ class BackfillResult(BaseModel):
         description="SUCCEEDED: done inline (at most 200 ticks); RUNNING: carried out outside the request"
     )
     done: int = Field(description="ticks done so far (created + existing)")
+
+
+class BackfillPreview(BaseModel):
+    """The 200 answer to a backfill with dry_run: what it would cover; nothing was written."""
+
+    job_id: str
+    dry_run: bool = True
+    ticks: int = Field(description="how many ticks [from, to) holds (each gets a run unless it has one)")
+    first: str | None
+    last: str | None
+    preview: list[str] = Field(description="the first ticks, oldest first, at most 50 (UTC)")
+    truncated: bool = Field(description="true when `preview` shows fewer than `ticks`")
 
 
 class RunView(BaseModel):
@@ -474,6 +491,7 @@ __all__ = [
     "AlertItem",
     "AlertPage",
     "AttemptView",
+    "BackfillPreview",
     "BackfillRequest",
     "BackfillResult",
     "BulkActionRequest",

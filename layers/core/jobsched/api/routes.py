@@ -25,6 +25,7 @@ from jobsched.adapters.idempotency import once_per_key
 from jobsched.api import errors, views
 from jobsched.api.models import (
     AlertPage,
+    BackfillPreview,
     BackfillRequest,
     BackfillResult,
     BatchCreated,
@@ -246,11 +247,22 @@ def build_app(
         return views.job_view(service.get(job_id, tenant=tenant(app)))
 
     @app.post(
-        "/api/jobs/<job_id>/backfill", responses=answers(202, "Backfill queued", 400, 404, 409, 413, 429, 503)
+        "/api/jobs/<job_id>/backfill",
+        responses={
+            **answers(202, "Backfill queued", 400, 404, 409, 413, 429, 503),
+            200: {
+                "description": "dry_run: the ticks it would cover; nothing written, no quota taken",
+                "content": {content_types.APPLICATION_JSON: {"model": BackfillPreview}},
+            },
+        },
     )
     def backfill_job(
         job_id: Annotated[str, Path(max_length=64)], body: Annotated[BackfillRequest, Body()]
-    ) -> Response[BackfillResult]:
+    ) -> Response[BackfillResult | BackfillPreview]:
+        if body.dry_run:
+            job, ticks = schedule.preview_backfill(job_id, body, tenant=tenant(app))
+            preview = views.backfill_preview(job.job_id, ticks)
+            return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=preview)
         result = views.backfill_result(operations.start_backfill(job_id, body, tenant=tenant(app)))
         return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=result)
 

@@ -12,6 +12,7 @@ from jobsched.api.models import (
     AlertItem,
     AlertPage,
     AttemptView,
+    BackfillPreview,
     BackfillResult,
     BatchCreated,
     BulkActionResult,
@@ -46,6 +47,7 @@ from jobsched.api.models import (
     SigningSecretView,
 )
 from jobsched.domain import results, times
+from jobsched.domain.firing import next_fires
 from jobsched.domain.listing import target_type_of
 from jobsched.domain.models import Execution
 from jobsched.domain.operations import Operation
@@ -63,6 +65,9 @@ from jobsched.services.runs import (
     RunLogsPage,
 )
 from jobsched.services.schedule import BACKFILL_RATE_PER_SECOND
+
+# GET /api/jobs/{id}'s next_runs: computed from the job itself, no store read.
+NEXT_RUNS = 5
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -157,6 +162,7 @@ def job_view(detail: results.JobDetail) -> JobView:
         runs_on=placement.runs_on,
         resources=placement.resources,
         next_run_at=_iso(detail.next_run_at),
+        next_runs=[times.iso(t) for t in next_fires(job, first=detail.next_run_at, count=NEXT_RUNS)],
         created_at=times.iso(job.created_at),
         updated_at=times.iso(job.updated_at),
         recent_executions=[execution_view(r) for r in detail.runs],
@@ -193,6 +199,22 @@ def backfill_result(operation: Operation) -> BackfillResult:
         operation_id=operation.operation_id,
         status=operation.status,
         done=operation.done,
+    )
+
+
+# A dry run's preview shows this many ticks at most; `ticks` counts them all.
+PREVIEW_TICKS = 50
+
+
+def backfill_preview(job_id: str, ticks: Sequence[datetime]) -> BackfillPreview:
+    """The 200 body of POST /api/jobs/{id}/backfill with dry_run: the ticks it would cover."""
+    return BackfillPreview(
+        job_id=job_id,
+        ticks=len(ticks),
+        first=_iso(ticks[0]) if ticks else None,
+        last=_iso(ticks[-1]) if ticks else None,
+        preview=[times.iso(t) for t in ticks[:PREVIEW_TICKS]],
+        truncated=len(ticks) > PREVIEW_TICKS,
     )
 
 

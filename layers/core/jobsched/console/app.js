@@ -1,7 +1,7 @@
 // jobsched console: hash-routed pages over the HTTP API, plain ES modules, no framework, no build.
 // Why: a few hundred lines that a reader can follow from route to fetch, zero supply chain, and the
 // files ship in the package and the Lambda layer exactly as written (see jobsched/console/__init__.py).
-import { get, post, del, query, tenant, setTenant, ApiError } from "./api.js";
+import { api, get, post, del, query, tenant, setTenant, ApiError } from "./api.js";
 import { h, s, badge, when, countdown, relative, ms, toast } from "./dom.js";
 import { describeCron } from "./cron.js";
 
@@ -213,6 +213,20 @@ async function jobPage(jobId) {
   const actions = h("div", { class: "actions" });
   const runs = h("tbody");
   const chart = h("div");
+  const fires = h("ol", { id: "fire-times" });
+  const stats = h("p", { id: "job-stats", class: "muted" }, "Loading run statistics…");
+  let statsSeen = null;
+  async function loadStats() {
+    try {
+      const st = await get(`/api/jobs/${jobId}/stats`);
+      stats.replaceChildren(st.runs
+        ? `${st.runs} run(s)${st.truncated ? " (the newest counted)" : ""}: lateness p50 ${ms(st.lateness_ms.p50)}, p99 ${ms(st.lateness_ms.p99)}; `
+          + `duration p50 ${ms(st.duration_ms.p50)}, p99 ${ms(st.duration_ms.p99)}; success ${st.success_rate === null ? "—" : `${Math.round(100 * st.success_rate)}%`}`
+        : "No finished run to measure yet.");
+    } catch (err) {
+      stats.replaceChildren(failure(err));
+    }
+  }
   function showDefinition() {
     const rows = [["Job id", job.job_id], ["Status", badge(job.status)], ["Type", job.type], ["Schedule", schedule(job)],
       ["Cron", job.cron_expr || "—"], ["Timezone", job.timezone || "UTC"], ["Next run", job.next_run_at ? [countdown(job.next_run_at), " ", when(job.next_run_at)] : "none pending"],
@@ -220,6 +234,10 @@ async function jobPage(jobId) {
       ["Depends on", (job.depends_on || []).length ? job.depends_on.map((id) => h("a", { href: `#/jobs/${id}` }, id, " ")) : "—"],
       ["Payload", h("code", {}, JSON.stringify(job.payload ?? {}))]];
     def.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+    const next = job.next_runs || [];
+    fires.replaceChildren(...(next.length
+      ? next.map((at) => h("li", {}, h("time", { datetime: at }, when(at)), " ", h("span", { class: "muted" }, `(${at})`)))
+      : [h("li", { class: "muted" }, "none: only a scheduled recurring job has fire times")]));
     const paused = job.status === "PAUSED";
     actions.replaceChildren(
       h("button", { type: "button", id: "run-now", onclick: () => act("Run queued", () => post(`/api/jobs/${jobId}/run-now`)).then(refresh) }, "Run now"),
@@ -241,6 +259,9 @@ async function jobPage(jobId) {
   async function loadRuns() {
     try {
       const data = await get(`/api/jobs/${jobId}/runs` + query({ limit: PAGE }));
+      // The stats are read again only when a run shown changed status, not every 2 s.
+      const seen = data.items.map((r) => `${r.run_id}:${r.status}`).join(",");
+      if (seen !== statsSeen) { statsSeen = seen; loadStats(); }
       const cells = bars(data.items);
       chart.replaceChildren(trend(data.items));
       runs.replaceChildren(...data.items.map((run) => h("tr", {},
@@ -252,12 +273,17 @@ async function jobPage(jobId) {
       runs.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
     }
   }
+  const editor = h("div");
+  const showEditor = () => editor.replaceChildren(editForm(job, (edited) => { job = edited; showDefinition(); showEditor(); }));
   showDefinition();
+  showEditor();
   page(title, actions, def,
     h("h2", {}, "Next fire times"),
-    h("p", { class: "muted", id: "fire-times" }, job.next_run_at ? `Next: ${when(job.next_run_at)}. ` : "",
-      "The API answers only the next tick, not the next 5 fire times; `jobsched cron-next` prints them."),
+    fires,
+    editor,
+    job.type === "recurring" ? backfillForm(jobId, loadRuns) : null,
     h("h2", {}, "Runs"),
+    stats,
     chart,
     h("div", { class: "scroll" }, h("table", { id: "runs", class: "cards" },
       h("thead", {}, h("tr", {}, ["Scheduled for", "Status", "Kind", "Attempts", "Lateness", "Duration"].map(
@@ -265,6 +291,122 @@ async function jobPage(jobId) {
       runs)));
   await loadRuns();
   every(2000, () => { loadRuns(); });
+}
+
+// Edit sends only the fields changed (PATCH keeps the rest). The API's 400 message starts with the
+// field it names ("cron_expr: ..."), so the message goes next to that input, or above the buttons.
+const EDITABLE = [
+  ["name", "Name", "text"], ["handler", "Handler", "text"], ["cron_expr", "Cron", "text", "recurring"],
+  ["timezone", "Timezone", "text", "recurring"], ["max_attempts", "Max attempts", "number"],
+  ["timeout_seconds", "Timeout (s, empty: none)", "number"], ["jitter_seconds", "Jitter (s)", "number", "recurring"],
+  ["payload", "Payload (JSON)", "json"],
+];
+
+function editForm(job, saved) {
+  const inputs = {};
+  const errors = {};
+  const shown = EDITABLE.filter(([, , , only]) => !only || job.type === only);
+  const initial = (key, kind) => kind === "json" ? JSON.stringify(job[key] ?? {}) : job[key] ?? "";
+  const cells = shown.map(([key, label, kind]) => {
+    const input = kind === "json"
+      ? h("textarea", { name: key, rows: 2, "aria-describedby": `edit-error-${key}` }, initial(key, kind))
+      : h("input", { name: key, type: kind, value: initial(key, kind), "aria-describedby": `edit-error-${key}` });
+    inputs[key] = input;
+    errors[key] = h("span", { class: "error", id: `edit-error-${key}` });
+    return h("label", {}, label, input, errors[key]);
+  });
+  const out = h("div", { role: "status", id: "edit-result" });
+  const clear = () => {
+    for (const key of Object.keys(inputs)) { errors[key].textContent = ""; inputs[key].removeAttribute("aria-invalid"); }
+    out.replaceChildren();
+  };
+  const blame = (key, message) => {
+    if (inputs[key]) {
+      errors[key].textContent = message;
+      inputs[key].setAttribute("aria-invalid", "true");
+      inputs[key].focus();
+    } else out.replaceChildren(failure(message));
+  };
+  const changes = () => {
+    const body = {};
+    for (const [key, , kind] of shown) {
+      const text = inputs[key].value.trim();
+      if (text === String(initial(key, kind))) continue;
+      if (kind === "json") {
+        try { body[key] = JSON.parse(text || "{}"); } catch (err) { throw Object.assign(new Error(`${key}: ${err.message}`), { field: key }); }
+      } else if (kind === "number") body[key] = text === "" ? null : Number(text);
+      else body[key] = text === "" && key === "name" ? null : text;
+    }
+    return body;
+  };
+  return h("form", { id: "edit-form", onsubmit: async (event) => {
+    event.preventDefault();
+    clear();
+    let body;
+    try { body = changes(); } catch (err) { return blame(err.field, err.message); }
+    if (!Object.keys(body).length) return out.replaceChildren(h("p", { class: "muted" }, "Nothing changed."));
+    try {
+      const edited = await api("PATCH", `/api/jobs/${job.job_id}`, body);
+      toast("Saved");
+      saved(edited);
+    } catch (err) {
+      const named = err instanceof ApiError && err.status === 400 ? /^([a-z_]+)(?:[.[][^:]*)?:/.exec(err.message) : null;
+      if (named && inputs[named[1]]) blame(named[1], err.message);
+      else out.replaceChildren(failure(err));
+    }
+  } },
+  h("fieldset", {}, h("legend", {}, "Edit the job"),
+    h("div", { class: "form-grid" }, cells),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "edit-save" }, "Save changes")), out));
+}
+
+// Backfill in two steps: Preview asks the API for a dry run (nothing written, no quota), and only
+// then Confirm sends the same range for real, so an operator sees the ticks before creating runs.
+function backfillForm(jobId, after) {
+  const field = (label, input) => h("label", {}, label, input);
+  // Not `required`: the form's own message says what is missing, the same way for every browser.
+  const start = h("input", { name: "from", type: "datetime-local", step: 1 });
+  const end = h("input", { name: "to", type: "datetime-local", step: 1 });
+  const out = h("div", { role: "status", id: "backfill-result" });
+  let planned = null;
+  const confirm = h("button", { type: "button", id: "backfill-confirm", class: "primary", disabled: true, onclick: async () => {
+    if (!planned) return;
+    try {
+      const done = await post(`/api/jobs/${jobId}/backfill`, planned);
+      out.replaceChildren(h("p", {}, done.status === "RUNNING"
+        ? `Accepted: ${done.ticks} tick(s), carried out outside the request (operation ${done.operation_id}).`
+        : `Done: ${done.created} run(s) created, ${done.existing} tick(s) had one already.`));
+      planned = null;
+      confirm.disabled = true;
+      after();
+    } catch (err) {
+      out.replaceChildren(failure(err));
+    }
+  } }, "Confirm backfill");
+  const range = () => {
+    if (!start.value || !end.value) throw new Error("choose a start and an end");
+    return { from: new Date(start.value).toISOString(), to: new Date(end.value).toISOString() };
+  };
+  const form = h("form", { id: "backfill-form", onsubmit: async (event) => {
+    event.preventDefault();
+    planned = null;
+    confirm.disabled = true;
+    try {
+      const body = range();
+      const seen = await post(`/api/jobs/${jobId}/backfill`, { ...body, dry_run: true });
+      out.replaceChildren(
+        h("p", { id: "backfill-count" }, seen.ticks ? `${seen.ticks} tick(s) from ${when(seen.first)} to ${when(seen.last)}.` : "No tick in that range."),
+        seen.ticks ? h("ol", { id: "backfill-preview" }, seen.preview.map((at) => h("li", {}, h("time", { datetime: at }, when(at))))) : null,
+        seen.truncated ? h("p", { class: "muted" }, `The first ${seen.preview.length} shown.`) : null);
+      if (seen.ticks) { planned = body; confirm.disabled = false; }
+    } catch (err) {
+      out.replaceChildren(failure(err instanceof ApiError ? err : `${err.message}`));
+    }
+  } },
+  h("fieldset", {}, h("legend", {}, "Backfill (your local time; the end is excluded)"),
+    h("div", { class: "form-grid" }, field("Start", start), field("End", end)),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "backfill-preview-button" }, "Preview"), confirm), out));
+  return form;
 }
 
 // -- Run -------------------------------------------------------------------------------------------
@@ -408,38 +550,74 @@ function replayKey(runId, deadAt) {
 }
 
 // -- Dead letters ----------------------------------------------------------------------------------
+// One replay, as its button and the bulk replay both send it: the key is per dead-lettering of the
+// run (replayKey), so a double click or a bulk replay after a single one replays once.
+function replayOne(d) {
+  return post(`/api/dead-letter/${encodeURIComponent(d.run_id)}/replay`, undefined, { "Idempotency-Key": replayKey(d.run_id, d.dead_at) });
+}
+
 async function deadLettersPage() {
   const cursors = [null];
   let at = 0;
   const body = h("tbody");
   const more = h("button", { type: "button", onclick: () => { at += 1; load(); } }, "Next page");
+  const results = h("ul", { id: "bulk-replay-results", "aria-live": "polite" });
+  let rows = [];  // [{ d, box, button }] of the page shown
+  const markReplayed = (row) => { row.button.disabled = true; row.button.textContent = "Replayed"; row.box.checked = false; };
+  const all = h("input", { type: "checkbox", id: "select-all-dead", onchange: () => {
+    for (const row of rows) if (!row.button.disabled) row.box.checked = all.checked;
+  } });
+  // Bulk replay: each ticked run replayed in turn (the API has no bulk replay), each outcome listed.
+  const bulk = h("button", { type: "button", id: "replay-selected", onclick: async () => {
+    const chosen = rows.filter((row) => row.box.checked);
+    if (!chosen.length) return results.replaceChildren(h("li", { class: "muted" }, "Tick the dead letters to replay first."));
+    bulk.disabled = true;
+    results.replaceChildren();
+    let ok = 0;
+    for (const row of chosen) {
+      try {
+        const done = await replayOne(row.d);
+        ok += 1;
+        markReplayed(row);
+        results.append(h("li", { "data-run": row.d.run_id, "data-ok": "true" }, `${row.d.run_id}: replayed (${done.status})`));
+      } catch (err) {
+        results.append(h("li", { "data-run": row.d.run_id, "data-ok": "false", class: "error" },
+          `${row.d.run_id}: ${err instanceof ApiError ? `${err.code}: ${err.message}` : String(err)}`));
+      }
+    }
+    all.checked = false;
+    bulk.disabled = false;
+    toast(`Replayed ${ok} of ${chosen.length}`);
+  } }, "Replay selected");
   async function load() {
     try {
       const data = await get("/api/dead-letter" + query({ limit: PAGE, cursor: cursors[at] }));
       cursors[at + 1] = data.next_cursor || null;
       more.disabled = !data.next_cursor;
-      body.replaceChildren(...data.items.map((d) => {
-        const button = h("button", { type: "button", "data-run": d.run_id, "aria-label": `Replay ${d.run_id}`, onclick: async () => {
-          if (await act(`Replayed ${d.run_id}`, () => post(`/api/dead-letter/${encodeURIComponent(d.run_id)}/replay`, undefined,
-            { "Idempotency-Key": replayKey(d.run_id, d.dead_at) }))) {
-            button.disabled = true;
-            button.textContent = "Replayed";
-          }
+      all.checked = false;
+      rows = data.items.map((d) => {
+        const row = { d };
+        row.box = h("input", { type: "checkbox", "data-run": d.run_id, "aria-label": `Select ${d.run_id}` });
+        row.button = h("button", { type: "button", "data-run": d.run_id, "aria-label": `Replay ${d.run_id}`, onclick: async () => {
+          if (await act(`Replayed ${d.run_id}`, () => replayOne(d))) markReplayed(row);
         } }, "Replay");
-        return h("tr", {}, h("td", {}, h("a", { href: `#/runs/${d.run_id}` }, d.run_id)),
-          h("td", {}, h("a", { href: `#/jobs/${d.job_id}` }, d.job_id)), h("td", { class: "hide-narrow" }, when(d.dead_at)),
-          h("td", {}, d.attempts), h("td", {}, errorText(d.last_error)), h("td", {}, button));
-      }));
-      if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No dead letters.")));
+        return row;
+      });
+      body.replaceChildren(...rows.map(({ d, box, button }) => h("tr", {}, h("td", {}, box),
+        h("td", {}, h("a", { href: `#/runs/${d.run_id}` }, d.run_id)),
+        h("td", {}, h("a", { href: `#/jobs/${d.job_id}` }, d.job_id)), h("td", { class: "hide-narrow" }, when(d.dead_at)),
+        h("td", {}, d.attempts), h("td", {}, errorText(d.last_error)), h("td", {}, button))));
+      if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No dead letters.")));
       cards(body);
     } catch (err) {
-      body.replaceChildren(h("tr", {}, h("td", { colspan: 6 }, failure(err))));
+      body.replaceChildren(h("tr", {}, h("td", { colspan: 7 }, failure(err))));
     }
   }
-  page("Dead letters", h("div", { class: "toolbar" }, more),
+  page("Dead letters", h("div", { class: "toolbar" }, h("label", {}, all, " Select all on this page"), bulk, more),
+    results,
     h("div", { class: "scroll" }, h("table", { id: "dead-letters", class: "cards" },
-      h("thead", {}, h("tr", {}, ["Run", "Job", "Dead at", "Attempts", "Last error", "Replay"].map(
-        (t, i) => h("th", { scope: "col", class: i === 2 ? "hide-narrow" : undefined }, t)))), body)));
+      h("thead", {}, h("tr", {}, ["Select", "Run", "Job", "Dead at", "Attempts", "Last error", "Replay"].map(
+        (t, i) => h("th", { scope: "col", class: i === 3 ? "hide-narrow" : undefined }, t)))), body)));
   await load();
 }
 
@@ -462,8 +640,10 @@ async function healthPage() {
       h("dt", {}, "Next due"), h("dd", {}, value(jobs, (d) => {
         const next = d.items.map((j) => j.next_run_at).filter(Boolean).sort()[0];
         return next ? [countdown(next), " ", when(next)] : "nothing pending";
-      }))),
-    h("p", { class: "muted" }, "Due backlog and lateness p99 per job: the job's stats (GET /api/jobs/{id}/stats)."),
+      })),
+      // No endpoint answers these across jobs (issue 12): say so rather than guess from a page of jobs.
+      h("dt", {}, "Lateness p99"), h("dd", { id: "health-lateness" }, "not available: no API endpoint gives it across jobs; each job's page shows its own (GET /api/jobs/{id}/stats)"),
+      h("dt", {}, "Due backlog"), h("dd", { id: "health-backlog" }, "not available: no API endpoint counts the ticks due and not yet started")),
     h("h2", {}, "Recent alerts"),
     value(alerts, (d) => d.items.length ? h("div", { class: "scroll" }, h("table", { id: "alerts" },
       h("thead", {}, h("tr", {}, ["At", "Kind", "Job", "Detail"].map((t) => h("th", { scope: "col" }, t)))),

@@ -417,6 +417,9 @@ class BackfillRequest(BaseModel):
 
     from_: ApiTime = Field(alias="from")
     to: ApiTime
+    dry_run: bool = Field(
+        default=False, description="answer 200 with the ticks it would create; write nothing, take no quota"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> BackfillRequest:

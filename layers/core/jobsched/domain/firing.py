@@ -55,3 +55,28 @@ def next_fire(job: Job, *, now: datetime, jitter_offset_seconds: int = 0) -> dat
     if policy.max_runs is not None and job.dispatched >= policy.max_runs:
         return None
     return in_queue
+
+
+def next_fires(job: Job, *, first: datetime | None, count: int) -> list[datetime]:
+    """Up to `count` ticks from `first` (next_fire's answer, included), oldest first; [] unless a
+    SCHEDULED recurring job fires again. end_at bounds them; max_runs bounds the ticks after the
+    cursor (those before it are handed over already)."""
+    if first is None or count <= 0 or job.status != JobStatus.SCHEDULED:
+        return []
+    if job.type != "recurring" or not job.cron_expr:
+        return []
+    schedule = cron.parse(job.cron_expr, job.timezone)
+    policy = job.policy
+    left = None if policy.max_runs is None else policy.max_runs - job.dispatched
+    out: list[datetime] = []
+    tick = first
+    while len(out) < count:
+        if policy.end_at is not None and tick > policy.end_at:
+            break
+        if left is not None and (job.next_run_at is None or tick >= job.next_run_at):
+            if left <= 0:
+                break
+            left -= 1
+        out.append(tick)
+        tick = schedule.next_after(tick)
+    return out

@@ -359,7 +359,18 @@ class ScheduleService:
     def plan_backfill(
         self, job_id: str, request: BackfillRequest, *, tenant: str
     ) -> tuple[Job, list[datetime]]:
-        """The tenant's job and the ticks in [from, to) a backfill covers (400/404/409 if it cannot)."""
+        """The tenant's job and the ticks in [from, to) a backfill covers (400/404/409 if it cannot);
+        the ticks are taken from the tenant's backfill quota (a 429 over it)."""
+        job, ticks = self.preview_backfill(job_id, request, tenant=tenant)
+        if self.job_service.quotas is not None:
+            # Counted when planned: a request that fails after this has used its ticks of the day.
+            self.job_service.quotas.take_backfill(tenant, len(ticks))
+        return job, ticks
+
+    def preview_backfill(
+        self, job_id: str, request: BackfillRequest, *, tenant: str
+    ) -> tuple[Job, list[datetime]]:
+        """plan_backfill's answer and its 400/404/409s, with nothing written and no quota taken."""
         job = self.job_service.owned(job_id, tenant)
         if job.type != "recurring" or not job.cron_expr:
             raise ValidationFailed("backfill: only a recurring job has ticks to backfill", field="job_id")
@@ -371,11 +382,7 @@ class ScheduleService:
             raise ValidationFailed("to: a backfill covers the past; `to` is in the future", field="to")
         if end - start > MAX_BACKFILL_RANGE:
             raise ValidationFailed(f"to: the range is longer than {MAX_BACKFILL_RANGE.days} days", field="to")
-        ticks = self.backfill_range(job, start, end)
-        if self.job_service.quotas is not None:
-            # Counted when planned: a request that fails after this has used its ticks of the day.
-            self.job_service.quotas.take_backfill(tenant, len(ticks))
-        return job, ticks
+        return job, self.backfill_range(job, start, end)
 
     @staticmethod
     def backfill_range(job: Job, start: datetime, end: datetime) -> list[datetime]:
