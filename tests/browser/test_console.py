@@ -144,10 +144,21 @@ def test_run_now_twice_draws_the_lateness_and_duration_chart(page: Any, console_
     expect(page.locator("#job-stats")).to_contain_text("2 run(s): lateness p50")
 
 
-def test_the_health_page_says_lateness_p99_and_due_backlog_have_no_endpoint(page: Any) -> None:
+def test_the_health_page_shows_the_tenants_lateness_p99_and_due_backlog(
+    page: Any, console_stack: Stack
+) -> None:
+    # Given a job of the console's tenant that has run once (run now)
+    job_id = create(console_stack, {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo"})
+    open_console(page, f"#/jobs/{job_id}")
+    page.get_by_role("button", name="Run now").click()
+    expect(page.locator("#runs tbody tr .badge.s-SUCCEEDED")).to_have_count(1, timeout=30_000)
+    # When the health page opens, then it shows GET /api/stats' figures for the tenant
+    stats = console_stack.get("/api/stats", **AS_TENANT).json()
     open_console(page, "#/health")
-    expect(page.locator("#health-lateness")).to_contain_text("not available: no API endpoint")
-    expect(page.locator("#health-backlog")).to_contain_text("not available: no API endpoint")
+    expect(page.locator("#health-lateness")).to_contain_text(f"over {stats['runs']} recent run(s)")
+    expect(page.locator("#health-backlog")).to_contain_text(
+        "none: every due tick" if stats["backlog"] == 0 else "overdue"
+    )
 
 
 def test_the_job_page_lists_the_next_five_fire_times(page: Any, console_stack: Stack) -> None:

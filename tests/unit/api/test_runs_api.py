@@ -229,3 +229,30 @@ def test_a_cancel_of_a_counted_run_on_the_fast_path_asks_it_to_stop_and_the_run_
     status, run = call(app, "GET", f"/api/runs/{run_id}", headers=A)
     assert (run["status"], run["result"], run["attempt"]) == ("SUCCEEDED", {"stopped": True}, 1), run
     assert run["cancel_requested_at"] is not None
+
+
+def test_the_tenants_stats_show_its_due_backlog_and_its_recent_runs_lateness_and_no_one_elses(
+    world: World,
+) -> None:
+    # Given team-a's recurring job with four ticks run, 1..4 s late, and team-b's own job
+    app = api(world)
+    minutely = {"type": "recurring", "cron_expr": "* * * * *", "handler": "demo.echo"}
+    assert call(app, "POST", "/api/jobs", headers=A, body=minutely)[0] == 201
+    for i in range(1, 5):
+        world.clock.set(T0 + timedelta(minutes=i, seconds=i))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    assert call(app, "POST", "/api/jobs", headers=B, body=minutely)[0] == 201
+    # When no dispatcher pass comes for three minutes, and each tenant asks for its stats
+    world.clock.set(T0 + timedelta(minutes=7, seconds=30))
+    status, stats = call(app, "GET", "/api/stats", headers=A)
+    assert status == 200, stats
+    # Then team-a sees its one job overdue since its first tick not handed over (12:05 went with the
+    # pass at 12:04, within its look-ahead), and the lateness of its four runs
+    assert (stats["backlog"], stats["truncated"]) == (1, False), stats
+    assert stats["oldest_due"] == (T0 + timedelta(minutes=6)).isoformat(timespec="milliseconds"), stats
+    assert (stats["sampled_jobs"], stats["runs"], stats["by_status"]) == (1, 4, {"SUCCEEDED": 4})
+    assert stats["lateness_ms"] == {"p50": 2000, "p95": 4000, "p99": 4000, "max": 4000}
+    # And team-b sees its own job only, with no run yet
+    status, other = call(app, "GET", "/api/stats", headers=B)
+    assert status == 200 and (other["backlog"], other["runs"], other["sampled_jobs"]) == (1, 0, 1), other

@@ -487,6 +487,20 @@ class JobStatsView(BaseModel):
     max_runs: int
 
 
+class TenantHealthView(BaseModel):
+    """The answer to GET /api/stats: the caller's due backlog and a sample of its recent runs."""
+
+    at: str
+    backlog: int = Field(description="SCHEDULED jobs whose next tick is due and not yet handed over")
+    oldest_due: str | None = Field(description="the oldest such tick (null: no backlog)")
+    truncated: bool = Field(description="the backlog read stopped at its bound: the count is a floor")
+    sampled_jobs: int = Field(description="jobs sampled: the newest and the soonest due, 20 of each")
+    runs: int = Field(description="runs measured: the newest 20 of each sampled job")
+    by_status: dict[str, int]
+    lateness_ms: PercentilesView
+    duration_ms: PercentilesView
+
+
 __all__ = [
     "AlertItem",
     "AlertPage",
@@ -525,4 +539,5 @@ __all__ = [
     "RunPage",
     "RunView",
     "ScheduleView",
+    "TenantHealthView",
 ]

@@ -49,6 +49,7 @@ from jobsched.api.models import (
     RunLogsView,
     RunPage,
     SigningSecretView,
+    TenantHealthView,
 )
 from jobsched.api.openapi import answers, openapi_document
 from jobsched.api.tenancy import tenancy, tenant
@@ -175,6 +176,10 @@ def build_app(
     )
     def get_operation(operation_id: Annotated[str, Path(max_length=64)]) -> OperationView:
         return views.operation_view(operations.get(operation_id, tenant=tenant(app)))
+
+    @app.get("/api/stats", responses=answers(200, "The caller's due backlog and recent runs", 400, 503))
+    def tenant_stats() -> TenantHealthView:
+        return views.tenant_health(run_service.tenant_health(tenant=tenant(app)))
 
     @app.get("/api/jobs/<job_id>/stats", responses=answers(200, "The job's run statistics", 400, 404, 503))
     def job_stats(

@@ -45,6 +45,7 @@ from jobsched.api.models import (
     RunView,
     ScheduleView,
     SigningSecretView,
+    TenantHealthView,
 )
 from jobsched.domain import results, times
 from jobsched.domain.firing import next_fires
@@ -63,6 +64,7 @@ from jobsched.services.runs import (
     RunCancel,
     RunDetail,
     RunLogsPage,
+    TenantHealth,
 )
 from jobsched.services.schedule import BACKFILL_RATE_PER_SECOND
 
@@ -441,6 +443,21 @@ def run_cancel_result(cancel: RunCancel) -> RunCancelResult:
 
 def _percentiles(p: Percentiles) -> PercentilesView:
     return PercentilesView(p50=p.p50, p95=p.p95, p99=p.p99, max=p.max)
+
+
+def tenant_health(health: TenantHealth) -> TenantHealthView:
+    """The body of GET /api/stats."""
+    return TenantHealthView(
+        at=_iso(health.at) or "",
+        backlog=health.backlog,
+        oldest_due=_iso(health.oldest_due),
+        truncated=health.truncated,
+        sampled_jobs=health.sampled_jobs,
+        runs=health.runs,
+        by_status=health.by_status,
+        lateness_ms=_percentiles(health.lateness_ms),
+        duration_ms=_percentiles(health.duration_ms),
+    )
 
 
 def job_stats(stats: JobStats) -> JobStatsView:

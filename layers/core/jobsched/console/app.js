@@ -623,9 +623,9 @@ async function deadLettersPage() {
 
 // -- Health ----------------------------------------------------------------------------------------
 async function healthPage() {
-  const [health, dead, alerts, jobs] = await Promise.allSettled([
+  const [health, dead, alerts, jobs, stats] = await Promise.allSettled([
     get("/api/health"), get("/api/dead-letter" + query({ limit: 100 })), get("/api/alerts" + query({ limit: 20 })),
-    get("/api/jobs" + query({ limit: 100 }))]);
+    get("/api/jobs" + query({ limit: 100 })), get("/api/stats")]);
   const value = (r, fn) => (r.status === "fulfilled" ? fn(r.value) : failure(r.reason));
   const tally = (data) => {
     const t = {};
@@ -641,9 +641,13 @@ async function healthPage() {
         const next = d.items.map((j) => j.next_run_at).filter(Boolean).sort()[0];
         return next ? [countdown(next), " ", when(next)] : "nothing pending";
       })),
-      // No endpoint answers these across jobs (issue 12): say so rather than guess from a page of jobs.
-      h("dt", {}, "Lateness p99"), h("dd", { id: "health-lateness" }, "not available: no API endpoint gives it across jobs; each job's page shows its own (GET /api/jobs/{id}/stats)"),
-      h("dt", {}, "Due backlog"), h("dd", { id: "health-backlog" }, "not available: no API endpoint counts the ticks due and not yet started")),
+      // GET /api/stats: a sample (the newest and the soonest-due jobs' recent runs), said as such.
+      h("dt", {}, "Lateness p99"), h("dd", { id: "health-lateness" }, value(stats, (d) => d.runs
+        ? `${ms(d.lateness_ms.p99)} (p50 ${ms(d.lateness_ms.p50)}) over ${d.runs} recent run(s) of ${d.sampled_jobs} job(s)`
+        : "no run yet")),
+      h("dt", {}, "Due backlog"), h("dd", { id: "health-backlog" }, value(stats, (d) => d.backlog
+        ? [`${d.backlog}${d.truncated ? "+" : ""} job(s) overdue, the oldest since `, when(d.oldest_due)]
+        : "none: every due tick has been handed over"))),
     h("h2", {}, "Recent alerts"),
     value(alerts, (d) => d.items.length ? h("div", { class: "scroll" }, h("table", { id: "alerts" },
       h("thead", {}, h("tr", {}, ["At", "Kind", "Job", "Detail"].map((t) => h("th", { scope: "col" }, t)))),

@@ -44,10 +44,11 @@ from urllib.parse import quote
 from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.keys import parse_run_id, run_id_for
+from jobsched.domain.listing import JobFilter
 from jobsched.domain.logs import LogLine
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import NewRun
-from jobsched.domain.status import HELD, TERMINAL, RunStatus
+from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
 from jobsched.errors import Conflict, NotFound
 from jobsched.ports import Clock, RunLogs, RunStore
 from jobsched.services.jobs import JobService
@@ -147,6 +148,31 @@ class JobStats:
 
 
 _FINISHED = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD_LETTER, RunStatus.LOST}
+
+# The tenant's health (GET /api/stats): bounded reads, whatever the tenant holds.
+BACKLOG_MAX_READ = 1000
+"""Jobs read (soonest tick first) to count the due backlog; more: `truncated`."""
+SAMPLE_JOBS = 20
+"""Jobs whose recent runs the tenant's lateness is measured over: the newest and the soonest due."""
+SAMPLE_RUNS = 20
+"""Runs read per sampled job (newest first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantHealth:
+    """A tenant's scheduler at a glance: its due backlog and its recent runs' lateness and outcomes."""
+
+    at: datetime
+    backlog: int
+    """SCHEDULED jobs whose next tick is due and not yet handed over (next_run_at before `at`)."""
+    oldest_due: datetime | None
+    truncated: bool
+    """The backlog read stopped at BACKLOG_MAX_READ jobs: the count is a floor."""
+    sampled_jobs: int
+    runs: int
+    by_status: dict[str, int]
+    lateness_ms: Percentiles
+    duration_ms: Percentiles
 
 
 @dataclass
@@ -263,6 +289,57 @@ class RunService:
             success_rate=succeeded / len(finished) if finished else None,
             truncated=truncated,
             oldest_counted=min((r.scheduled_for for r in counted), default=None),
+        )
+
+    def tenant_health(self, *, tenant: str) -> TenantHealth:
+        """The due backlog, from the listing index's soonest-tick-first order (read until a tick is
+        not yet due, at most BACKLOG_MAX_READ jobs), and the lateness and durations of the newest
+        SAMPLE_RUNS runs of a sample of jobs: the SAMPLE_JOBS newest and the SAMPLE_JOBS soonest due.
+        A sample, not every run: the fleet-wide figures are the dispatcher's and worker's metrics
+        (docs/operations.md); this is what one tenant sees in its console. At most two listing reads
+        per BACKLOG_MAX_READ jobs and 2 * SAMPLE_JOBS history queries, never a scan."""
+        now = self.clock.now()
+        store = self.job_service.jobs
+        backlog, oldest, read, truncated = 0, None, 0, False
+        soonest: list[Job] = []
+        cursor = None
+        while True:
+            page = store.list_jobs(tenant, order="next_run", where=JobFilter(), cursor=cursor, limit=100)
+            reached_now = False
+            for job in page.jobs:  # soonest tick first
+                read += 1
+                if len(soonest) < SAMPLE_JOBS:
+                    soonest.append(job)
+                if job.next_run_at is None or job.next_run_at >= now:
+                    reached_now = True
+                    break
+                if job.status == JobStatus.SCHEDULED:
+                    backlog += 1
+                    oldest = job.next_run_at if oldest is None else min(oldest, job.next_run_at)
+            if reached_now or page.cursor is None:
+                break
+            if read >= BACKLOG_MAX_READ:
+                truncated = True
+                break
+            cursor = page.cursor
+        newest = store.list_jobs(tenant, order="created", where=JobFilter(), cursor=None, limit=SAMPLE_JOBS)
+        sample = {job.job_id: job for job in [*newest.jobs, *soonest]}
+        runs = [run for job_id in sample for run in self.runs.recent(job_id, limit=SAMPLE_RUNS)]
+        by_status: dict[str, int] = {}
+        for run in runs:
+            by_status[run.status.value] = by_status.get(run.status.value, 0) + 1
+        return TenantHealth(
+            at=now,
+            backlog=backlog,
+            oldest_due=oldest,
+            truncated=truncated,
+            sampled_jobs=len(sample),
+            runs=len(runs),
+            by_status=by_status,
+            lateness_ms=Percentiles.of([ms for r in runs if (ms := r.lateness_ms()) is not None]),
+            duration_ms=Percentiles.of(
+                [r.duration_ms for r in runs if r.duration_ms is not None and r.status in TERMINAL]
+            ),
         )
 
     # -- helpers ----------------------------------------------------------------------------------------
