@@ -465,3 +465,26 @@ def provision(prefix: str, *, endpoint_url: str | None = None, **settings: Any) 
         signing_key_arn=made[resources.SIGNING_KEY.logical_id],
         **{"trusted_senders": (MOTO_SENDER_ID,), **settings},
     )
+
+
+def services_on(
+    endpoint: str, prefix: str, *, clock: FakeClock, shard_count: int = 2, lease_seconds: int = 30
+) -> Services:
+    """The services on a moto server (thread-safe: real threads may race on them) under `prefix`,
+    on a fake clock, with the demo handlers; workers never sleep and beat no heartbeat of their own."""
+    from jobsched.handlers import registry  # the process-wide registry, copied for these services
+    from jobsched.wiring import build
+
+    kw = {"endpoint_url": endpoint}
+    settings = provision(prefix, endpoint_url=endpoint, shard_count=shard_count, lease_seconds=lease_seconds)
+    services = build(
+        settings,
+        dynamodb=boto3.client("dynamodb", **kw),
+        sqs=boto3.client("sqs", **kw),
+        stepfunctions=boto3.client("stepfunctions", **kw),
+        handlers=registry.copy(),
+        clock=clock,
+    )
+    services.worker.sleep = lambda seconds: None
+    services.worker.heartbeat_thread = False
+    return services

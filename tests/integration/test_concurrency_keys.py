@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 
 from jobsched import resources
@@ -19,11 +18,10 @@ from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.models import RunMessage
 from jobsched.domain.status import RunStatus
-from jobsched.handlers import registry
 from jobsched.ports import Crash, FakeClock
 from jobsched.services.run import Delivery, Outcome
-from jobsched.wiring import Services, build
-from tests.support import CrashAt, provision
+from jobsched.wiring import Services
+from tests.support import CrashAt, services_on
 
 T0 = times.parse_stored("2026-11-30T12:00:00.000Z")
 RUN_AT = T0 + timedelta(hours=1)  # past the look-ahead: the test delivers the runs itself
@@ -35,21 +33,8 @@ _ids = itertools.count()
 @pytest.fixture
 def keyed(endpoint: str, request: pytest.FixtureRequest) -> Iterator[tuple[Services, FakeClock]]:
     """Services on the embedded moto server and a fake clock; real threads may race on them."""
-    prefix = f"k{abs(hash(request.node.name)) % 10**8}"
-    kw = {"endpoint_url": endpoint}
-    settings = provision(prefix, endpoint_url=endpoint, shard_count=2, lease_seconds=30)
     clock = FakeClock(T0)
-    services = build(
-        settings,
-        dynamodb=boto3.client("dynamodb", **kw),
-        sqs=boto3.client("sqs", **kw),
-        stepfunctions=boto3.client("stepfunctions", **kw),
-        handlers=registry.copy(),
-        clock=clock,
-    )
-    services.worker.sleep = lambda seconds: None  # type: ignore[assignment]
-    services.worker.heartbeat_thread = False
-    yield services, clock
+    yield services_on(endpoint, f"k{abs(hash(request.node.name)) % 10**8}", clock=clock), clock
 
 
 def submit(svc: Services, handler: str, *, key: str = "db", limit: int = LIMIT) -> str:

@@ -10,7 +10,6 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 
 from jobsched.domain import times
@@ -19,11 +18,10 @@ from jobsched.domain.limits import TENANT_KEY, Quota
 from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import RunStatus
-from jobsched.handlers import registry
 from jobsched.ports import FakeClock
 from jobsched.services.run import Delivery, Outcome
-from jobsched.wiring import Services, build
-from tests.support import provision
+from jobsched.wiring import Services
+from tests.support import services_on
 
 T0 = times.parse_stored("2026-11-30T12:00:00.000Z")
 RUN_AT = T0 + timedelta(hours=1)  # past the look-ahead at submit: the dispatcher's pass hands them over
@@ -31,22 +29,8 @@ WAITED = "waited for the tenant's quota max_concurrent_runs (limit 2)"
 
 
 def world(endpoint: str, name: str, *, shards: int) -> tuple[Services, FakeClock]:
-    kw = {"endpoint_url": endpoint}
-    settings = provision(
-        f"q{abs(hash(name)) % 10**8}", endpoint_url=endpoint, shard_count=shards, lease_seconds=30
-    )
     clock = FakeClock(T0)
-    services = build(
-        settings,
-        dynamodb=boto3.client("dynamodb", **kw),
-        sqs=boto3.client("sqs", **kw),
-        stepfunctions=boto3.client("stepfunctions", **kw),
-        handlers=registry.copy(),
-        clock=clock,
-    )
-    services.worker.sleep = lambda seconds: None  # type: ignore[assignment]
-    services.worker.heartbeat_thread = False
-    return services, clock
+    return services_on(endpoint, f"q{abs(hash(name)) % 10**8}", clock=clock, shard_count=shards), clock
 
 
 @pytest.fixture

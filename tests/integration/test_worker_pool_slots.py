@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 
-import boto3
 import pytest
 
 from jobsched import resources
@@ -19,13 +18,12 @@ from jobsched.domain.models import RunMessage
 from jobsched.domain.placement import Resources
 from jobsched.domain.status import RunStatus
 from jobsched.domain.workers import HEARTBEAT_SECONDS
-from jobsched.handlers import registry
 from jobsched.pools import attach
 from jobsched.ports import FakeClock
 from jobsched.services.run import Delivery, Outcome
 from jobsched.services.workers import WorkerPools
-from jobsched.wiring import Services, build
-from tests.support import provision
+from jobsched.wiring import Services
+from tests.support import services_on
 
 T0 = times.parse_stored("2026-11-30T12:00:00.000Z")
 TICK_1, TICK_2 = T0 + timedelta(hours=1), T0 + timedelta(hours=1, minutes=1)
@@ -36,19 +34,8 @@ def pooled(
     endpoint: str, request: pytest.FixtureRequest
 ) -> Iterator[tuple[Services, WorkerPools, FakeClock]]:
     prefix = f"ps{abs(hash(request.node.name)) % 10**8}"
-    kw = {"endpoint_url": endpoint}
-    settings = provision(prefix, endpoint_url=endpoint, shard_count=2, lease_seconds=30)
     clock = FakeClock(T0)
-    services = build(
-        settings,
-        dynamodb=boto3.client("dynamodb", **kw),
-        sqs=boto3.client("sqs", **kw),
-        stepfunctions=boto3.client("stepfunctions", **kw),
-        handlers=registry.copy(),
-        clock=clock,
-    )
-    services.worker.sleep = lambda seconds: None  # type: ignore[assignment]
-    services.worker.heartbeat_thread = False
+    services = services_on(endpoint, prefix, clock=clock)
     pools = attach(services, table=resources.physical_name(prefix, resources.WORKERS_TABLE))
     assert pools is not None
     yield services, pools, clock
