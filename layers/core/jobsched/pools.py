@@ -6,20 +6,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobsched.adapters.dynamodb.workers import WorkerStore
+from jobsched.ports import WorkerStore as WorkerStorePort
 from jobsched.services.workers import WorkerPools
 
 if TYPE_CHECKING:
     from jobsched.wiring import Services
 
 
-def worker_pools(services: Services, *, table: str) -> WorkerPools | None:
-    """The pools on the workers table `table`, beside the services' own stores; None without a table
-    (a deployment that has not created it yet: worker-pool jobs then fail visibly, never silently)."""
-    if not table:
-        return None
-    client = services.jobs.client  # type: ignore[attr-defined]  # the DynamoDB JobStore's client
+def pools_over(services: Services, workers: WorkerStorePort) -> WorkerPools:
+    """The pools on `workers`, beside the services' own stores."""
     return WorkerPools(
-        workers=WorkerStore(client=client, table=table),
+        workers=workers,
         jobs=services.jobs,
         runs=services.runs,
         clock=services.clock,
@@ -29,10 +26,24 @@ def worker_pools(services: Services, *, table: str) -> WorkerPools | None:
     )
 
 
-def attach(services: Services, *, table: str) -> WorkerPools | None:
-    """worker_pools(), and the worker's hand-off of worker-pool runs to it."""
-    pools = worker_pools(services, table=table)
-    if pools is not None:
-        services.worker.hand_off = pools.hand_off
-        services.worker.pool_holds = pools.still_holds
+def worker_pools(services: Services, *, table: str) -> WorkerPools | None:
+    """The pools on the workers table `table`; None without a table (a deployment that has not
+    created it yet: worker-pool jobs then fail visibly, never silently)."""
+    if not table:
+        return None
+    client = services.jobs.client  # type: ignore[attr-defined]  # the DynamoDB JobStore's client
+    return pools_over(services, WorkerStore(client=client, table=table))
+
+
+def connect(services: Services, pools: WorkerPools) -> WorkerPools:
+    """The worker's two links to `pools`, always set together: its hand-off of worker-pool runs, and
+    its check that a lapsed slot's pool run is still the pool's (else it would take the slot over)."""
+    services.worker.hand_off = pools.hand_off
+    services.worker.pool_holds = pools.still_holds
     return pools
+
+
+def attach(services: Services, *, table: str) -> WorkerPools | None:
+    """worker_pools(), connected to the services' worker."""
+    pools = worker_pools(services, table=table)
+    return connect(services, pools) if pools is not None else None

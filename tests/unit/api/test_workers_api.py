@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from jobsched.adapters.memory import MemoryWorkerStore
 from jobsched.api import build_app
-from jobsched.services.workers import WorkerPools
+from jobsched.pools import connect, pools_over
 from tests.unit.api.test_tenancy import call
 from tests.unit.services.conftest import T0, World
 
@@ -20,16 +20,7 @@ B = {"X-Tenant": "team-b"}
 
 
 def api(world: World) -> APIGatewayRestResolver:
-    pools = WorkerPools(
-        workers=MemoryWorkerStore(),
-        jobs=world.jobs,
-        runs=world.runs,
-        clock=world.clock,
-        failures=world.svc.failures,
-        dag=world.svc.dag,
-        markers=world.svc.worker,
-    )
-    world.svc.worker.hand_off = pools.hand_off
+    pools = connect(world.svc, pools_over(world.svc, MemoryWorkerStore()))
     return build_app(
         world.svc.job_service, world.svc.failures, world.svc.schedule, tenant_source="header", pools=pools
     )

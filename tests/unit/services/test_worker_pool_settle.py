@@ -19,6 +19,7 @@ from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.placement import Resources
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.workers import DEAD_AFTER_SECONDS, HEARTBEAT_SECONDS
+from jobsched.pools import connect, pools_over
 from jobsched.ports import Crash, CrashPoints, no_crash
 from jobsched.services.run import Outcome
 from jobsched.services.workers import WorkerPools
@@ -37,16 +38,7 @@ def crash_at(point: str) -> CrashPoints:
 
 def setup(world: World) -> tuple[WorkerPools, str, str, str]:
     """A one-off pool run started on worker A, and an idle worker B: (pools, job, run id, A)."""
-    pools = WorkerPools(
-        workers=MemoryWorkerStore(),
-        jobs=world.jobs,
-        runs=world.runs,
-        clock=world.clock,
-        failures=world.svc.failures,
-        dag=world.svc.dag,
-        markers=world.svc.worker,
-    )
-    world.svc.worker.hand_off = pools.hand_off
+    pools = connect(world.svc, pools_over(world.svc, MemoryWorkerStore()))
     request = CreateJobRequest(
         type="one_off",
         run_at=RUN_AT,

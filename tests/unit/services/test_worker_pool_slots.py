@@ -22,6 +22,7 @@ from jobsched.domain.limits import Concurrency
 from jobsched.domain.placement import Resources
 from jobsched.domain.status import RunStatus
 from jobsched.domain.workers import DEAD_AFTER_SECONDS, HEARTBEAT_SECONDS, pool_key_holder
+from jobsched.pools import connect, pools_over
 from jobsched.services.run import Delivery, Outcome
 from jobsched.services.runs import RunService
 from jobsched.services.workers import WorkerPools
@@ -33,18 +34,7 @@ SF_1 = times.stored(TICK_1)
 
 
 def pools_of(world: World) -> WorkerPools:
-    pools = WorkerPools(
-        workers=MemoryWorkerStore(),
-        jobs=world.jobs,
-        runs=world.runs,
-        clock=world.clock,
-        failures=world.svc.failures,
-        dag=world.svc.dag,
-        markers=world.svc.worker,
-    )
-    world.svc.worker.hand_off = pools.hand_off
-    world.svc.worker.pool_holds = pools.still_holds
-    return pools
+    return connect(world.svc, pools_over(world.svc, MemoryWorkerStore()))
 
 
 def pool_job(world: World, overlap_policy: str, **extra: Any) -> str:
