@@ -694,8 +694,8 @@ class TimedTargets(TargetFactory):
         self.seconds = seconds
         self.wall = wall
 
-    def for_spec(self, spec: Any, *, timeout_seconds: float | None = None) -> Any:
-        target = super().for_spec(spec, timeout_seconds=timeout_seconds)
+    def for_spec(self, spec: Any, *, timeout_seconds: float | None = None, resources: Any = None) -> Any:
+        target = super().for_spec(spec, timeout_seconds=timeout_seconds, resources=resources)
         if getattr(spec, "type", "python") == "python":
             return target  # its handler is timed already (_timed_handler)
         outer = self
