@@ -29,6 +29,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests bench
 	$(BIN)/mypy
+	$(BIN)/mypy bench
 
 ## layer: the Lambda layer into build/layer (JOBSCHED_LAYER_NO_DEPS=1: jobsched alone, offline)
 layer: $(STAMP)

@@ -441,8 +441,8 @@ class Meter:
                     write = bill_write(shape, before, self._get(shape, key))
                 bill.wru["table"] += write.table
                 bill.wru[f"table:{shape.name}"] += write.table  # per table, for the capacity plan
-                for index, units in write.indexes.items():
-                    bill.wru[f"index:{index}"] += units
+                for index, index_units in write.indexes.items():
+                    bill.wru[f"index:{index}"] += index_units
                 if factor == 2:
                     bill.wru["transaction"] += write.total
             return
@@ -451,7 +451,7 @@ class Meter:
 
         def read(part: str, units: float) -> None:
             bill.rru += units
-            bill.by_phase[f"rru|{part}"] += units  # the phase is added by _bill
+            bill.by_phase[f"rru|{part}"] += units  # type: ignore[assignment]  # float units in a Counter; the phase is added by _bill
 
         if op == "GetItem":
             shape = self.tables[params["TableName"]]

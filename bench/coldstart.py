@@ -144,7 +144,7 @@ def layer_dir() -> Iterator[tuple[Path, str]]:
     """The layer built as `make synth` builds it, in a temporary folder; and how it was built."""
     sys.path.insert(0, str(ROOT / "infra"))
     try:
-        from jobsched_infra.layer import build_layer
+        from jobsched_infra.layer import build_layer  # type: ignore[import-not-found]  # infra/ is on the path only here
     finally:
         sys.path.remove(str(ROOT / "infra"))
     with tempfile.TemporaryDirectory(prefix="jobsched-bench-layer-") as tmp:

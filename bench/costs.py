@@ -656,7 +656,7 @@ def account(shards: int, environment: dict[str, str]) -> Iterator[Account]:
             svc.job_service,
             svc.failures,
             svc.schedule,
-            idempotency=persistence(svc.jobs.client, settings.jobs_table),
+            idempotency=persistence(svc.jobs.client, settings.jobs_table),  # type: ignore[attr-defined]  # the DynamoDB store's
             tenant_source="header",
         )
         acct = Account(

@@ -43,12 +43,15 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import requests
 
 from jobsched.local.stack import LocalConfig, LocalStack, free_port
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SAMPLE_SECONDS = 15.0
@@ -193,13 +196,13 @@ class Sampler(threading.Thread):
         self._sqs = boto3.client("sqs", endpoint_url=stack.endpoint_url)
 
     def _depth(self, url: str) -> dict[str, int]:
-        names = [
+        names: list[QueueAttributeNameType] = [
             "ApproximateNumberOfMessages",
             "ApproximateNumberOfMessagesNotVisible",
             "ApproximateNumberOfMessagesDelayed",
         ]
         got = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
-        return {n: int(got.get(n, 0)) for n in names}
+        return {n: int(got.get(n, "0")) for n in names}
 
     def sample(self) -> None:
         row: dict[str, Any] = {

@@ -44,6 +44,7 @@ from bench.common import say, table
 from jobsched.adapters.dynamodb import job_to_item
 from jobsched.domain.models import Job
 from jobsched.domain.status import JobStatus
+from jobsched.domain.targets import PythonTarget
 from jobsched.local import lambdas
 from jobsched.local.stack import LocalConfig, LocalStack, free_port
 from jobsched.wiring import clients
@@ -172,7 +173,7 @@ def job_items(
             tenant="bench",
             type="one_off" if kind == "one_off" else "recurring",
             status=JobStatus.SCHEDULED,
-            handler="demo.echo",
+            target=PythonTarget(handler="demo.echo"),
             payload={"n": i},
             run_at=due if kind == "one_off" else None,
             # Yearly, on the due second: one tick to hand over, the next a year away.
