@@ -4,12 +4,16 @@ it registers, polls, acknowledges, runs the registry's handler with a RunContext
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from jobsched.cli.http import Answer
 from jobsched.cli.worker import WorkerAgent
 from jobsched.handlers import RunContext
+from jobsched.ports import Crash
 from tests.unit.api.test_tenancy import call
 from tests.unit.api.test_workers_api import A, api, pool_job
 from tests.unit.services.conftest import T0, World, no_network, world
@@ -35,6 +39,7 @@ def gpu_agent(world: World, app: Any) -> WorkerAgent:
         handlers=world.handlers,
         say=lambda _: None,
     )
+
 
 def test_the_worker_runs_a_placed_run_with_its_context_and_reports_it_finished(world: World) -> None:
     # Given a due worker-pool job whose handler records its context, and a worker process's agent
@@ -115,3 +120,85 @@ def test_a_run_placed_before_its_tick_is_started_on_its_tick(world: World) -> No
     assert agent.poll_once(wait_seconds=0, threaded=False) == 1
     # Then it waits for the tick, and only then starts the handler
     assert events == ["wait 0.4", "handler"]
+
+
+def test_the_workers_context_keeps_progress_and_checkpoints_and_a_re_placed_attempt_resumes(
+    world: World,
+) -> None:
+    # Given a handler that resumes from its last checkpoint, checkpoints a step, reports its progress,
+    # and (on attempt 1 only) dies with its process before it finishes
+    seen: list[tuple[int, Any, bool]] = []
+
+    def train(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        start = ctx.last_checkpoint["done"] if ctx.last_checkpoint else 0
+        kept = ctx.checkpoint({"done": start + 1})
+        ctx.heartbeat(progress={"done": start + 1, "of": 2})
+        seen.append((ctx.attempt, ctx.last_checkpoint, kept))
+        if ctx.attempt == 1:
+            raise Crash("kill -9")
+        return {"resumed_from": start}
+
+    world.handlers.register("mypkg.train", train)
+    app = api(world)
+    job_id = pool_job(app, cpu=1024)
+    world.clock.advance(31)
+    world.deliver()
+    first = gpu_agent(world, app)
+    first.register()
+    # When the first worker runs it, checkpoints, and dies
+    with pytest.raises(Crash):
+        first.poll_once(wait_seconds=0, threaded=False)
+    # Then the checkpoint and the progress are on the run, as a Lambda worker would keep them
+    [row] = world.runs.recent(job_id, limit=1)
+    assert (row.status, row.checkpoint, row.progress) == ("RUNNING", {"done": 1}, {"done": 1, "of": 2})
+    # When it misses three heartbeats, and a second worker takes the run
+    world.clock.advance(31)
+    second = gpu_agent(world, app)
+    second.register()
+    assert second.poll_once(wait_seconds=0, threaded=False) == 1
+    # Then attempt 2 resumed from attempt 1's checkpoint, and the run SUCCEEDED
+    assert seen == [(1, None, True), (2, {"done": 1}, True)]
+    [row] = world.runs.recent(job_id, limit=1)
+    assert (row.status, row.attempt, row.checkpoint) == ("SUCCEEDED", 2, {"done": 2})
+
+
+def test_a_checkpoint_of_a_run_the_worker_no_longer_holds_answers_false(world: World) -> None:
+    # Given a run whose handler, on its worker's thread, waits for the test before it checkpoints
+    entered, go = threading.Event(), threading.Event()
+    kept: list[bool] = []
+
+    def train(payload: dict[str, Any], ctx: RunContext) -> None:
+        entered.set()
+        assert go.wait(5)
+        kept.append(ctx.checkpoint({"done": 1}))
+
+    world.handlers.register("mypkg.train", train)
+    app = api(world)
+    job_id = pool_job(app, cpu=1024)
+    world.clock.advance(31)
+    world.deliver()
+    first = gpu_agent(world, app)
+    first.register()
+    assert first.poll_once(wait_seconds=0) == 1
+    assert entered.wait(5)
+    # When its worker misses three heartbeats, and another worker takes the run over
+    world.clock.advance(31)
+    thief = WorkerAgent(
+        api=transport(app),
+        pool="gpu",
+        capacity=dict(first.capacity),
+        labels={"zone": "a"},
+        say=lambda _: None,
+    )
+    thief.register()
+    answer = thief.api("POST", f"/api/workers/{thief.worker_id}/poll", {"wait_seconds": 0})
+    [taken] = answer.body["runs"]
+    acked = thief.api("POST", f"/api/runs/{taken['run_id']}/ack", {"worker_id": thief.worker_id})
+    assert acked.body["applied"]
+    go.set()
+    for thread in first._threads:
+        thread.join(5)
+    # Then the first worker's checkpoint is refused (False: finish quickly), and nothing is kept
+    assert kept == [False]
+    [row] = world.runs.recent(job_id, limit=1)
+    assert (row.status, row.worker, row.checkpoint) == ("LEASED", thief.worker_id, None)

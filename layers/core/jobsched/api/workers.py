@@ -4,7 +4,8 @@
     GET  /api/workers?pool=                   the tenant's workers: capacity, free, labels, status
     POST /api/workers/{id}/heartbeat          free resources and held runs -> the runs refused
     POST /api/workers/{id}/poll               long-poll (wait_seconds <= 20) for runs placed on it
-    POST /api/runs/{run_id}/ack|started|heartbeat|finished   (body: worker_id, and the outcome)
+    POST /api/runs/{run_id}/ack|started|heartbeat|finished   (body: worker_id, and the outcome;
+                                              heartbeat: the handler's progress and checkpoint)
 
 Every route is tenant-scoped (the tenancy middleware): another tenant's worker is a 404. A run
 report answers {"applied", "run_id", "status", "attempt", "worker"}: a duplicate or out-of-order
@@ -21,13 +22,20 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobsched.api.openapi import answers
 from jobsched.api.tenancy import tenant
 from jobsched.domain import times
 from jobsched.domain.placement import Resources
 from jobsched.domain.workers import MAX_LABELS, MAX_POLL_WAIT_SECONDS, Worker
+from jobsched.handlers import (
+    MAX_CHECKPOINT_BYTES,
+    MAX_PROGRESS_BYTES,
+    CheckpointTooLarge,
+    ProgressTooLarge,
+    json_within,
+)
 from jobsched.services.workers import Assignment, Report, WorkerPools
 
 POOL_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
@@ -69,6 +77,44 @@ class RunReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     worker_id: str = Field(min_length=1, max_length=64)
+
+
+class RunHeartbeat(RunReport):
+    """Body of POST /api/runs/{run_id}/heartbeat: the handler's ctx.heartbeat(progress) and
+    ctx.checkpoint(state) on a remote worker, kept on the run's row as the worker function keeps
+    them (same sizes: a 400 naming the field when over, or not JSON)."""
+
+    progress: Any = None
+    """JSON of at most MAX_PROGRESS_BYTES (compact); null or absent: the last one is left as is."""
+    checkpoint: Any = None
+    """JSON of at most MAX_CHECKPOINT_BYTES; absent: none stored (null is stored: ctx.checkpoint(None))."""
+
+    @field_validator("progress")
+    @classmethod
+    def _progress_fits(cls, value: Any) -> Any:
+        if value is not None:
+            json_within(value, MAX_PROGRESS_BYTES, ProgressTooLarge, "value")
+        return value
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint_fits(cls, value: Any) -> Any:
+        json_within(value, MAX_CHECKPOINT_BYTES, CheckpointTooLarge, "value")
+        return value
+
+    def texts(self) -> tuple[str | None, str | None]:
+        """(progress, checkpoint) as the run row keeps them: compact JSON, None for left as is."""
+        progress = (
+            None
+            if self.progress is None
+            else json_within(self.progress, MAX_PROGRESS_BYTES, ProgressTooLarge, "progress")
+        )
+        checkpoint = (
+            None
+            if "checkpoint" not in self.model_fields_set
+            else json_within(self.checkpoint, MAX_CHECKPOINT_BYTES, CheckpointTooLarge, "checkpoint")
+        )
+        return progress, checkpoint
 
 
 class ReportError(BaseModel):
@@ -121,6 +167,8 @@ class AssignmentView(BaseModel):
     attempt: int
     effect_key: str
     resources: Resources
+    last_checkpoint: Any = None
+    """The run's last checkpoint (null: none): the handler's ctx.last_checkpoint, to resume from."""
 
 
 class PollAnswer(BaseModel):
@@ -163,6 +211,7 @@ def _assignment(a: Assignment) -> AssignmentView:
         attempt=a.attempt,
         effect_key=a.effect_key,
         resources=a.resources,
+        last_checkpoint=a.last_checkpoint,
     )
 
 
@@ -240,9 +289,17 @@ def add_worker_routes(
 
     @app.post("/api/runs/<run_id>/heartbeat", responses=answers(200, "The run's state", 400, 404, 503))
     def run_heartbeat(
-        run_id: Annotated[str, Path(max_length=96)], body: Annotated[RunReport, Body()]
+        run_id: Annotated[str, Path(max_length=96)], body: Annotated[RunHeartbeat, Body()]
     ) -> ReportAnswer:
-        return _report(run_id, pools.beat(tenant=tenant(app), worker_id=body.worker_id, run_id=run_id))
+        progress, checkpoint = body.texts()
+        report = pools.beat(
+            tenant=tenant(app),
+            worker_id=body.worker_id,
+            run_id=run_id,
+            progress=progress,
+            checkpoint=checkpoint,
+        )
+        return _report(run_id, report)
 
     @app.post("/api/runs/<run_id>/finished", responses=answers(200, "The run's state", 400, 404, 503))
     def run_finished(

@@ -7,8 +7,10 @@
             not acknowledged yet is left to its reservation, which lapses and places it elsewhere.
 
 The handlers are the same registry (jobsched.handlers, --handlers mypkg.jobs imports the modules
-that register theirs) and the same RunContext: effect_key is the run id, ctx.heartbeat() reports
-POST /api/runs/{id}/heartbeat, and ctx.cancelled reads the cancel mark that report answers.
+that register theirs) and the same RunContext: effect_key is the run id, ctx.heartbeat(progress)
+and ctx.checkpoint(state) report POST /api/runs/{id}/heartbeat (the API keeps them on the run's
+row), ctx.last_checkpoint is the checkpoint the poll's assignment carried (a retried or re-placed
+attempt resumes from it), and ctx.cancelled reads the cancel mark those reports answer.
 A report the API refuses (a duplicate, a run placed elsewhere since this worker was declared dead)
 is not an error: the answer says where the run stands, and this worker lets the run go.
 """
@@ -34,6 +36,11 @@ Transport = Callable[[str, str, Any], Answer]
 """(method, path, body) -> the API's answer."""
 MAX_EARLY_SECONDS = 60.0
 """The longest a worker waits for the tick of a run placed early (a clock far off is not waited)."""
+
+
+class CheckpointNotKept(RuntimeError):
+    """The API did not answer a run heartbeat carrying a progress or a checkpoint: nothing is known
+    to be kept (ctx.checkpoint() raises it; the handler may checkpoint again)."""
 
 
 def _say(message: str) -> None:
@@ -135,6 +142,21 @@ class WorkerAgent:
                 answer = self._report(run_id, "heartbeat")
                 cancel["requested"] = bool(answer.get("cancel_requested"))
 
+            def note(progress: str | None, checkpoint: str | None) -> bool:
+                # ctx.heartbeat(progress) / ctx.checkpoint(state), sized and encoded by RunContext:
+                # kept on the run's row by the API, as the worker function keeps them.
+                body: dict[str, Any] = {"worker_id": self.worker_id}
+                if progress is not None:
+                    body["progress"] = json.loads(progress)
+                if checkpoint is not None:
+                    body["checkpoint"] = json.loads(checkpoint)
+                answer = self.api("POST", f"/api/runs/{run_id}/heartbeat", body)
+                if not answer.ok or not isinstance(answer.body, dict):
+                    # Nothing is known to be kept: raised to the handler, as a store error is.
+                    raise CheckpointNotKept(f"run heartbeat answered {answer.status}: {answer.text[:200]}")
+                cancel["requested"] = bool(answer.body.get("cancel_requested"))
+                return bool(answer.body.get("applied"))
+
             ctx = RunContext(
                 job_id=str(run["job_id"]),
                 run_id=run_id,
@@ -144,6 +166,8 @@ class WorkerAgent:
                 effect_key=str(run["effect_key"]),
                 beat=beat,
                 cancel_requested=lambda: cancel["requested"],
+                note=note,
+                last_checkpoint=run.get("last_checkpoint"),
             )
             self.say(f"[cyan]running[/] {run_id} ({run['handler']}, attempt {ctx.attempt})")
             try:

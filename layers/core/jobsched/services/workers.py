@@ -96,6 +96,9 @@ class Assignment:
     attempt: int
     effect_key: str
     resources: Resources
+    last_checkpoint: Any = None
+    """The state the run's last ctx.checkpoint() stored (None: none yet), as the poll read the row:
+    a retried or re-placed attempt resumes from it (the handler's ctx.last_checkpoint)."""
 
 
 class RunMarkers(Protocol):
@@ -239,6 +242,7 @@ class WorkerPools:
                     attempt=(row.attempt if row else 0) + 1,
                     effect_key=hold.run_id,
                     resources=hold.resources,
+                    last_checkpoint=row.checkpoint if row else None,
                 )
             )
         return out
@@ -511,14 +515,36 @@ class WorkerPools:
             self._keep(run_id, job_id, sf)
         return Report(moved.applied, self.runs.get(job_id, sf) if moved.applied else moved.row)
 
-    def beat(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
-        """Extend the worker's lease on a LEASED|RUNNING run it holds; the run answers its cancel mark."""
+    def beat(
+        self,
+        *,
+        tenant: str,
+        worker_id: str,
+        run_id: str,
+        progress: str | None = None,
+        checkpoint: str | None = None,
+    ) -> Report:
+        """Extend the worker's lease on a LEASED|RUNNING run it holds, then keep the handler's
+        `progress` and/or `checkpoint` (JSON texts, sized by the caller; None: left as is) on the
+        run's row as the worker function does (RunStore.save_progress, owner = the worker). Applied
+        only if both writes were; a worker that does not hold the run changes nothing. The run
+        answers its cancel mark.
+
+            extend the lease ──> save progress/checkpoint (only if the lease was extended)
+            crash between: the lease is renewed and nothing is kept; the worker's ctx.checkpoint()
+                got no answer, raises, and the handler may checkpoint again
+        """
         job_id, sf, row = self._row(tenant, run_id)
         _, hold = self._held(tenant, worker_id, run_id)
         if hold is None or hold.state != "confirmed":
             return Report(False, row)
-        until = self.clock.now() + timedelta(seconds=DEAD_AFTER_SECONDS)
+        now = self.clock.now()
+        until = now + timedelta(seconds=DEAD_AFTER_SECONDS)
         applied = self.runs.extend_lease(job_id=job_id, scheduled_for=sf, owner=worker_id, until=until)
+        if applied and (progress is not None or checkpoint is not None):
+            applied = self.runs.save_progress(
+                job_id, sf, owner=worker_id, now=now, progress=progress, checkpoint=checkpoint
+            )
         if applied:
             self._keep(run_id, job_id, sf)
         return Report(applied, self.runs.get(job_id, sf))
