@@ -22,11 +22,30 @@ __all__ = ["no_network", "world"]
 
 
 def transport(app: Any) -> Any:
+    """The agent's API calls on `app`, one at a time (a run's thread and the poll loop share it)."""
+    one_at_a_time = threading.Lock()
+
     def send(method: str, path: str, body: Any) -> Answer:
-        status, answer = call(app, method, path, headers=A, body=body)
+        with one_at_a_time:
+            status, answer = call(app, method, path, headers=A, body=body)
         return Answer(status=status, body=answer, text=json.dumps(answer))
 
     return send
+
+
+def interrupted_at(app: Any, when: Any) -> tuple[Any, list[str]]:
+    """A transport that raises KeyboardInterrupt (Ctrl-C in the main thread) instead of the first
+    call `when(method, path)` picks; and the paths it sent."""
+    send, sent = transport(app), []
+
+    def maybe_interrupt(method: str, path: str, body: Any) -> Answer:
+        if "^C" not in sent and when(method, path):  # one Ctrl-C
+            sent.append("^C")
+            raise KeyboardInterrupt
+        sent.append(path)
+        return send(method, path, body)
+
+    return maybe_interrupt, sent
 
 
 def gpu_agent(world: World, app: Any) -> WorkerAgent:
@@ -202,3 +221,70 @@ def test_a_checkpoint_of_a_run_the_worker_no_longer_holds_answers_false(world: W
     assert kept == [False]
     [row] = world.runs.recent(job_id, limit=1)
     assert (row.status, row.worker, row.checkpoint) == ("LEASED", thief.worker_id, None)
+
+
+def test_ctrl_c_during_a_run_lets_it_finish_and_report_and_takes_no_more_work(world: World) -> None:
+    # Given a running worker process whose handler is mid-run when Ctrl-C comes (at its next poll)
+    entered, interrupted = threading.Event(), threading.Event()
+
+    def train(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
+        entered.set()
+        assert interrupted.wait(5)
+        return {"finished_after": "ctrl-c"}
+
+    world.handlers.register("mypkg.train", train)
+    app = api(world)
+    job_id = pool_job(app, cpu=1024)
+    world.clock.advance(31)
+    world.deliver()
+    polls: list[str] = []
+
+    def second_poll(method: str, path: str) -> bool:
+        polls.extend([path] if path.endswith("/poll") else [])
+        if len(polls) == 2 and path.endswith("/poll"):
+            assert entered.wait(5)
+            interrupted.set()
+            return True
+        return False
+
+    api_call, sent = interrupted_at(app, second_poll)
+    agent = gpu_agent(world, app)
+    agent.api = api_call
+    # When it serves (the real loop) and is interrupted
+    agent.serve(wait_seconds=0)
+    # Then serve returned only after the run finished and reported: the run SUCCEEDED with its result
+    [run] = world.runs.recent(job_id, limit=1)
+    assert (run.status, run.attempt, run.worker) == ("SUCCEEDED", 1, agent.worker_id)
+    assert agent.stopping.is_set() and agent.held == {}
+    # And it took no more work after Ctrl-C: nothing but the run's own reports followed it
+    after = sent[sent.index("^C") + 1 :]
+    assert after == [f"/api/runs/{run.run_id}/finished"]
+    # And its pool holds nothing for it any more
+    status, page = call(app, "GET", "/api/workers?pool=gpu", headers=A)
+    assert status == 200 and page["items"][0]["runs"] == {}
+
+
+def test_ctrl_c_before_an_ack_hands_the_run_back_to_be_placed_elsewhere(world: World) -> None:
+    # Given a worker process that is interrupted as its poll answers a run, before it acknowledges it
+    world.handlers.register("mypkg.train", lambda payload, ctx: {"ran_on": "the next worker"})
+    app = api(world)
+    job_id = pool_job(app, cpu=1024)
+    world.clock.advance(31)
+    world.deliver()
+    api_call, sent = interrupted_at(app, lambda method, path: path.endswith("/ack"))
+    quitter = gpu_agent(world, app)
+    quitter.api = api_call
+    quitter.serve(wait_seconds=0)
+    # Then it ran nothing, and the run is still PENDING, not acknowledged by anyone
+    assert "^C" in sent and not any(p.endswith(("/started", "/finished")) for p in sent)
+    [run] = world.runs.recent(job_id, limit=1)
+    assert run.status == "PENDING"
+    # When its reservation lapses and another worker (fitting the run more tightly) polls
+    world.clock.advance(16)
+    other = gpu_agent(world, app)
+    other.capacity = {"cpu": 1024, "memory_mib": 1024, "gpus": 1}
+    other.register()
+    assert other.poll_once(wait_seconds=0, threaded=False) == 1
+    # Then the run ran once, on the other worker, as its first attempt
+    [run] = world.runs.recent(job_id, limit=1)
+    assert (run.status, run.attempt, run.worker) == ("SUCCEEDED", 1, other.worker_id)
