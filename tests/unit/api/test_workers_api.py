@@ -4,7 +4,7 @@ by the worker that holds it; tenant-scoped throughout."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -234,3 +234,54 @@ def test_a_bad_run_heartbeat_is_a_400_naming_the_field_and_keeps_nothing(
     assert answer["error"]["message"].startswith(f"{named}:"), answer
     row = call(app, "GET", f"/api/runs/{run_id}", headers=A)[1]
     assert (row["progress"], row["checkpoint"]) == (None, None)
+
+
+def test_runs_that_fit_no_worker_wait_in_the_pools_queue_visible_oldest_first(world: World) -> None:
+    # Given a 2-vCPU worker, and two due runs that need 8 vCPUs and one that fits
+    app = api(world)
+    big_first, big_second = pool_job(app, cpu=8192), pool_job(app, cpu=8192)
+    fits = pool_job(app, cpu=1024)
+    world.clock.advance(31)
+    assert world.deliver() == ["handed_off"] * 3
+    worker = register(app, 2048)
+    # When the worker polls (a sweep places what fits)
+    [placed] = poll(app, worker)
+    assert placed["job_id"] == fits
+    # Then the queue lists the two that fit no worker, oldest first, with what they need and since when
+    status, page = call(app, "GET", "/api/workers/queue?pool=gpu", headers=A)
+    assert status == 200, page
+    assert [item["job_id"] for item in page["items"]] == [big_first, big_second]
+    [first, _] = page["items"]
+    assert first["resources"]["cpu"] == 8192 and first["labels"] == {"zone": "a"}
+    assert datetime.fromisoformat(first["scheduled_for"]) == T0 + timedelta(seconds=30)
+    assert datetime.fromisoformat(first["waiting_since"]) == T0 + timedelta(seconds=30)
+    assert page["next_cursor"] is None
+    # And it pages: one at a time, the cursor continuing after the last one
+    status, one = call(app, "GET", "/api/workers/queue?pool=gpu&limit=1", headers=A)
+    assert status == 200 and [i["job_id"] for i in one["items"]] == [big_first] and one["next_cursor"]
+    status, two = call(
+        app, "GET", f"/api/workers/queue?pool=gpu&limit=1&cursor={one['next_cursor']}", headers=A
+    )
+    assert status == 200 and [i["job_id"] for i in two["items"]] == [big_second]
+    # And another tenant's queue of the same pool name is empty, and this cursor is not theirs
+    status, theirs = call(app, "GET", "/api/workers/queue?pool=gpu", headers=B)
+    assert status == 200 and theirs == {"items": [], "next_cursor": None}
+    status, refused = call(app, "GET", f"/api/workers/queue?pool=gpu&cursor={one['next_cursor']}", headers=B)
+    assert status == 400 and refused["error"]["message"].startswith("cursor:"), refused
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("", "pool"),
+        ("?pool=no%20spaces", "pool"),
+        ("?pool=gpu&limit=0", "limit"),
+        ("?pool=gpu&limit=101", "limit"),
+        ("?pool=gpu&cursor=not-a-cursor", "cursor"),
+    ],
+)
+def test_a_bad_queue_query_is_a_400_naming_the_field(world: World, query: str, named: str) -> None:
+    app = api(world)
+    status, answer = call(app, "GET", f"/api/workers/queue{query}", headers=A)
+    assert status == 400, answer
+    assert answer["error"]["message"].startswith(f"{named}:"), answer

@@ -2,6 +2,7 @@
 
     POST /api/workers                         register (pool, capacity, labels) -> 201 the worker
     GET  /api/workers?pool=                   the tenant's workers: capacity, free, labels, status
+    GET  /api/workers/queue?pool=&limit=&cursor=   the pool's waiting runs (placed nowhere yet)
     POST /api/workers/{id}/heartbeat          free resources and held runs -> the runs refused
     POST /api/workers/{id}/poll               long-poll (wait_seconds <= 20) for runs placed on it
     POST /api/runs/{run_id}/ack|started|heartbeat|finished   (body: worker_id, and the outcome;
@@ -28,7 +29,7 @@ from jobsched.api.openapi import answers
 from jobsched.api.tenancy import tenant
 from jobsched.domain import times
 from jobsched.domain.placement import Resources
-from jobsched.domain.workers import MAX_LABELS, MAX_POLL_WAIT_SECONDS, Worker
+from jobsched.domain.workers import MAX_LABELS, MAX_POLL_WAIT_SECONDS, QueuedRun, Worker
 from jobsched.handlers import (
     MAX_CHECKPOINT_BYTES,
     MAX_PROGRESS_BYTES,
@@ -36,7 +37,7 @@ from jobsched.handlers import (
     ProgressTooLarge,
     json_within,
 )
-from jobsched.services.workers import Assignment, Report, WorkerPools
+from jobsched.services.workers import MAX_QUEUE_PAGE, Assignment, Report, WorkerPools
 
 POOL_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 MAX_RESULT_BYTES = 64 * 1024
@@ -151,6 +152,23 @@ class WorkerPage(BaseModel):
     items: list[WorkerView]
 
 
+class WaitingRunView(BaseModel):
+    run_id: str
+    job_id: str
+    scheduled_for: str
+    resources: Resources
+    labels: dict[str, str]
+    waiting_since: str
+    """Its place in the queue: its run's tick, or when its run row was made if later. A run queued
+    again (a lapsed reservation, a dead worker's, a retry) keeps its first place, oldest first."""
+
+
+class QueuePageView(BaseModel):
+    items: list[WaitingRunView]
+    """The pool's runs placed on no worker yet, oldest first."""
+    next_cursor: str | None
+
+
 class HeartbeatAnswer(BaseModel):
     worker: WorkerView
     refused_runs: list[str]
@@ -215,6 +233,18 @@ def _assignment(a: Assignment) -> AssignmentView:
     )
 
 
+def _waiting(queued: QueuedRun) -> WaitingRunView:
+    scheduled_for = times.parse_stored(queued.scheduled_for)
+    return WaitingRunView(
+        run_id=queued.run_id,
+        job_id=queued.job_id,
+        scheduled_for=times.iso(scheduled_for),
+        resources=queued.resources,
+        labels=dict(queued.labels),
+        waiting_since=times.iso(max(queued.enqueued_at, scheduled_for)),
+    )
+
+
 def _report(run_id: str, report: Report) -> ReportAnswer:
     row = report.run
     return ReportAnswer(
@@ -251,6 +281,18 @@ def add_worker_routes(
     @app.get("/api/workers", responses=answers(200, "The caller's workers", 400, 503))
     def list_workers(pool: Annotated[str | None, Query(pattern=POOL_PATTERN)] = None) -> WorkerPage:
         return WorkerPage(items=[worker_view(w) for w in pools.listing(tenant=tenant(app), pool=pool)])
+
+    @app.get(
+        "/api/workers/queue",
+        responses=answers(200, "The pool's waiting runs, oldest first", 400, 503),
+    )
+    def pool_queue(
+        pool: Annotated[str, Query(pattern=POOL_PATTERN)],
+        limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_PAGE)] = 50,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    ) -> QueuePageView:
+        page = pools.queue(tenant=tenant(app), pool=pool, cursor=cursor or None, limit=limit)
+        return QueuePageView(items=[_waiting(q) for q in page.items], next_cursor=page.next_cursor)
 
     @app.post("/api/workers/<worker_id>/heartbeat", responses=answers(200, "Recorded", 400, 404, 503))
     def worker_heartbeat(

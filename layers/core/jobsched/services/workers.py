@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobsched.domain import times
-from jobsched.domain.keys import parse_run_id, run_id_for
+from jobsched.domain import cursors, times
+from jobsched.domain.keys import parse_run_id, pool_queue_pk, run_id_for
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.placement import Request, Resources, Slot, best_fit
 from jobsched.domain.records import AttemptEnd, Lease
@@ -116,6 +116,18 @@ class RunMarkers(Protocol):
     def release_handed_off(self, job: Job, sf: str) -> None:
         """Free them (and wake the tick buffered behind the run)."""
         ...
+
+
+MAX_QUEUE_PAGE = 100
+"""The most waiting runs one page of GET /api/workers/queue lists."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePage:
+    """A page of a pool's waiting runs, oldest first, and the cursor after it (None: no more)."""
+
+    items: list[QueuedRun]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,6 +477,23 @@ class WorkerPools:
     def waiting(self, *, tenant: str, pool: str) -> list[QueuedRun]:
         """The pool's waiting runs, oldest first."""
         return self.workers.waiting(tenant, pool, limit=PLACE_BATCH)
+
+    def queue(self, *, tenant: str, pool: str, cursor: str | None, limit: int) -> QueuePage:
+        """A page of the tenant's pool's waiting runs (placed on no worker yet), oldest first; an
+        opaque cursor continues after the previous page's last run. Another tenant's pool of the same
+        name is another queue (this one's is empty), and a cursor of another pool or tenant is a 400.
+
+        A run placed since the previous page (out of the queue) or queued again behind the cursor
+        (a lapsed reservation keeps its first enqueued_at) may be missed by a pager: it is a glance."""
+        if not 1 <= limit <= MAX_QUEUE_PAGE:
+            raise ValidationFailed(f"limit: must be between 1 and {MAX_QUEUE_PAGE}", field="limit")
+        start = (
+            cursors.decode(cursor, keys={"PK", "SK"}, pinned={"PK": pool_queue_pk(tenant, pool)})
+            if cursor
+            else None
+        )
+        runs, last = self.workers.waiting_page(tenant, pool, start=start, limit=limit)
+        return QueuePage(items=runs, next_cursor=cursors.encode(last) if last else None)
 
     # -- the worker's reports on a run -------------------------------------------------------------
 
