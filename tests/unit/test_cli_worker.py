@@ -12,6 +12,7 @@ import pytest
 
 from jobsched.cli.http import Answer
 from jobsched.cli.worker import WorkerAgent
+from jobsched.domain.keys import run_id_for
 from jobsched.handlers import RunContext
 from jobsched.ports import Crash
 from tests.unit.api.test_tenancy import call
@@ -215,8 +216,7 @@ def test_a_checkpoint_of_a_run_the_worker_no_longer_holds_answers_false(world: W
     acked = thief.api("POST", f"/api/runs/{taken['run_id']}/ack", {"worker_id": thief.worker_id})
     assert acked.body["applied"]
     go.set()
-    for thread in first._threads:
-        thread.join(5)
+    first.join_runs(timeout=5)
     # Then the first worker's checkpoint is refused (False: finish quickly), and nothing is kept
     assert kept == [False]
     [row] = world.runs.recent(job_id, limit=1)
@@ -225,11 +225,12 @@ def test_a_checkpoint_of_a_run_the_worker_no_longer_holds_answers_false(world: W
 
 def test_ctrl_c_during_a_run_lets_it_finish_and_report_and_takes_no_more_work(world: World) -> None:
     # Given a running worker process whose handler is mid-run when Ctrl-C comes (at its next poll)
-    entered, interrupted = threading.Event(), threading.Event()
+    entered, interrupted, beaten_after_ctrl_c = threading.Event(), threading.Event(), threading.Event()
 
     def train(payload: dict[str, Any], ctx: RunContext) -> dict[str, Any]:
         entered.set()
         assert interrupted.wait(5)
+        assert beaten_after_ctrl_c.wait(5)  # still heartbeating while it finishes
         return {"finished_after": "ctrl-c"}
 
     world.handlers.register("mypkg.train", train)
@@ -247,17 +248,22 @@ def test_ctrl_c_during_a_run_lets_it_finish_and_report_and_takes_no_more_work(wo
             return True
         return False
 
+    def watching(method: str, path: str, body: Any) -> Answer:
+        if interrupted.is_set() and path == f"/api/workers/{agent.worker_id}/heartbeat":
+            beaten_after_ctrl_c.set()
+        return api_call(method, path, body)
+
     api_call, sent = interrupted_at(app, second_poll)
     agent = gpu_agent(world, app)
-    agent.api = api_call
+    agent.api, agent.heartbeat_seconds = watching, 0.01
     # When it serves (the real loop) and is interrupted
     agent.serve(wait_seconds=0)
     # Then serve returned only after the run finished and reported: the run SUCCEEDED with its result
     [run] = world.runs.recent(job_id, limit=1)
     assert (run.status, run.attempt, run.worker) == ("SUCCEEDED", 1, agent.worker_id)
-    assert agent.stopping.is_set() and agent.held == {}
-    # And it took no more work after Ctrl-C: nothing but the run's own reports followed it
-    after = sent[sent.index("^C") + 1 :]
+    assert agent.stopping.is_set() and agent.drained.is_set() and agent.held == {}
+    # And it took no more work after Ctrl-C: heartbeats and the run's own reports followed it, no poll
+    after = [p for p in sent[sent.index("^C") + 1 :] if not p.endswith("/heartbeat")]
     assert after == [f"/api/runs/{run.run_id}/finished"]
     # And its pool holds nothing for it any more
     status, page = call(app, "GET", "/api/workers?pool=gpu", headers=A)
@@ -288,3 +294,37 @@ def test_ctrl_c_before_an_ack_hands_the_run_back_to_be_placed_elsewhere(world: W
     # Then the run ran once, on the other worker, as its first attempt
     [run] = world.runs.recent(job_id, limit=1)
     assert (run.status, run.attempt, run.worker) == ("SUCCEEDED", 1, other.worker_id)
+
+
+def test_a_handler_that_polls_ctx_cancelled_sees_a_cancel_at_the_workers_next_beat(world: World) -> None:
+    # Given a run whose handler, mid-run, reads ctx.cancelled (never calling ctx.heartbeat itself)
+    entered, beaten = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def train(payload: dict[str, Any], ctx: RunContext) -> dict[str, bool]:
+        seen.append(ctx.cancelled)
+        entered.set()
+        assert beaten.wait(5)
+        seen.append(ctx.cancelled)
+        return {"stopped_early": ctx.cancelled}
+
+    world.handlers.register("mypkg.train", train)
+    app = api(world)
+    job_id = pool_job(app, cpu=1024)
+    world.clock.advance(31)
+    world.deliver()
+    agent = gpu_agent(world, app)
+    agent.register()
+    assert agent.poll_once(wait_seconds=0) == 1
+    assert entered.wait(5)
+    # When the run is cancelled over the API, and the worker's heartbeat thread beats once
+    run_id = run_id_for(job_id, T0 + timedelta(seconds=30))
+    status, answer = call(app, "POST", f"/api/runs/{run_id}/cancel", headers=A)
+    assert status == 202, answer
+    agent.beat_once()
+    beaten.set()
+    agent.join_runs(timeout=5)
+    # Then the handler saw the cancel, stopped early, and that is the run's result
+    assert seen == [False, True]
+    [run] = world.runs.recent(job_id, limit=1)
+    assert (run.status, run.result) == ("SUCCEEDED", {"stopped_early": True})
