@@ -221,6 +221,36 @@ def test_the_pool_queue_answers_oldest_first_and_holds_each_run_once(store: Work
     assert not store.is_queued(queued("late", 6))  # not at that enqueued_at
 
 
+def test_the_pool_queue_pages_oldest_first_from_a_cursor_and_never_shows_another_tenants(
+    store: WorkerStore,
+) -> None:
+    # Given three runs waiting in t1's pool "gpu", and one in t2's pool of the same name
+    def queued(run_id: str, seconds: int, *, tenant: str = "t1") -> QueuedRun:
+        return QueuedRun(
+            tenant=tenant,
+            pool="gpu",
+            run_id=run_id,
+            job_id="j1",
+            scheduled_for="2026-11-30T12:00:00.000Z",
+            resources=Resources(cpu=1024),
+            enqueued_at=T0 + timedelta(seconds=seconds),
+        )
+
+    for run in (queued("c", 3), queued("a", 1), queued("b", 2), queued("theirs", 0, tenant="t2")):
+        assert store.enqueue(run)
+    # When t1 pages through it two at a time
+    first, cursor = store.waiting_page("t1", "gpu", start=None, limit=2)
+    assert cursor is not None
+    second, end = store.waiting_page("t1", "gpu", start=cursor, limit=2)
+    # Then it sees its own runs, oldest first, each once, and the last page ends the queue
+    assert [r.run_id for r in first] == ["a", "b"]
+    assert ([r.run_id for r in second], end) == (["c"], None)
+    assert set(cursor) == {"PK", "SK"}
+    # And t2's queue of the same pool name holds only its own
+    assert [r.run_id for r in store.waiting_page("t2", "gpu", start=None, limit=10)[0]] == ["theirs"]
+    assert store.waiting_page("t3", "gpu", start=None, limit=10) == ([], None)
+
+
 def test_racing_placers_on_threads_never_oversubscribe_a_worker(store: WorkerStore) -> None:
     if isinstance(store, DynamoWorkerStore):
         pytest.skip(

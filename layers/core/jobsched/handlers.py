@@ -38,7 +38,9 @@ class CheckpointTooLarge(ValueError):
     """ctx.checkpoint(state) with a state that is not JSON or over MAX_CHECKPOINT_BYTES."""
 
 
-def _json_within(value: object, limit: int, error: type[ValueError], what: str) -> str:
+def json_within(value: object, limit: int, error: type[ValueError], what: str) -> str:
+    """`value` as compact JSON text (the run row's form); raises `error` if it is not JSON or over
+    `limit` bytes (the worker API checks a remote worker's progress and checkpoint with it too)."""
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -77,8 +79,10 @@ class RunContext:
         shown by GET /api/runs/{id} and the run's history; None leaves the last one as it is. Raises
         ProgressTooLarge for a value that is not JSON or too big.
         """
-        text = None if progress is None else _json_within(
-            progress, MAX_PROGRESS_BYTES, ProgressTooLarge, "progress"
+        text = (
+            None
+            if progress is None
+            else json_within(progress, MAX_PROGRESS_BYTES, ProgressTooLarge, "progress")
         )
         if self.beat is not None:
             self.beat()
@@ -93,7 +97,7 @@ class RunContext:
         finish quickly, this attempt's result will be refused). Raises CheckpointTooLarge for a
         state that is not JSON or too big, and a store error if the write failed (nothing stored).
         """
-        text = _json_within(state, MAX_CHECKPOINT_BYTES, CheckpointTooLarge, "checkpoint")
+        text = json_within(state, MAX_CHECKPOINT_BYTES, CheckpointTooLarge, "checkpoint")
         return self.note is None or self.note(None, text)
 
     @property

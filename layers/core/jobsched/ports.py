@@ -638,6 +638,14 @@ class WorkerStore(Protocol):
         """Up to `limit` runs queued in the pool, oldest first."""
         ...
 
+    def waiting_page(
+        self, tenant: str, pool: str, *, start: Cursor | None, limit: int
+    ) -> tuple[list[QueuedRun], Cursor | None]:
+        """Up to `limit` runs queued in the tenant's pool, oldest first, after `start`; and the cursor
+        after the page ({"PK", "SK"}: keys.pool_queue_pk/pool_queue_sk; None: no more). A full page
+        may have a cursor with nothing after it (as a DynamoDB Query does). Never another tenant's."""
+        ...
+
     def is_queued(self, run: QueuedRun) -> bool:
         """Whether the run waits in its pool's queue at its enqueued_at (one consistent read)."""
         ...

@@ -4,9 +4,10 @@ by the worker that holds it; tenant-scoped throughout."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from jobsched.adapters.memory import MemoryWorkerStore
@@ -168,3 +169,119 @@ def test_a_registration_with_a_bad_capacity_is_a_400(world: World) -> None:
         app, "POST", "/api/workers", headers=A, body={"pool": "gpu", "capacity": {"cpu": -1}}
     )
     assert status == 400, answer
+
+
+def test_a_checkpoint_recorded_by_attempt_1_reaches_attempt_2_through_the_poll(world: World) -> None:
+    # Given a worker-pool run running on worker A, which checkpoints and reports its progress
+    app = api(world)
+    run_id, first = _running(world, app)
+    beat = report(app, run_id, "heartbeat", first, progress={"done": 2, "of": 5}, checkpoint={"done": 2})
+    assert beat["applied"] and beat["status"] == "RUNNING"
+    # When A stops heartbeating (three intervals), and worker B registers and polls
+    world.clock.advance(31)
+    second = register(app, 2048)
+    [again] = poll(app, second)
+    # Then B gets attempt 2 of the same run, with attempt 1's checkpoint to resume from
+    assert (again["run_id"], again["attempt"], again["last_checkpoint"]) == (run_id, 2, {"done": 2})
+
+
+def test_a_run_heartbeats_progress_and_checkpoint_are_visible_on_the_run(world: World) -> None:
+    # Given a worker-pool run running on its worker
+    app = api(world)
+    run_id, worker = _running(world, app)
+    # When the worker reports a progress, then a checkpoint alone, then a heartbeat with neither
+    report(app, run_id, "heartbeat", worker, progress=0.25)
+    report(app, run_id, "heartbeat", worker, checkpoint={"step": 7})
+    report(app, run_id, "heartbeat", worker)
+    # Then GET /api/runs/{id} shows both, each left as it was by the reports that did not carry it
+    status, run = call(app, "GET", f"/api/runs/{run_id}", headers=A)
+    assert status == 200, run
+    assert (run["progress"], run["checkpoint"]) == (0.25, {"step": 7})
+    assert run["progress_at"] is not None and run["checkpoint_at"] is not None
+
+
+def test_a_run_heartbeat_from_a_worker_that_does_not_hold_the_run_changes_nothing(world: World) -> None:
+    # Given a run running on its worker, with a checkpoint, and a second worker of the pool
+    app = api(world)
+    run_id, holder = _running(world, app)
+    report(app, run_id, "heartbeat", holder, progress=1, checkpoint={"step": 1})
+    other = register(app, 2048)
+    # When the other worker reports a progress and a checkpoint for it
+    answer = report(app, run_id, "heartbeat", other, progress=99, checkpoint={"step": 99})
+    # Then nothing is applied, and the run keeps its holder's progress and checkpoint
+    assert (answer["applied"], answer["status"], answer["worker"]) == (False, "RUNNING", holder)
+    status, run = call(app, "GET", f"/api/runs/{run_id}", headers=A)
+    assert status == 200 and (run["progress"], run["checkpoint"]) == (1, {"step": 1})
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"progress": "x" * 2000}, "progress"),
+        ({"checkpoint": {"blob": "x" * (33 * 1024)}}, "checkpoint"),
+        ({"checkpoint": {"step": 1}, "extra": 1}, "extra"),
+        ({"progress": 1}, "worker_id"),
+    ],
+)
+def test_a_bad_run_heartbeat_is_a_400_naming_the_field_and_keeps_nothing(
+    world: World, body: dict[str, Any], named: str
+) -> None:
+    app = api(world)
+    run_id, worker = _running(world, app)
+    sent = {"worker_id": worker, **body} if named != "worker_id" else body
+    status, answer = call(app, "POST", f"/api/runs/{run_id}/heartbeat", headers=A, body=sent)
+    assert status == 400, answer
+    assert answer["error"]["message"].startswith(f"{named}:"), answer
+    row = call(app, "GET", f"/api/runs/{run_id}", headers=A)[1]
+    assert (row["progress"], row["checkpoint"]) == (None, None)
+
+
+def test_runs_that_fit_no_worker_wait_in_the_pools_queue_visible_oldest_first(world: World) -> None:
+    # Given a 2-vCPU worker, and two due runs that need 8 vCPUs and one that fits
+    app = api(world)
+    big_first, big_second = pool_job(app, cpu=8192), pool_job(app, cpu=8192)
+    fits = pool_job(app, cpu=1024)
+    world.clock.advance(31)
+    assert world.deliver() == ["handed_off"] * 3
+    worker = register(app, 2048)
+    # When the worker polls (a sweep places what fits)
+    [placed] = poll(app, worker)
+    assert placed["job_id"] == fits
+    # Then the queue lists the two that fit no worker, oldest first, with what they need and since when
+    status, page = call(app, "GET", "/api/workers/queue?pool=gpu", headers=A)
+    assert status == 200, page
+    assert [item["job_id"] for item in page["items"]] == [big_first, big_second]
+    [first, _] = page["items"]
+    assert first["resources"]["cpu"] == 8192 and first["labels"] == {"zone": "a"}
+    assert datetime.fromisoformat(first["scheduled_for"]) == T0 + timedelta(seconds=30)
+    assert datetime.fromisoformat(first["waiting_since"]) == T0 + timedelta(seconds=30)
+    assert page["next_cursor"] is None
+    # And it pages: one at a time, the cursor continuing after the last one
+    status, one = call(app, "GET", "/api/workers/queue?pool=gpu&limit=1", headers=A)
+    assert status == 200 and [i["job_id"] for i in one["items"]] == [big_first] and one["next_cursor"]
+    status, two = call(
+        app, "GET", f"/api/workers/queue?pool=gpu&limit=1&cursor={one['next_cursor']}", headers=A
+    )
+    assert status == 200 and [i["job_id"] for i in two["items"]] == [big_second]
+    # And another tenant's queue of the same pool name is empty, and this cursor is not theirs
+    status, theirs = call(app, "GET", "/api/workers/queue?pool=gpu", headers=B)
+    assert status == 200 and theirs == {"items": [], "next_cursor": None}
+    status, refused = call(app, "GET", f"/api/workers/queue?pool=gpu&cursor={one['next_cursor']}", headers=B)
+    assert status == 400 and refused["error"]["message"].startswith("cursor:"), refused
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("", "pool"),
+        ("?pool=no%20spaces", "pool"),
+        ("?pool=gpu&limit=0", "limit"),
+        ("?pool=gpu&limit=101", "limit"),
+        ("?pool=gpu&cursor=not-a-cursor", "cursor"),
+    ],
+)
+def test_a_bad_queue_query_is_a_400_naming_the_field(world: World, query: str, named: str) -> None:
+    app = api(world)
+    status, answer = call(app, "GET", f"/api/workers/queue{query}", headers=A)
+    assert status == 400, answer
+    assert answer["error"]["message"].startswith(f"{named}:"), answer

@@ -2,9 +2,11 @@
 
     POST /api/workers                         register (pool, capacity, labels) -> 201 the worker
     GET  /api/workers?pool=                   the tenant's workers: capacity, free, labels, status
+    GET  /api/workers/queue?pool=&limit=&cursor=   the pool's waiting runs (placed nowhere yet)
     POST /api/workers/{id}/heartbeat          free resources and held runs -> the runs refused
     POST /api/workers/{id}/poll               long-poll (wait_seconds <= 20) for runs placed on it
-    POST /api/runs/{run_id}/ack|started|heartbeat|finished   (body: worker_id, and the outcome)
+    POST /api/runs/{run_id}/ack|started|heartbeat|finished   (body: worker_id, and the outcome;
+                                              heartbeat: the handler's progress and checkpoint)
 
 Every route is tenant-scoped (the tenancy middleware): another tenant's worker is a 404. A run
 report answers {"applied", "run_id", "status", "attempt", "worker"}: a duplicate or out-of-order
@@ -21,14 +23,21 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from jobsched.api.openapi import answers
 from jobsched.api.tenancy import tenant
 from jobsched.domain import times
 from jobsched.domain.placement import Resources
-from jobsched.domain.workers import MAX_LABELS, MAX_POLL_WAIT_SECONDS, Worker
-from jobsched.services.workers import Assignment, Report, WorkerPools
+from jobsched.domain.workers import MAX_LABELS, MAX_POLL_WAIT_SECONDS, QueuedRun, Worker
+from jobsched.handlers import (
+    MAX_CHECKPOINT_BYTES,
+    MAX_PROGRESS_BYTES,
+    CheckpointTooLarge,
+    ProgressTooLarge,
+    json_within,
+)
+from jobsched.services.workers import MAX_QUEUE_PAGE, Assignment, Report, WorkerPools
 
 POOL_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 MAX_RESULT_BYTES = 64 * 1024
@@ -71,6 +80,44 @@ class RunReport(BaseModel):
     worker_id: str = Field(min_length=1, max_length=64)
 
 
+class RunHeartbeat(RunReport):
+    """Body of POST /api/runs/{run_id}/heartbeat: the handler's ctx.heartbeat(progress) and
+    ctx.checkpoint(state) on a remote worker, kept on the run's row as the worker function keeps
+    them (same sizes: a 400 naming the field when over, or not JSON)."""
+
+    progress: Any = None
+    """JSON of at most MAX_PROGRESS_BYTES (compact); null or absent: the last one is left as is."""
+    checkpoint: Any = None
+    """JSON of at most MAX_CHECKPOINT_BYTES; absent: none stored (null is stored: ctx.checkpoint(None))."""
+
+    @field_validator("progress")
+    @classmethod
+    def _progress_fits(cls, value: Any) -> Any:
+        if value is not None:
+            json_within(value, MAX_PROGRESS_BYTES, ProgressTooLarge, "value")
+        return value
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint_fits(cls, value: Any) -> Any:
+        json_within(value, MAX_CHECKPOINT_BYTES, CheckpointTooLarge, "value")
+        return value
+
+    def texts(self) -> tuple[str | None, str | None]:
+        """(progress, checkpoint) as the run row keeps them: compact JSON, None for left as is."""
+        progress = (
+            None
+            if self.progress is None
+            else json_within(self.progress, MAX_PROGRESS_BYTES, ProgressTooLarge, "progress")
+        )
+        checkpoint = (
+            None
+            if "checkpoint" not in self.model_fields_set
+            else json_within(self.checkpoint, MAX_CHECKPOINT_BYTES, CheckpointTooLarge, "checkpoint")
+        )
+        return progress, checkpoint
+
+
 class ReportError(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -105,6 +152,23 @@ class WorkerPage(BaseModel):
     items: list[WorkerView]
 
 
+class WaitingRunView(BaseModel):
+    run_id: str
+    job_id: str
+    scheduled_for: str
+    resources: Resources
+    labels: dict[str, str]
+    waiting_since: str
+    """Its place in the queue: its run's tick, or when its run row was made if later. A run queued
+    again (a lapsed reservation, a dead worker's, a retry) keeps its first place, oldest first."""
+
+
+class QueuePageView(BaseModel):
+    items: list[WaitingRunView]
+    """The pool's runs placed on no worker yet, oldest first."""
+    next_cursor: str | None
+
+
 class HeartbeatAnswer(BaseModel):
     worker: WorkerView
     refused_runs: list[str]
@@ -121,6 +185,8 @@ class AssignmentView(BaseModel):
     attempt: int
     effect_key: str
     resources: Resources
+    last_checkpoint: Any = None
+    """The run's last checkpoint (null: none): the handler's ctx.last_checkpoint, to resume from."""
 
 
 class PollAnswer(BaseModel):
@@ -163,6 +229,19 @@ def _assignment(a: Assignment) -> AssignmentView:
         attempt=a.attempt,
         effect_key=a.effect_key,
         resources=a.resources,
+        last_checkpoint=a.last_checkpoint,
+    )
+
+
+def _waiting(queued: QueuedRun) -> WaitingRunView:
+    scheduled_for = times.parse_stored(queued.scheduled_for)
+    return WaitingRunView(
+        run_id=queued.run_id,
+        job_id=queued.job_id,
+        scheduled_for=times.iso(scheduled_for),
+        resources=queued.resources,
+        labels=dict(queued.labels),
+        waiting_since=times.iso(max(queued.enqueued_at, scheduled_for)),
     )
 
 
@@ -203,6 +282,18 @@ def add_worker_routes(
     def list_workers(pool: Annotated[str | None, Query(pattern=POOL_PATTERN)] = None) -> WorkerPage:
         return WorkerPage(items=[worker_view(w) for w in pools.listing(tenant=tenant(app), pool=pool)])
 
+    @app.get(
+        "/api/workers/queue",
+        responses=answers(200, "The pool's waiting runs, oldest first", 400, 503),
+    )
+    def pool_queue(
+        pool: Annotated[str, Query(pattern=POOL_PATTERN)],
+        limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_PAGE)] = 50,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    ) -> QueuePageView:
+        page = pools.queue(tenant=tenant(app), pool=pool, cursor=cursor or None, limit=limit)
+        return QueuePageView(items=[_waiting(q) for q in page.items], next_cursor=page.next_cursor)
+
     @app.post("/api/workers/<worker_id>/heartbeat", responses=answers(200, "Recorded", 400, 404, 503))
     def worker_heartbeat(
         worker_id: Annotated[str, Path(max_length=64)], body: Annotated[WorkerHeartbeat, Body()]
@@ -240,9 +331,17 @@ def add_worker_routes(
 
     @app.post("/api/runs/<run_id>/heartbeat", responses=answers(200, "The run's state", 400, 404, 503))
     def run_heartbeat(
-        run_id: Annotated[str, Path(max_length=96)], body: Annotated[RunReport, Body()]
+        run_id: Annotated[str, Path(max_length=96)], body: Annotated[RunHeartbeat, Body()]
     ) -> ReportAnswer:
-        return _report(run_id, pools.beat(tenant=tenant(app), worker_id=body.worker_id, run_id=run_id))
+        progress, checkpoint = body.texts()
+        report = pools.beat(
+            tenant=tenant(app),
+            worker_id=body.worker_id,
+            run_id=run_id,
+            progress=progress,
+            checkpoint=checkpoint,
+        )
+        return _report(run_id, report)
 
     @app.post("/api/runs/<run_id>/finished", responses=answers(200, "The run's state", 400, 404, 503))
     def run_finished(

@@ -1,14 +1,18 @@
 """`jobsched worker`: an external worker of a pool, against the local stack or a deployed API.
 
-    register (pool, capacity, labels) ──> heartbeat thread (every HEARTBEAT_SECONDS: free, runs)
+    register (pool, capacity, labels) ──> heartbeat thread (every HEARTBEAT_SECONDS: free, runs;
+                                          then each running run's heartbeat: its lease, its cancel)
         └─> loop: long-poll ──> for each run placed here: ack ──> (its tick) started ──> handler
                                                                ──> finished (result | error)
-    Ctrl-C: stop polling; the runs already acknowledged finish and report; a run placed here but
-            not acknowledged yet is left to its reservation, which lapses and places it elsewhere.
+    Ctrl-C: stop polling; the runs already acknowledged finish and report, heartbeating until
+            they have; a run placed here but not acknowledged yet is left to its reservation,
+            which lapses and places it elsewhere.
 
 The handlers are the same registry (jobsched.handlers, --handlers mypkg.jobs imports the modules
-that register theirs) and the same RunContext: effect_key is the run id, ctx.heartbeat() reports
-POST /api/runs/{id}/heartbeat, and ctx.cancelled reads the cancel mark that report answers.
+that register theirs) and the same RunContext: effect_key is the run id, ctx.heartbeat(progress)
+and ctx.checkpoint(state) report POST /api/runs/{id}/heartbeat (the API keeps them on the run's
+row), ctx.last_checkpoint is the checkpoint the poll's assignment carried (a retried or re-placed
+attempt resumes from it), and ctx.cancelled reads the cancel mark those reports answer.
 A report the API refuses (a duplicate, a run placed elsewhere since this worker was declared dead)
 is not an error: the answer says where the run stands, and this worker lets the run go.
 """
@@ -36,6 +40,11 @@ MAX_EARLY_SECONDS = 60.0
 """The longest a worker waits for the tick of a run placed early (a clock far off is not waited)."""
 
 
+class CheckpointNotKept(RuntimeError):
+    """The API did not answer a run heartbeat carrying a progress or a checkpoint: nothing is known
+    to be kept (ctx.checkpoint() raises it; the handler may checkpoint again)."""
+
+
 def _say(message: str) -> None:
     try:
         from rich.console import Console
@@ -59,10 +68,17 @@ class WorkerAgent:
     held: dict[str, str] = field(default_factory=dict)
     """run_id -> the state this worker last reported for it."""
     stopping: threading.Event = field(default_factory=threading.Event)
+    """Set on Ctrl-C (or once declared dead): take no more work."""
+    drained: threading.Event = field(default_factory=threading.Event)
+    """Set once the runs held at the stop have finished: the heartbeats go on until then, so a run
+    that outlives three heartbeat intervals after Ctrl-C is not declared lost and placed again."""
     now: Callable[[], datetime] = field(default_factory=lambda: lambda: datetime.now(UTC))
     sleep: Callable[[float], None] = time.sleep
+    heartbeat_seconds: float = HEARTBEAT_SECONDS
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _threads: list[threading.Thread] = field(default_factory=list)
+    _run_beats: dict[str, Callable[[], None]] = field(default_factory=dict)
+    """run_id -> the heartbeat of a run whose handler is running (beaten every heartbeat_seconds)."""
 
     def register(self) -> str:
         answer = self.api(
@@ -135,6 +151,23 @@ class WorkerAgent:
                 answer = self._report(run_id, "heartbeat")
                 cancel["requested"] = bool(answer.get("cancel_requested"))
 
+            def note(progress: str | None, checkpoint: str | None) -> bool:
+                # ctx.heartbeat(progress) / ctx.checkpoint(state), sized and encoded by RunContext:
+                # kept on the run's row by the API, as the worker function keeps them.
+                body: dict[str, Any] = {"worker_id": self.worker_id}
+                if progress is not None:
+                    body["progress"] = json.loads(progress)
+                if checkpoint is not None:
+                    body["checkpoint"] = json.loads(checkpoint)
+                answer = self.api("POST", f"/api/runs/{run_id}/heartbeat", body)
+                if not answer.ok or not isinstance(answer.body, dict):
+                    # Nothing is known to be kept: raised to the handler, as a store error is.
+                    raise CheckpointNotKept(f"run heartbeat answered {answer.status}: {answer.text[:200]}")
+                cancel["requested"] = bool(answer.body.get("cancel_requested"))
+                return bool(answer.body.get("applied"))
+
+            with self._lock:
+                self._run_beats[run_id] = beat
             ctx = RunContext(
                 job_id=str(run["job_id"]),
                 run_id=run_id,
@@ -144,6 +177,8 @@ class WorkerAgent:
                 effect_key=str(run["effect_key"]),
                 beat=beat,
                 cancel_requested=lambda: cancel["requested"],
+                note=note,
+                last_checkpoint=run.get("last_checkpoint"),
             )
             self.say(f"[cyan]running[/] {run_id} ({run['handler']}, attempt {ctx.attempt})")
             try:
@@ -160,6 +195,7 @@ class WorkerAgent:
         finally:
             with self._lock:
                 self.held.pop(run_id, None)
+                self._run_beats.pop(run_id, None)
 
     def _report(self, run_id: str, what: str, **extra: Any) -> dict[str, Any]:
         answer = self.api("POST", f"/api/runs/{run_id}/{what}", {"worker_id": self.worker_id, **extra})
@@ -176,15 +212,34 @@ class WorkerAgent:
         except KeyboardInterrupt:
             self.say("[yellow]stopping[/]: finishing the runs held, taking no more")
         self.stopping.set()
-        for thread in self._threads:
-            thread.join()
+        try:
+            self.join_runs()
+        finally:
+            self.drained.set()
+
+    def join_runs(self, timeout: float | None = None) -> None:
+        """Wait for the runs taken on threads to finish and report (each up to `timeout` seconds)."""
+        for thread in list(self._threads):
+            thread.join(timeout)
+
+    def beat_once(self) -> None:
+        """The worker's heartbeat, then one of each running run: as the Lambda worker's heartbeat
+        does every third of a lease, it renews the run's lease and reads its cancel mark, so a
+        handler that only polls ctx.cancelled sees a cancel within a beat. An unreachable API is
+        logged: the next beat tries again."""
+        for one in (self.heartbeat, *self._running_beats()):
+            try:
+                one()
+            except Exception:
+                traceback.print_exc()
+
+    def _running_beats(self) -> list[Callable[[], None]]:
+        with self._lock:
+            return list(self._run_beats.values())
 
     def _beat_loop(self) -> None:
-        while not self.stopping.wait(HEARTBEAT_SECONDS):
-            try:
-                self.heartbeat()
-            except Exception:  # an unreachable API: the next beat tries again
-                traceback.print_exc()
+        while not self.drained.wait(self.heartbeat_seconds):
+            self.beat_once()
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

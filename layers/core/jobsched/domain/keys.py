@@ -22,6 +22,16 @@ def run_sk(scheduled_for: str) -> str:
     return f"RUN#{scheduled_for}"
 
 
+def pool_queue_pk(tenant: str, pool: str) -> str:
+    """Partition key of a pool's queue of waiting runs (the workers table)."""
+    return f"POOL#{tenant}#{pool}"
+
+
+def pool_queue_sk(enqueued_at: datetime, run_id: str) -> str:
+    """Sort key of a run waiting in its pool's queue: oldest first, then by run id."""
+    return f"{times.stored(enqueued_at)}#{run_id}"
+
+
 def run_id_for(job_id: str, scheduled_for: datetime) -> str:
     """The run id: derived from (job_id, scheduled_for), so a run is found without an index."""
     return f"{job_id}-{int(times.to_utc(scheduled_for).timestamp() * 1000)}"

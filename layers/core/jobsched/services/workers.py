@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobsched.domain import times
-from jobsched.domain.keys import parse_run_id, run_id_for
+from jobsched.domain import cursors, times
+from jobsched.domain.keys import parse_run_id, pool_queue_pk, run_id_for
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.placement import Request, Resources, Slot, best_fit
 from jobsched.domain.records import AttemptEnd, Lease
@@ -96,6 +96,9 @@ class Assignment:
     attempt: int
     effect_key: str
     resources: Resources
+    last_checkpoint: Any = None
+    """The state the run's last ctx.checkpoint() stored (None: none yet), as the poll read the row:
+    a retried or re-placed attempt resumes from it (the handler's ctx.last_checkpoint)."""
 
 
 class RunMarkers(Protocol):
@@ -113,6 +116,18 @@ class RunMarkers(Protocol):
     def release_handed_off(self, job: Job, sf: str) -> None:
         """Free them (and wake the tick buffered behind the run)."""
         ...
+
+
+MAX_QUEUE_PAGE = 100
+"""The most waiting runs one page of GET /api/workers/queue lists."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePage:
+    """A page of a pool's waiting runs, oldest first, and the cursor after it (None: no more)."""
+
+    items: list[QueuedRun]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +254,7 @@ class WorkerPools:
                     attempt=(row.attempt if row else 0) + 1,
                     effect_key=hold.run_id,
                     resources=hold.resources,
+                    last_checkpoint=row.checkpoint if row else None,
                 )
             )
         return out
@@ -462,6 +478,23 @@ class WorkerPools:
         """The pool's waiting runs, oldest first."""
         return self.workers.waiting(tenant, pool, limit=PLACE_BATCH)
 
+    def queue(self, *, tenant: str, pool: str, cursor: str | None, limit: int) -> QueuePage:
+        """A page of the tenant's pool's waiting runs (placed on no worker yet), oldest first; an
+        opaque cursor continues after the previous page's last run. Another tenant's pool of the same
+        name is another queue (this one's is empty), and a cursor of another pool or tenant is a 400.
+
+        A run placed since the previous page (out of the queue) or queued again behind the cursor
+        (a lapsed reservation keeps its first enqueued_at) may be missed by a pager: it is a glance."""
+        if not 1 <= limit <= MAX_QUEUE_PAGE:
+            raise ValidationFailed(f"limit: must be between 1 and {MAX_QUEUE_PAGE}", field="limit")
+        start = (
+            cursors.decode(cursor, keys={"PK", "SK"}, pinned={"PK": pool_queue_pk(tenant, pool)})
+            if cursor
+            else None
+        )
+        runs, last = self.workers.waiting_page(tenant, pool, start=start, limit=limit)
+        return QueuePage(items=runs, next_cursor=cursors.encode(last) if last else None)
+
     # -- the worker's reports on a run -------------------------------------------------------------
 
     def _held(self, tenant: str, worker_id: str, run_id: str) -> tuple[Worker, Hold | None]:
@@ -511,14 +544,36 @@ class WorkerPools:
             self._keep(run_id, job_id, sf)
         return Report(moved.applied, self.runs.get(job_id, sf) if moved.applied else moved.row)
 
-    def beat(self, *, tenant: str, worker_id: str, run_id: str) -> Report:
-        """Extend the worker's lease on a LEASED|RUNNING run it holds; the run answers its cancel mark."""
+    def beat(
+        self,
+        *,
+        tenant: str,
+        worker_id: str,
+        run_id: str,
+        progress: str | None = None,
+        checkpoint: str | None = None,
+    ) -> Report:
+        """Extend the worker's lease on a LEASED|RUNNING run it holds, then keep the handler's
+        `progress` and/or `checkpoint` (JSON texts, sized by the caller; None: left as is) on the
+        run's row as the worker function does (RunStore.save_progress, owner = the worker). Applied
+        only if both writes were; a worker that does not hold the run changes nothing. The run
+        answers its cancel mark.
+
+            extend the lease ──> save progress/checkpoint (only if the lease was extended)
+            crash between: the lease is renewed and nothing is kept; the worker's ctx.checkpoint()
+                got no answer, raises, and the handler may checkpoint again
+        """
         job_id, sf, row = self._row(tenant, run_id)
         _, hold = self._held(tenant, worker_id, run_id)
         if hold is None or hold.state != "confirmed":
             return Report(False, row)
-        until = self.clock.now() + timedelta(seconds=DEAD_AFTER_SECONDS)
+        now = self.clock.now()
+        until = now + timedelta(seconds=DEAD_AFTER_SECONDS)
         applied = self.runs.extend_lease(job_id=job_id, scheduled_for=sf, owner=worker_id, until=until)
+        if applied and (progress is not None or checkpoint is not None):
+            applied = self.runs.save_progress(
+                job_id, sf, owner=worker_id, now=now, progress=progress, checkpoint=checkpoint
+            )
         if applied:
             self._keep(run_id, job_id, sf)
         return Report(applied, self.runs.get(job_id, sf))

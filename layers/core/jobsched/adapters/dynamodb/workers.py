@@ -36,7 +36,9 @@ from jobsched.adapters.aws import Refused, aws_call
 from jobsched.adapters.dynamodb.codec import dec, enc
 from jobsched.adapters.dynamodb.conditions import DYNAMODB, all_of, conditional
 from jobsched.domain import times
+from jobsched.domain.keys import pool_queue_pk, pool_queue_sk
 from jobsched.domain.placement import Resources
+from jobsched.domain.records import Cursor
 from jobsched.domain.workers import Hold, QueuedRun, Worker
 
 if TYPE_CHECKING:
@@ -58,8 +60,8 @@ def worker_key(tenant: str, worker_id: str) -> dict[str, dict[str, str]]:
 
 def _queue_key(run: QueuedRun) -> dict[str, dict[str, str]]:
     return {
-        "PK": enc(f"POOL#{run.tenant}#{run.pool}"),
-        "SK": enc(f"{times.stored(run.enqueued_at)}#{run.run_id}"),
+        "PK": enc(pool_queue_pk(run.tenant, run.pool)),
+        "SK": enc(pool_queue_sk(run.enqueued_at, run.run_id)),
     }
 
 
@@ -271,11 +273,29 @@ class WorkerStore:
             out = self.client.query(
                 TableName=self.table,
                 KeyConditionExpression="PK = :pk",
-                ExpressionAttributeValues={":pk": enc(f"POOL#{tenant}#{pool}")},
+                ExpressionAttributeValues={":pk": enc(pool_queue_pk(tenant, pool))},
                 ConsistentRead=True,
                 Limit=limit,
             )
         return [QueuedRun.model_validate_json(dec(item)["body"]) for item in out.get("Items", [])]
+
+    def waiting_page(
+        self, tenant: str, pool: str, *, start: Cursor | None, limit: int
+    ) -> tuple[list[QueuedRun], Cursor | None]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": {":pk": enc(pool_queue_pk(tenant, pool))},
+            "ConsistentRead": True,
+            "Limit": limit,
+        }
+        if start:
+            kwargs["ExclusiveStartKey"] = start
+        with aws_call(DYNAMODB):
+            out = self.client.query(**kwargs)
+        last = out.get("LastEvaluatedKey")
+        runs = [QueuedRun.model_validate_json(dec(item)["body"]) for item in out.get("Items", [])]
+        return runs, dict(last) if last else None
 
     def is_queued(self, run: QueuedRun) -> bool:
         with aws_call(DYNAMODB):

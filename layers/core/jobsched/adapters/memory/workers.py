@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from jobsched.domain.keys import pool_queue_pk, pool_queue_sk
 from jobsched.domain.placement import Resources
+from jobsched.domain.records import Cursor
 from jobsched.domain.workers import Hold, QueuedRun, Worker
 
 
@@ -126,6 +128,19 @@ class MemoryWorkerStore:
         with self._lock:
             queue = self.queues.get((tenant, pool), {})
             return [queue[key] for key in sorted(queue)[:limit]]
+
+    def waiting_page(
+        self, tenant: str, pool: str, *, start: Cursor | None, limit: int
+    ) -> tuple[list[QueuedRun], Cursor | None]:
+        after = start["SK"]["S"] if start else ""
+        with self._lock:
+            queue = self.queues.get((tenant, pool), {})
+            keyed = sorted((pool_queue_sk(at, run_id), run) for (at, run_id), run in queue.items())
+        page = [(sk, run) for sk, run in keyed if sk > after][:limit]
+        if len(page) < limit:
+            return [run for _, run in page], None
+        # As DynamoDB does, a full page has a cursor even when nothing follows it.
+        return [run for _, run in page], {"PK": {"S": pool_queue_pk(tenant, pool)}, "SK": {"S": page[-1][0]}}
 
     def is_queued(self, run: QueuedRun) -> bool:
         with self._lock:
