@@ -159,6 +159,9 @@ def test_the_health_page_shows_the_tenants_lateness_p99_and_due_backlog(
     expect(page.locator("#health-backlog")).to_contain_text(
         "none: every due tick" if stats["backlog"] == 0 else "overdue"
     )
+    # And its jobs by status are the tenant-wide counts (GET /api/jobs/counts), not a page's
+    scheduled = console_stack.get("/api/jobs/counts", **AS_TENANT).json()["counts"]["SCHEDULED"]
+    expect(page.locator("#health-counts")).to_contain_text(f"SCHEDULED {scheduled}")
 
 
 def test_the_job_page_lists_the_next_five_fire_times(page: Any, console_stack: Stack) -> None:
@@ -343,6 +346,53 @@ def test_bulk_select_pauses_the_chosen_jobs_and_no_other(page: Any, console_stac
     expect(page.get_by_role("button", name=f"Pause {names[2]}")).to_be_visible()
 
 
+def test_filters_narrow_the_list_and_the_counts_per_status_cover_every_matching_job(
+    page: Any, console_stack: Stack
+) -> None:
+    # Given three jobs under one fresh name prefix: a tagged one, a paused one and a one-off
+    prefix = f"filt-{uuid.uuid4().hex[:6]}-"
+    tagged = {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo", "tags": {"env": "prod"}}
+    create(console_stack, {**tagged, "name": prefix + "tagged"})
+    paused = create(
+        console_stack,
+        {"type": "recurring", "name": prefix + "paused", "cron_expr": NEVER_SOON, "handler": "demo.echo"},
+    )
+    assert console_stack.post(f"/api/jobs/{paused}/pause", None, **AS_TENANT).status_code == 200
+    later = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() + 86_400))
+    create(
+        console_stack, {"type": "one_off", "name": prefix + "once", "run_at": later, "handler": "demo.echo"}
+    )
+    open_console(page, "#/jobs")
+    rows = page.locator("#jobs tbody tr")
+    main = page.locator("main#main")
+    filters = page.locator("#jobs-filter")
+    # When the name prefix is filtered on, then the list and the counts hold those three jobs only
+    filters.get_by_label("Name starts with").fill(prefix)
+    filters.get_by_role("button", name="Filter").click()
+    expect(main).to_have_attribute("data-route", f"#/jobs?name_prefix={prefix}")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#status-counts")).to_have_text("All matching jobs: 2 SCHEDULED · 1 PAUSED")
+    # A type narrows it further (a select applies at once)
+    filters.get_by_label("Type").select_option("one_off")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(prefix + "once")
+    filters.get_by_label("Type").select_option("")
+    # A tag too
+    filters.get_by_label("Tag").fill("env:prod")
+    filters.get_by_label("Tag").press("Enter")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(prefix + "tagged")
+    expect(page.locator("#status-counts")).to_have_text("All matching jobs: 1 SCHEDULED")
+    # And a count is a link to its status under the same filters
+    filters.get_by_label("Tag").fill("")
+    filters.get_by_role("button", name="Filter").click()
+    page.locator("#status-counts a[data-status=PAUSED]").click()
+    expect(main).to_have_attribute("data-route", f"#/jobs?status=PAUSED&name_prefix={prefix}")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(prefix + "paused")
+    expect(filters.get_by_label("Status")).to_have_value("PAUSED")
+
+
 def test_a_dag_shows_each_node_by_status_and_upstream_failed(page: Any, console_stack: Stack) -> None:
     upstream = failing_job(console_stack, f"up-{uuid.uuid4().hex[:6]}", in_seconds=4)
     dependant = create(
@@ -520,3 +570,4 @@ def test_the_console_paints_within_two_seconds_and_shows_the_jobs_once_the_api_a
     )
     assert paint < 2_000
     assert rendered < 10_000
+
