@@ -14,9 +14,10 @@ import uuid
 from typing import Any
 
 import pytest
+import requests
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PHONE, SCREENSHOTS, TENANT, VENDOR, create, open_console
+from tests.browser.conftest import DESKTOP, PHONE, SCREENSHOTS, TENANT, VENDOR, create, open_console
 from tests.e2e.conftest import Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -571,3 +572,61 @@ def test_the_console_paints_within_two_seconds_and_shows_the_jobs_once_the_api_a
     assert paint < 2_000
     assert rendered < 10_000
 
+
+# -- a tenant with many jobs: one page at a time, never all of them --------------------------------
+PAGING_TENANT = "console-paging"
+PAGED_JOBS = 250  # 12 full pages of 20 and a short one (creating more through the API: see docs/console.md)
+
+
+def test_with_hundreds_of_jobs_the_jobs_page_asks_for_one_page_at_a_time_and_pages_through_all(
+    browser: Any, console_stack: Stack
+) -> None:
+    # Given a tenant of its own with PAGED_JOBS jobs, created 100 at a time (POST /api/jobs/batch)
+    started = time.monotonic()
+    for first in range(0, PAGED_JOBS, 100):
+        jobs = [
+            {"type": "recurring", "name": f"paged-{i:04d}", "cron_expr": NEVER_SOON, "handler": "demo.echo"}
+            for i in range(first, min(first + 100, PAGED_JOBS))
+        ]
+        answer = requests.post(  # Stack.post's 10 s is short for 100 creates on the embedded AWS
+            console_stack.url + "/api/jobs/batch",
+            json={"jobs": jobs},
+            headers={"X-Tenant": PAGING_TENANT},
+            timeout=180,
+        )
+        assert answer.status_code == 200 and all("job_id" in item for item in answer.json()["items"]), (
+            answer.text
+        )
+    print(f"\ncreated {PAGED_JOBS} jobs in {time.monotonic() - started:.1f} s")
+    context = browser.new_context(viewport=DESKTOP, base_url=console_stack.url)
+    context.add_init_script(f"localStorage.setItem('jobsched.tenant', {PAGING_TENANT!r});")
+    page = context.new_page()
+    listings: list[str] = []  # every GET /api/jobs the page sends (the counts' path aside)
+    page.on("request", lambda r: listings.append(r.url) if "/api/jobs?" in r.url else None)
+    try:
+        # When the Jobs page opens
+        open_console(page, "#/jobs")
+        rows = page.locator("#jobs tbody tr")
+        # Then it shows one page of 20, asked for as one page, and counts all the tenant's jobs
+        expect(rows).to_have_count(20)
+        assert len(listings) == 1 and "limit=20" in listings[0] and "cursor=" not in listings[0]
+        expect(page.locator("#status-counts")).to_have_text(f"All matching jobs: {PAGED_JOBS} SCHEDULED")
+        expect(page.locator("#prev-page")).to_be_disabled()
+        # And "Next page" walks through every job once, one page of at most 20 per request
+        seen: list[str] = []
+        for number in range(1, 100):
+            expect(page.locator("#page-info")).to_contain_text(f"Page {number}:")
+            names = page.locator("#jobs tbody tr td:first-child a").all_inner_texts()
+            assert 0 < len(names) <= 20
+            seen.extend(names)
+            if page.locator("#next-page").is_disabled():
+                break
+            page.locator("#next-page").click()
+        assert sorted(seen) == [f"paged-{i:04d}" for i in range(PAGED_JOBS)]
+        assert len(listings) == number == -(-PAGED_JOBS // 20)
+        assert all("limit=20" in url for url in listings) and all("cursor=" in url for url in listings[1:])
+        # And "Previous page" goes back one page
+        page.locator("#prev-page").click()
+        expect(page.locator("#page-info")).to_contain_text(f"Page {number - 1}: 20 job(s)")
+    finally:
+        context.close()
