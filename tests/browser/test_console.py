@@ -432,7 +432,7 @@ def tab_to(page: Any, selector: str, limit: int = 80) -> None:
 
 def test_the_keyboard_alone_reaches_create_and_pause(page: Any, console_stack: Stack) -> None:
     open_console(page, "#/jobs")
-    tab_to(page, "#create-form input[name=name]")
+    tab_to(page, "#create-form input[name=name]", limit=120)  # past a full page of 20 jobs and the filters
     page.keyboard.type(f"keys-{uuid.uuid4().hex[:8]}")
     tab_to(page, "#create-form button[type=submit]")
     page.keyboard.press("Enter")
