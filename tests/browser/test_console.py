@@ -14,9 +14,10 @@ import uuid
 from typing import Any
 
 import pytest
+import requests
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PHONE, SCREENSHOTS, TENANT, VENDOR, create, open_console
+from tests.browser.conftest import DESKTOP, PHONE, SCREENSHOTS, TENANT, VENDOR, create, open_console
 from tests.e2e.conftest import Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -159,6 +160,9 @@ def test_the_health_page_shows_the_tenants_lateness_p99_and_due_backlog(
     expect(page.locator("#health-backlog")).to_contain_text(
         "none: every due tick" if stats["backlog"] == 0 else "overdue"
     )
+    # And its jobs by status are the tenant-wide counts (GET /api/jobs/counts), not a page's
+    scheduled = console_stack.get("/api/jobs/counts", **AS_TENANT).json()["counts"]["SCHEDULED"]
+    expect(page.locator("#health-counts")).to_contain_text(f"SCHEDULED {scheduled}")
 
 
 def test_the_job_page_lists_the_next_five_fire_times(page: Any, console_stack: Stack) -> None:
@@ -343,6 +347,53 @@ def test_bulk_select_pauses_the_chosen_jobs_and_no_other(page: Any, console_stac
     expect(page.get_by_role("button", name=f"Pause {names[2]}")).to_be_visible()
 
 
+def test_filters_narrow_the_list_and_the_counts_per_status_cover_every_matching_job(
+    page: Any, console_stack: Stack
+) -> None:
+    # Given three jobs under one fresh name prefix: a tagged one, a paused one and a one-off
+    prefix = f"filt-{uuid.uuid4().hex[:6]}-"
+    tagged = {"type": "recurring", "cron_expr": NEVER_SOON, "handler": "demo.echo", "tags": {"env": "prod"}}
+    create(console_stack, {**tagged, "name": prefix + "tagged"})
+    paused = create(
+        console_stack,
+        {"type": "recurring", "name": prefix + "paused", "cron_expr": NEVER_SOON, "handler": "demo.echo"},
+    )
+    assert console_stack.post(f"/api/jobs/{paused}/pause", None, **AS_TENANT).status_code == 200
+    later = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() + 86_400))
+    create(
+        console_stack, {"type": "one_off", "name": prefix + "once", "run_at": later, "handler": "demo.echo"}
+    )
+    open_console(page, "#/jobs")
+    rows = page.locator("#jobs tbody tr")
+    main = page.locator("main#main")
+    filters = page.locator("#jobs-filter")
+    # When the name prefix is filtered on, then the list and the counts hold those three jobs only
+    filters.get_by_label("Name starts with").fill(prefix)
+    filters.get_by_role("button", name="Filter").click()
+    expect(main).to_have_attribute("data-route", f"#/jobs?name_prefix={prefix}")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#status-counts")).to_have_text("All matching jobs: 2 SCHEDULED · 1 PAUSED")
+    # A type narrows it further (a select applies at once)
+    filters.get_by_label("Type").select_option("one_off")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(prefix + "once")
+    filters.get_by_label("Type").select_option("")
+    # A tag too
+    filters.get_by_label("Tag").fill("env:prod")
+    filters.get_by_label("Tag").press("Enter")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(prefix + "tagged")
+    expect(page.locator("#status-counts")).to_have_text("All matching jobs: 1 SCHEDULED")
+    # And a count is a link to its status under the same filters
+    filters.get_by_label("Tag").fill("")
+    filters.get_by_role("button", name="Filter").click()
+    page.locator("#status-counts a[data-status=PAUSED]").click()
+    expect(main).to_have_attribute("data-route", f"#/jobs?status=PAUSED&name_prefix={prefix}")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(prefix + "paused")
+    expect(filters.get_by_label("Status")).to_have_value("PAUSED")
+
+
 def test_a_dag_shows_each_node_by_status_and_upstream_failed(page: Any, console_stack: Stack) -> None:
     upstream = failing_job(console_stack, f"up-{uuid.uuid4().hex[:6]}", in_seconds=4)
     dependant = create(
@@ -381,7 +432,7 @@ def tab_to(page: Any, selector: str, limit: int = 80) -> None:
 
 def test_the_keyboard_alone_reaches_create_and_pause(page: Any, console_stack: Stack) -> None:
     open_console(page, "#/jobs")
-    tab_to(page, "#create-form input[name=name]")
+    tab_to(page, "#create-form input[name=name]", limit=120)  # past a full page of 20 jobs and the filters
     page.keyboard.type(f"keys-{uuid.uuid4().hex[:8]}")
     tab_to(page, "#create-form button[type=submit]")
     page.keyboard.press("Enter")
@@ -520,3 +571,62 @@ def test_the_console_paints_within_two_seconds_and_shows_the_jobs_once_the_api_a
     )
     assert paint < 2_000
     assert rendered < 10_000
+
+
+# -- a tenant with many jobs: one page at a time, never all of them --------------------------------
+PAGING_TENANT = "console-paging"
+PAGED_JOBS = 250  # 12 full pages of 20 and a short one (creating more through the API: see docs/console.md)
+
+
+def test_with_hundreds_of_jobs_the_jobs_page_asks_for_one_page_at_a_time_and_pages_through_all(
+    browser: Any, console_stack: Stack
+) -> None:
+    # Given a tenant of its own with PAGED_JOBS jobs, created 100 at a time (POST /api/jobs/batch)
+    started = time.monotonic()
+    for first in range(0, PAGED_JOBS, 100):
+        jobs = [
+            {"type": "recurring", "name": f"paged-{i:04d}", "cron_expr": NEVER_SOON, "handler": "demo.echo"}
+            for i in range(first, min(first + 100, PAGED_JOBS))
+        ]
+        answer = requests.post(  # Stack.post's 10 s is short for 100 creates on the embedded AWS
+            console_stack.url + "/api/jobs/batch",
+            json={"jobs": jobs},
+            headers={"X-Tenant": PAGING_TENANT},
+            timeout=180,
+        )
+        assert answer.status_code == 200 and all("job_id" in item for item in answer.json()["items"]), (
+            answer.text
+        )
+    print(f"\ncreated {PAGED_JOBS} jobs in {time.monotonic() - started:.1f} s")
+    context = browser.new_context(viewport=DESKTOP, base_url=console_stack.url)
+    context.add_init_script(f"localStorage.setItem('jobsched.tenant', {PAGING_TENANT!r});")
+    page = context.new_page()
+    listings: list[str] = []  # every GET /api/jobs the page sends (the counts' path aside)
+    page.on("request", lambda r: listings.append(r.url) if "/api/jobs?" in r.url else None)
+    try:
+        # When the Jobs page opens
+        open_console(page, "#/jobs")
+        rows = page.locator("#jobs tbody tr")
+        # Then it shows one page of 20, asked for as one page, and counts all the tenant's jobs
+        expect(rows).to_have_count(20)
+        assert len(listings) == 1 and "limit=20" in listings[0] and "cursor=" not in listings[0]
+        expect(page.locator("#status-counts")).to_have_text(f"All matching jobs: {PAGED_JOBS} SCHEDULED")
+        expect(page.locator("#prev-page")).to_be_disabled()
+        # And "Next page" walks through every job once, one page of at most 20 per request
+        seen: list[str] = []
+        for number in range(1, 100):
+            expect(page.locator("#page-info")).to_contain_text(f"Page {number}:")
+            names = page.locator("#jobs tbody tr td:first-child a").all_inner_texts()
+            assert 0 < len(names) <= 20
+            seen.extend(names)
+            if page.locator("#next-page").is_disabled():
+                break
+            page.locator("#next-page").click()
+        assert sorted(seen) == [f"paged-{i:04d}" for i in range(PAGED_JOBS)]
+        assert len(listings) == number == -(-PAGED_JOBS // 20)
+        assert all("limit=20" in url for url in listings) and all("cursor=" in url for url in listings[1:])
+        # And "Previous page" goes back one page
+        page.locator("#prev-page").click()
+        expect(page.locator("#page-info")).to_contain_text(f"Page {number - 1}: 20 job(s)")
+    finally:
+        context.close()

@@ -84,3 +84,51 @@ def test_tags_set_by_an_edit_are_what_the_filter_sees(backend: Backend) -> None:
     assert listed(backend, "t1", where=JobFilter(tag="env:dev")) == []
     got = backend.jobs.get_job("job_1")
     assert got is not None and got.tags == {"env": "prod"}
+
+
+# --- JobStore.count_by_status (the console's counts per status) -----------------------------------
+
+
+def test_counts_per_status_cover_the_callers_whole_partition_and_no_other(backend: Backend) -> None:
+    # Given tenant t1's jobs in three statuses (more than one listing page of 2) and t2's jobs
+    statuses = [JobStatus.SCHEDULED] * 3 + [JobStatus.PAUSED] * 2 + [JobStatus.CANCELLED]
+    for i, status in enumerate(statuses):
+        create(backend, job(f"job_a{i}", status=status, created_at=T0 + timedelta(seconds=i)))
+    for i in range(4):
+        create(backend, job(f"job_b{i}", tenant="t2", status=JobStatus.PAUSED))
+    # When t1 counts them per status
+    counted = backend.jobs.count_by_status("t1", where=EVERYTHING, stop_at=100)
+    # Then every one of its jobs is counted once, by status, and none of t2's
+    assert counted.counts == {"SCHEDULED": 3, "PAUSED": 2, "CANCELLED": 1}
+    assert counted.complete and counted.items_read == 6
+    assert backend.jobs.count_by_status("t3", where=EVERYTHING, stop_at=100).counts == {}
+
+
+def test_counts_per_status_follow_the_filter_but_not_its_status(backend: Backend) -> None:
+    create(backend, job("job_1", name="nightly-a", tags={"env": "prod"}))
+    create(
+        backend, job("job_2", name="nightly-b", status=JobStatus.PAUSED, created_at=T0 + timedelta(seconds=1))
+    )
+    create(backend, job("job_3", name="hourly", created_at=T0 + timedelta(seconds=2)))
+    create(
+        backend, job("job_4", type="one_off", cron_expr=None, run_at=T0, created_at=T0 + timedelta(seconds=3))
+    )
+    assert backend.jobs.count_by_status(
+        "t1", where=JobFilter(name_prefix="nightly", status="PAUSED"), stop_at=100
+    ).counts == {"SCHEDULED": 1, "PAUSED": 1}
+    assert backend.jobs.count_by_status("t1", where=JobFilter(tag="env:prod"), stop_at=100).counts == {
+        "SCHEDULED": 1
+    }
+    assert backend.jobs.count_by_status("t1", where=JobFilter(type="one_off"), stop_at=100).counts == {
+        "SCHEDULED": 1
+    }
+
+
+def test_counts_per_status_stop_at_their_bound_and_say_they_are_lower_bounds(backend: Backend) -> None:
+    # Given 5 jobs, when they are counted with a bound of 3 index items
+    for i in range(5):
+        create(backend, job(f"job_a{i}", created_at=T0 + timedelta(seconds=i)))
+    counted = backend.jobs.count_by_status("t1", where=EVERYTHING, stop_at=3)
+    # Then the newest 3 are counted, no more, and the answer says it is incomplete
+    assert counted.counts == {"SCHEDULED": 3}
+    assert counted.items_read == 3 and not counted.complete

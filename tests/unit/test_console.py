@@ -8,6 +8,7 @@ browser's own headers (X-Tenant, a cookie) stay behind.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -53,6 +54,21 @@ def test_the_page_weight_counts_every_served_file() -> None:
     assert {"index.html", "app.js", "app.css"} <= weight.keys()
     assert "__init__.py" not in weight
     assert sum(weight.values()) < 100_000  # a first visit stays small: no framework, no bundle
+
+
+def test_the_docs_state_the_page_weight_the_files_have() -> None:
+    # Given the served files' bytes, when docs/console.md's table and the README's summary are read,
+    # then they state those bytes (a change to a file that leaves the docs stale fails here)
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    weight = console.page_weight()
+    table = (root / "docs" / "console.md").read_text()
+    for name, size in weight.items():
+        assert re.search(rf"`{re.escape(name)}`[^\n]*\b{size:,}\b", table), f"{name}: {size:,} B"
+    total = sum(weight.values())
+    assert f"**{total:,}**" in table
+    assert f"{round(total / 1000)} kB" in (root / "README.md").read_text()
 
 
 def test_the_wheel_ships_every_served_file_as_package_data() -> None:

@@ -27,7 +27,7 @@ from jobsched.domain import compute
 from jobsched.domain.alerts import Alert
 from jobsched.domain.fargate_vcpu import Scope
 from jobsched.domain.limits import Quota
-from jobsched.domain.listing import JobFilter, JobListing, ListOrder
+from jobsched.domain.listing import JobFilter, JobListing, ListOrder, StatusCounts
 from jobsched.domain.logs import LogPage
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.operations import Operation
@@ -250,6 +250,14 @@ class JobStore(ShardLeases, OperationStore, Protocol):
     def count_jobs(self, tenant: str, *, statuses: Iterable[JobStatus], stop_at: int) -> int:
         """How many of the tenant's jobs have one of `statuses`, counted up to `stop_at` at least (it
         may stop there). From the listing index: eventually consistent, as list_jobs."""
+        ...
+
+    def count_by_status(self, tenant: str, *, where: JobFilter, stop_at: int) -> StatusCounts:
+        """The tenant's jobs matching `where` (its `status` ignored), counted per status, newest
+        first, over at most `stop_at` items of the tenant's listing partition (the filter drops some
+        of those): `complete` is False when it stopped there (even exactly at the partition's end), and
+        every count is then a lower bound.
+        One read of the caller's partition, never a scan; eventually consistent, as list_jobs."""
         ...
 
     def due_page(self, due_key: str, *, until: datetime, cursor: Cursor | None, limit: int) -> DuePage:

@@ -183,3 +183,44 @@ def test_a_bulk_action_over_100_jobs_is_a_400(world: World) -> None:
         app, "POST", "/api/jobs/actions", headers=A, body={"action": "explode", "job_ids": many[:1]}
     )
     assert status == 400 and answer["error"]["message"].startswith("action"), answer
+
+
+# -- GET /api/jobs/counts: the counts per status the console's Jobs page shows ---------------------
+def test_counts_per_status_cover_all_the_callers_jobs_not_one_page_and_no_other_tenants(
+    world: World,
+) -> None:
+    # Given 25 jobs of tenant A (more than a 20-job page), 3 of them paused, and 2 jobs of tenant B
+    app = api(world)
+    mine = [submit(app, name=f"job-{i:02d}") for i in range(25)]
+    for job_id in mine[:3]:
+        assert call(app, "POST", f"/api/jobs/{job_id}/pause", headers=A)[0] == 200
+    submit(app, B, name="theirs")
+    submit(app, B, name="theirs-too")
+    # When A asks for its counts
+    status, answer = call(app, "GET", "/api/jobs/counts", headers=A)
+    # Then every status is answered, over all 25 jobs and none of B's, and the count is complete
+    assert status == 200, answer
+    assert answer["counts"] == {"SCHEDULED": 22, "COMPLETED": 0, "FAILED": 0, "CANCELLED": 0, "PAUSED": 3}
+    assert answer["complete"] is True and answer["bound"] == 10_000 and answer["items_read"] == 25
+    assert call(app, "GET", "/api/jobs/counts", headers=B)[1]["counts"]["SCHEDULED"] == 2
+
+
+def test_counts_per_status_take_the_listings_filters(world: World) -> None:
+    app = api(world)
+    submit(app, name="nightly-a", tags={"env": "prod"})
+    submit(app, name="nightly-b")
+    submit(app, type="one_off", cron_expr=None, run_at=(T0 + timedelta(hours=1)).isoformat(), name="once")
+    for query, scheduled in (("name_prefix=nightly", 2), ("tag=env:prod", 1), ("type=one_off", 1)):
+        status, answer = call(app, "GET", f"/api/jobs/counts?{query}", headers=A)
+        assert status == 200 and answer["counts"]["SCHEDULED"] == scheduled, (query, answer)
+    for query, name in (("type=weekly", "type"), ("tag=novalue", "tag")):
+        status, answer = call(app, "GET", f"/api/jobs/counts?{query}", headers=A)
+        assert status == 400 and answer["error"]["message"].startswith(name), (query, answer)
+
+
+def test_counts_per_status_are_in_the_openapi_document(world: World) -> None:
+    status, document = call(api(world), "GET", "/api/openapi.json", headers=A)
+    assert status == 200 and "get" in document["paths"]["/api/jobs/counts"]
+    assert {"counts", "complete", "bound", "items_read"} <= set(
+        document["components"]["schemas"]["JobCountsView"]["properties"]
+    )

@@ -348,6 +348,16 @@ class JobListPage(BaseModel):
     items_read: int = Field(description="index items read for this page (the caller's partition only)")
 
 
+class JobCountsView(BaseModel):
+    """The caller's jobs per status (GET /api/jobs/counts), over its whole listing partition up to a
+    bound: past it, `complete` is false and each count is a lower bound (show it as "N+")."""
+
+    counts: dict[str, int] = Field(description="every job status, with its number of jobs (0 included)")
+    complete: bool = Field(description="false: the count stopped at `bound` index items; each is at least")
+    bound: int = Field(description="index items one count reads at most (MAX_COUNT_READ)")
+    items_read: int = Field(description="index items read (the caller's partition only)")
+
+
 class BulkActionRequest(BaseModel):
     """Body of POST /api/jobs/actions: an action, and the jobs by id or by the listing's filter."""
 

@@ -37,6 +37,7 @@ from jobsched.api.models import (
     DeadLetterPage,
     GraphView,
     JobControl,
+    JobCountsView,
     JobCreated,
     JobListPage,
     JobStatsView,
@@ -153,6 +154,20 @@ def build_app(
             tenant=tenant(app), where=where, order=order, cursor=cursor or None, limit=limit
         )
         return views.job_list_page(page)
+
+    @app.get(
+        "/api/jobs/counts",
+        responses=answers(200, "The caller's jobs per status (bounded: `complete`)", 400, 503),
+    )
+    def count_jobs(
+        type_: Annotated[str | None, Query(alias="type", max_length=32)] = None,
+        name_prefix: Annotated[str | None, Query(max_length=200)] = None,
+        target: Annotated[str | None, Query(max_length=32)] = None,
+        tag: Annotated[str | None, Query(max_length=330, description="key:value")] = None,
+    ) -> JobCountsView:
+        # The listing's filters but its status: the counts are what the status filter chooses from.
+        where = filter_of(status=None, type_=type_, name_prefix=name_prefix, target=target, tag=tag)
+        return views.job_counts(catalog.count_jobs(tenant=tenant(app), where=where))
 
     @app.post(
         "/api/jobs/actions",

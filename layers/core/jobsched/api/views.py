@@ -28,6 +28,7 @@ from jobsched.api.models import (
     GraphPeriod,
     GraphView,
     JobControl,
+    JobCountsView,
     JobCreated,
     JobListItem,
     JobListPage,
@@ -49,10 +50,11 @@ from jobsched.api.models import (
 )
 from jobsched.domain import results, times
 from jobsched.domain.firing import next_fires
-from jobsched.domain.listing import target_type_of
+from jobsched.domain.listing import MAX_COUNT_READ, StatusCounts, target_type_of
 from jobsched.domain.models import Execution
 from jobsched.domain.operations import Operation
 from jobsched.domain.secrets import SecretRecord
+from jobsched.domain.status import JobStatus
 from jobsched.errors import JobschedError
 from jobsched.services.alerts import AlertPage as AlertResults
 from jobsched.services.catalog import BulkItem, ListedPage
@@ -347,6 +349,16 @@ def graph_view(graph: results.Graph) -> GraphView:
 
 def _or_unknown(error_type: str | None) -> str:
     return "Unknown" if error_type is None else error_type
+
+
+def job_counts(counted: StatusCounts) -> JobCountsView:
+    """The body of GET /api/jobs/counts: every status, in the state machine's order, 0 included."""
+    return JobCountsView(
+        counts={s.value: counted.counts.get(s.value, 0) for s in JobStatus},
+        complete=counted.complete,
+        bound=MAX_COUNT_READ,
+        items_read=counted.items_read,
+    )
 
 
 def job_list_page(page: ListedPage) -> JobListPage:

@@ -68,16 +68,52 @@ function pauseToggle(job, after) {
   }, label);
 }
 
+// The filters GET /api/jobs takes, as the page's hash query: #/jobs?status=&type=&name_prefix=&tag=
+const JOB_FILTERS = ["status", "type", "name_prefix", "tag"];
+const JOB_TYPES = ["", "recurring", "one_off", "dependent"];
+
+function filterForm(chosen) {
+  const select = (name, options) => h("select", { id: `filter-${name}`, name, onchange: () => form.requestSubmit() },
+    options.map((v) => h("option", { value: v, selected: v === chosen[name] }, v || "any")));
+  const text = (name, placeholder) => h("input", { id: `filter-${name}`, name, value: chosen[name], placeholder, size: 14 });
+  const label = (name, text_) => h("label", { for: `filter-${name}` }, text_);
+  const form = h("form", { id: "jobs-filter", class: "toolbar", role: "search", "aria-label": "Filter jobs",
+    onsubmit: (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      location.hash = "#/jobs" + query(Object.fromEntries(JOB_FILTERS.map((k) => [k, String(data.get(k) || "").trim()])));
+    } },
+    // Each label stays by its field when the toolbar wraps (a phone).
+    h("span", { class: "pair" }, label("status", "Status"), select("status", JOB_STATUSES)),
+    h("span", { class: "pair" }, label("type", "Type"), select("type", JOB_TYPES)),
+    h("span", { class: "pair" }, label("name_prefix", "Name starts with"), text("name_prefix", "nightly-")),
+    h("span", { class: "pair" }, label("tag", "Tag"), text("tag", "key:value")),
+    h("button", { type: "submit" }, "Filter"));
+  return form;
+}
+
+// The tenant's jobs per status under the filters (GET /api/jobs/counts: its whole partition, not this
+// page; past the API's bound each count is a lower bound, shown "N+"). Each links to that status.
+function statusCounts(data, chosen) {
+  const plus = data.complete ? "" : "+";
+  const shown = Object.entries(data.counts).filter(([, n]) => n > 0);
+  if (!shown.length) return ["No job matches."];
+  return ["All matching jobs: ", shown.map(([st, n], i) => [i ? " · " : "",
+    h("a", { href: "#/jobs" + query({ ...chosen, status: st }), "data-status": st, "aria-current": st === chosen.status ? "true" : undefined },
+      `${n}${plus} ${st}`)]),
+    data.complete ? "" : ` (counted over the newest ${data.bound.toLocaleString("en")} jobs)`];
+}
+
 async function jobsPage(params) {
-  const status = params.get("status") || "";
+  const chosen = Object.fromEntries(JOB_FILTERS.map((k) => [k, params.get(k) || ""]));
+  const { status, ...others } = chosen;
   const cursors = [null];
   let at = 0;
-  const filter = h("select", { id: "status-filter", onchange: () => { location.hash = "#/jobs" + query({ status: filter.value }); } },
-    JOB_STATUSES.map((st) => h("option", { value: st, selected: st === status }, st || "any")));
   const body = h("tbody");
   const more = h("button", { type: "button", id: "next-page", onclick: () => { at += 1; load(); } }, "Next page");
   const back = h("button", { type: "button", id: "prev-page", onclick: () => { at -= 1; load(); } }, "Previous page");
-  const counts = h("p", { class: "muted", id: "page-info" });
+  const info = h("p", { class: "muted", id: "page-info" });
+  const counts = h("p", { id: "status-counts" });
   // Bulk select: the jobs ticked on this page, acted on with one POST /api/jobs/actions (<= 100 ids).
   const selected = new Set();
   const bulk = (action, label) => h("button", { type: "button", "data-bulk": action, onclick: async () => {
@@ -86,11 +122,19 @@ async function jobsPage(params) {
     if (await act(`${label}: ${ids.length} job(s)`, () => post("/api/jobs/actions", { action, job_ids: ids }))) {
       selected.clear();
       load();
+      loadCounts();
     }
   } }, `${label} selected`);
+  async function loadCounts() {
+    try {
+      counts.replaceChildren(...statusCounts(await get("/api/jobs/counts" + query(others)), chosen).flat(Infinity));
+    } catch (err) {
+      counts.replaceChildren(failure(err));
+    }
+  }
   async function load() {
     try {
-      const data = await get("/api/jobs" + query({ status, limit: PAGE, cursor: cursors[at] }));
+      const data = await get("/api/jobs" + query({ ...chosen, limit: PAGE, cursor: cursors[at] }));
       cursors[at + 1] = data.next_cursor || null;
       selected.clear();
       body.replaceChildren(...data.items.map((job) => h("tr", {},
@@ -101,13 +145,10 @@ async function jobsPage(params) {
         h("td", {}, schedule(job)),
         h("td", {}, countdown(job.next_run_at)),
         h("td", {}, badge(job.status), " ", job.last_run ? badge(job.last_run.status) : h("span", { class: "muted" }, "no run")),
-        h("td", {}, pauseToggle(job, load)),
+        h("td", {}, pauseToggle(job, () => { load(); loadCounts(); })),
       )));
       if (!data.items.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No jobs on this page.")));
-      const tally = {};
-      for (const job of data.items) tally[job.status] = (tally[job.status] || 0) + 1;
-      counts.textContent = `Page ${at + 1}: ${data.items.length} job(s)` +
-        (Object.keys(tally).length ? " — " + Object.entries(tally).map(([k, v]) => `${v} ${k}`).join(", ") : "");
+      info.textContent = `Page ${at + 1}: ${data.items.length} job(s)${data.next_cursor ? ", more on the next page" : ""}`;
       more.disabled = !cursors[at + 1];
       back.disabled = at === 0;
       cards(body);
@@ -116,17 +157,18 @@ async function jobsPage(params) {
     }
   }
   page("Jobs",
-    h("div", { class: "toolbar" }, h("label", { for: "status-filter" }, "Status"), filter, back, more),
+    filterForm(chosen),
+    counts,
     h("div", { class: "toolbar", role: "group", "aria-label": "Bulk actions" },
       bulk("pause", "Pause"), bulk("resume", "Resume"), bulk("run_now", "Run now"), bulk("cancel", "Cancel")),
-    counts,
+    h("div", { class: "toolbar" }, back, more, info),
     h("div", { class: "scroll" }, h("table", { id: "jobs", class: "cards" },
       h("caption", { class: "muted" }, "Newest first; the API pages with a cursor, 20 jobs a page."),
       h("thead", {}, h("tr", {}, ["Job", "Type", "Schedule", "Next run", "Status / last run", "Pause"].map(
         (t, i) => h("th", { scope: "col", class: i === 1 ? "hide-narrow" : undefined }, t)))),
       body)),
     createForm());
-  await load();
+  await Promise.all([load(), loadCounts()]);
 }
 
 function createForm() {
@@ -623,22 +665,21 @@ async function deadLettersPage() {
 
 // -- Health ----------------------------------------------------------------------------------------
 async function healthPage() {
-  const [health, dead, alerts, jobs, stats] = await Promise.allSettled([
+  const [health, dead, alerts, soonest, stats, counts] = await Promise.allSettled([
     get("/api/health"), get("/api/dead-letter" + query({ limit: 100 })), get("/api/alerts" + query({ limit: 20 })),
-    get("/api/jobs" + query({ limit: 100 })), get("/api/stats")]);
+    get("/api/jobs" + query({ order: "next_run", limit: 1 })), get("/api/stats"), get("/api/jobs/counts")]);
   const value = (r, fn) => (r.status === "fulfilled" ? fn(r.value) : failure(r.reason));
-  const tally = (data) => {
-    const t = {};
-    for (const j of data.items) t[j.status] = (t[j.status] || 0) + 1;
-    return Object.entries(t).map(([k, v]) => [badge(k), ` ${v}  `]);
-  };
+  // Over the tenant's whole partition (GET /api/jobs/counts), "N+" past the API's bound.
+  const tally = (data) => Object.entries(data.counts).filter(([, n]) => n > 0)
+    .map(([k, n]) => [badge(k), ` ${n}${data.complete ? "" : "+"}  `]);
   page("Health",
     h("dl", { class: "def", id: "health" },
       h("dt", {}, "API"), h("dd", {}, value(health, (d) => [h("span", { class: `badge s-${d.status === "ok" ? "SUCCEEDED" : "FAILED"}` }, d.status === "ok" ? "UP" : "DOWN"), ` ${d.status} (version ${d.version ?? "?"})`])),
       h("dt", {}, "Dead letters"), h("dd", {}, value(dead, (d) => `${d.items.length}${d.next_cursor ? "+" : ""} dead-lettered run(s)`)),
-      h("dt", {}, "Jobs by status"), h("dd", {}, value(jobs, (d) => [tally(d), d.next_cursor ? "(first 100 jobs)" : ""])),
-      h("dt", {}, "Next due"), h("dd", {}, value(jobs, (d) => {
-        const next = d.items.map((j) => j.next_run_at).filter(Boolean).sort()[0];
+      h("dt", {}, "Jobs by status"), h("dd", { id: "health-counts" }, value(counts, (d) => tally(d).length ? tally(d) : "no jobs")),
+      // The soonest pending tick: the first item of the listing by next run.
+      h("dt", {}, "Next due"), h("dd", {}, value(soonest, (d) => {
+        const next = d.items.length ? d.items[0].next_run_at : null;
         return next ? [countdown(next), " ", when(next)] : "nothing pending";
       })),
       // GET /api/stats: a sample (the newest and the soonest-due jobs' recent runs), said as such.

@@ -27,6 +27,10 @@ MAX_LIST_PAGE = 100
 # Index items one listing request reads at most while a filter drops them: a sparse match answers a
 # short page and a cursor instead of reading the tenant's whole partition in one request.
 MAX_LIST_READ = 1000
+# Index items one count per status (GET /api/jobs/counts) reads at most. The listing index's items
+# are ~100 bytes, so this is about 1 MB read, ~125 eventually consistent read units ($0.000016);
+# past it the counts are lower bounds ("N+"), never a longer read.
+MAX_COUNT_READ = 10_000
 
 ListOrder = Literal["created", "next_run"]
 
@@ -91,3 +95,15 @@ class JobListing:
     """Index items the store read for the page (a filter drops some of them): the test of "no scan"."""
     truncated: bool = False
     """The read stopped at MAX_LIST_READ before the page was full: follow the cursor."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusCounts:
+    """A tenant's jobs by status, counted over at most MAX_COUNT_READ items of its listing index."""
+
+    counts: dict[str, int]
+    """Jobs per status value (a status without jobs is absent)."""
+    complete: bool
+    """False: the count stopped at its bound before the partition ended; each count is a lower bound."""
+    items_read: int = 0
+    """Index items read (the filter drops some of them)."""

@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import ValidationError as PydanticValidationError
 
 from jobsched.domain import cursors
-from jobsched.domain.listing import MAX_LIST_PAGE, JobFilter, ListOrder
+from jobsched.domain.listing import MAX_COUNT_READ, MAX_LIST_PAGE, JobFilter, ListOrder, StatusCounts
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.results import Control
 from jobsched.domain.status import JobStatus
@@ -103,6 +103,11 @@ class Catalog:
             next_cursor=cursors.encode(page.cursor) if page.cursor else None,
             items_read=page.items_read,
         )
+
+    def count_jobs(self, *, tenant: str, where: JobFilter) -> StatusCounts:
+        """The tenant's jobs matching `where` (status aside) per status, over at most MAX_COUNT_READ
+        index items: one bounded read of the caller's partition, never a scan."""
+        return self.jobs.count_by_status(tenant, where=where, stop_at=MAX_COUNT_READ)
 
     def act(
         self, action: BulkAction, *, tenant: str, job_ids: list[str] | None, where: JobFilter | None

@@ -30,7 +30,7 @@ from jobsched.adapters.dynamodb.leases import ShardLeases
 from jobsched.adapters.dynamodb.operations import Operations
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
-from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
+from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder, StatusCounts
 from jobsched.domain.models import Job, in_flight_key
 from jobsched.domain.records import Cursor, DuePage, IdempotencyRecord
 from jobsched.domain.status import JobStatus
@@ -299,8 +299,10 @@ class JobStore(ShardLeases, Operations):
         values_of_src = [f":s{i}" for i in range(len(src))]
         update = "SET #s = :t, updated_at = :now ADD version :one"
         values[":one"] = enc(1)
-        removes = [*(("next_run_at", "due_key") if leave_index else ()),
-                   *(("active_run", "active_until", "active_message") if release_slot else ())]
+        removes = [
+            *(("next_run_at", "due_key") if leave_index else ()),
+            *(("active_run", "active_until", "active_message") if release_slot else ()),
+        ]
         if removes:
             update += " REMOVE " + ", ".join(removes)
         applied, result = conditional(
@@ -684,6 +686,41 @@ class JobStore(ShardLeases, Operations):
                 return count
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
+    def count_by_status(self, tenant: str, *, where: JobFilter, stop_at: int) -> StatusCounts:
+        """One read of the tenant's partition of the listing index, newest first, projecting `status`
+        only and tallied here (one Query per status would read the partition once per status), page
+        by page until the partition ends or `stop_at` items were read. DynamoDB bills the items read,
+        not the projection: ~100 bytes each (LISTING_ATTRIBUTES), so MAX_COUNT_READ (10,000) is
+        about 1 MB, ~125 eventually consistent read units."""
+        names, values, filters = _listing_filter(tenant, where.model_copy(update={"status": None}))
+        names["#status"] = "status"
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": self.tenant_index,
+            "KeyConditionExpression": "#tenant = :t",
+            "ProjectionExpression": "#status",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+        }
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+        counts: dict[str, int] = {}
+        read = 0
+        while True:
+            # Limit counts items read before the filter: never past stop_at.
+            kwargs["Limit"] = stop_at - read
+            with aws_call(DYNAMODB):
+                out = self.client.query(**kwargs)
+            read += int(out.get("ScannedCount", 0))
+            for item in out.get("Items", []):
+                status = item["status"]["S"]
+                counts[status] = counts.get(status, 0) + 1
+            last = out.get("LastEvaluatedKey")
+            if not last or read >= stop_at:
+                return StatusCounts(counts=counts, complete=not last, items_read=read)
+            kwargs["ExclusiveStartKey"] = last
+
     def list_jobs(
         self, tenant: str, *, order: ListOrder, where: JobFilter, cursor: Cursor | None, limit: int
     ) -> JobListing:
@@ -694,25 +731,7 @@ class JobStore(ShardLeases, Operations):
         the page is full, the partition ends, or MAX_LIST_READ items were read (a short page with a
         cursor). Eventually consistent, as any index: a job created a moment ago may be missing.
         """
-        names: dict[str, str] = {"#tenant": "tenant"}
-        values: dict[str, Any] = {":t": enc(tenant)}
-        filters: list[str] = []
-        for attr, value in (("status", where.status), ("type", where.type)):
-            if value is not None:
-                names[f"#{attr}"], values[f":{attr}"] = attr, enc(value)
-                filters.append(f"#{attr} = :{attr}")
-        if where.name_prefix is not None:
-            names["#name"], values[":name"] = "name", enc(where.name_prefix)
-            filters.append("begins_with(#name, :name)")
-        if where.target is not None:
-            names["#tt"], values[":tt"] = "target_type", enc(where.target)
-            # A python target's type is not stored (codec.job_items): absent means python.
-            filters.append(
-                "(attribute_not_exists(#tt) OR #tt = :tt)" if where.target == "python" else "#tt = :tt"
-            )
-        if (pair := where.tag_pair()) is not None:
-            names["#tags"], names["#tk"], values[":tv"] = "tags", pair[0], enc(pair[1])
-            filters.append("#tags.#tk = :tv")
+        names, values, filters = _listing_filter(tenant, where)
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": self.tenant_index if order == "created" else self.next_run_index,
@@ -795,3 +814,27 @@ class JobStore(ShardLeases, Operations):
             )
         item = out.get("Item")
         return dict(item) if item else None
+
+
+def _listing_filter(tenant: str, where: JobFilter) -> tuple[dict[str, str], dict[str, Any], list[str]]:
+    """A listing-index Query's names, values and filter conditions: the tenant's partition, `where`."""
+    names: dict[str, str] = {"#tenant": "tenant"}
+    values: dict[str, Any] = {":t": enc(tenant)}
+    filters: list[str] = []
+    for attr, value in (("status", where.status), ("type", where.type)):
+        if value is not None:
+            names[f"#{attr}"], values[f":{attr}"] = attr, enc(value)
+            filters.append(f"#{attr} = :{attr}")
+    if where.name_prefix is not None:
+        names["#name"], values[":name"] = "name", enc(where.name_prefix)
+        filters.append("begins_with(#name, :name)")
+    if where.target is not None:
+        names["#tt"], values[":tt"] = "target_type", enc(where.target)
+        # A python target's type is not stored (codec.job_items): absent means python.
+        filters.append(
+            "(attribute_not_exists(#tt) OR #tt = :tt)" if where.target == "python" else "#tt = :tt"
+        )
+    if (pair := where.tag_pair()) is not None:
+        names["#tags"], names["#tk"], values[":tv"] = "tags", pair[0], enc(pair[1])
+        filters.append("#tags.#tk = :tv")
+    return names, values, filters

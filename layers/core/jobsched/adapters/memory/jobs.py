@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
-from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder
+from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder, StatusCounts
 from jobsched.domain.models import Job, in_flight_key
 from jobsched.domain.operations import Operation
 from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
@@ -443,6 +443,23 @@ class MemoryJobStore:
         wanted = set(statuses)
         with self._lock:
             return sum(1 for j in self.jobs.values() if j.tenant == tenant and j.status in wanted)
+
+    def count_by_status(self, tenant: str, *, where: JobFilter, stop_at: int) -> StatusCounts:
+        """As the listing index: the tenant's jobs newest first, at most `stop_at` of them read (a read
+        that ends exactly at `stop_at` is not known complete, as a DynamoDB page that hits its Limit)."""
+        anywhere = where.model_copy(update={"status": None})
+        with self._lock:
+            newest = sorted(
+                (j for j in self.jobs.values() if j.tenant == tenant),
+                key=lambda j: (times.stored(j.created_at), j.job_id),
+                reverse=True,
+            )
+            read = newest[:stop_at]
+            counts: dict[str, int] = {}
+            for job in read:
+                if anywhere.matches(job):
+                    counts[job.status.value] = counts.get(job.status.value, 0) + 1
+            return StatusCounts(counts=counts, complete=len(newest) < stop_at, items_read=len(read))
 
     def list_jobs(
         self, tenant: str, *, order: ListOrder, where: JobFilter, cursor: Cursor | None, limit: int
