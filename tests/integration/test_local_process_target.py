@@ -178,7 +178,7 @@ def test_the_factory_runs_ecs_targets_locally_and_close_stops_what_still_runs() 
     thread = threading.Thread(target=run)
     thread.start()
     deadline = time.monotonic() + 5
-    while factory._processes.running() == 0 and time.monotonic() < deadline:
+    while factory.processes.running() == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     # When the worker stops (its factory closes)
     factory.close()

@@ -74,7 +74,8 @@ class TargetFactory:
     # whatever `ecs` says (adapters/targets/local_process.py).
     local_containers: bool = False
     _ecs_client: Any = field(default=None, repr=False)
-    _processes: LocalProcesses = field(default_factory=LocalProcesses, repr=False)
+    processes: LocalProcesses = field(default_factory=LocalProcesses, repr=False)
+    """The container processes running here (local_containers only): stopped by close()."""
 
     def for_spec(
         self, spec: TargetSpec, *, timeout_seconds: float | None = None, resources: Resources | None = None
@@ -87,7 +88,7 @@ class TargetFactory:
                     spec,
                     resources=resources or fargate_size(None),
                     timeout_seconds=timeout_seconds,
-                    processes=self._processes,
+                    processes=self.processes,
                     clock=self.clock,
                 )
             if self.ecs is None or self.ecs_place is None:
@@ -136,7 +137,7 @@ class TargetFactory:
         """Stop what this process's targets started that still runs: the local container processes,
         as the worker stops (on AWS nothing: a Fargate task outlives its worker, and the next attempt
         adopts it)."""
-        self._processes.stop_all()
+        self.processes.stop_all()
 
     def check(self, spec: TargetSpec) -> None:
         """ValidationFailed (`target.url`) when an http target's URL is refused under this policy.
