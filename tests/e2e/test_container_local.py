@@ -58,3 +58,17 @@ def test_a_container_that_prints_and_exits_3_is_retried_dead_lettered_with_exit_
     assert poll_until(printed, "the container's line in its run's logs", timeout=10)
     # And another tenant cannot read them
     assert stack.get(f"/api/runs/{run['run_id']}/logs", **{"X-Tenant": "other"}).status_code == 404
+
+
+def test_a_container_job_with_no_command_is_a_400_naming_target_command_on_the_local_stack(
+    stack: Stack,
+) -> None:
+    # The image's own entrypoint cannot run here (no Docker): the command is required
+    body = {
+        "type": "one_off",
+        "run_at": datetime.now(UTC).isoformat(),
+        "target": {"type": "ecs", "image": "busybox"},
+    }
+    answer = stack.post("/api/jobs", body, **TENANT)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"].startswith("target.command: required on the local stack")

@@ -17,6 +17,7 @@ from jobsched.adapters.targets import LocalProcessRunner, TargetFactory
 from jobsched.adapters.targets.local_process import LocalProcesses
 from jobsched.domain.compute import Resources
 from jobsched.domain.targets import TargetFailed, parse_target
+from jobsched.errors import ValidationFailed
 from jobsched.handlers import registry
 from jobsched.logcontext import current_run, run_scope
 
@@ -186,3 +187,14 @@ def test_the_factory_runs_ecs_targets_locally_and_close_stops_what_still_runs() 
     # Then the process was stopped: the attempt ends as a lost task (SIGTERM, not its own exit)
     error = out["error"]
     assert isinstance(error, TargetFailed) and error.error_type == "TaskLost" and "SIGTERM" in str(error)
+
+
+def test_where_containers_run_locally_a_target_with_no_command_is_refused_naming_target_command() -> None:
+    bare = parse_target({"type": "ecs", "image": "busybox:1.36"})
+    local = TargetFactory(handlers=registry, roles=None, signing_secret=lambda t: "s", local_containers=True)
+    with pytest.raises(ValidationFailed) as refused:
+        local.check(bare)
+    assert refused.value.field == "target.command"
+    # On AWS the image's own entrypoint runs: no command is fine
+    TargetFactory(handlers=registry, roles=None, signing_secret=lambda t: "s").check(bare)
+    local.check(parse_target({"type": "ecs", "image": "busybox:1.36", "command": ["true"]}))

@@ -140,12 +140,20 @@ class TargetFactory:
         self.processes.stop_all()
 
     def check(self, spec: TargetSpec) -> None:
-        """ValidationFailed (`target.url`) when an http target's URL is refused under this policy.
+        """ValidationFailed (`target.url`) when an http target's URL is refused under this policy;
+        (`target.command`) for a container target with no command where containers run as local
+        processes (the image's own entrypoint needs the image, and there is no Docker there).
 
         One DNS lookup, as a call makes: a name that resolves to a refused address today is a 400;
         a name that does not resolve yet is accepted (it is vetted again at every call, and a
         refused address then is a final failure, AddressRefused).
         """
+        if isinstance(spec, EcsTarget) and self.local_containers and not spec.command:
+            raise ValidationFailed(
+                "target.command: required on the local stack, which runs a container's command as a local "
+                "process (there is no Docker to run the image's own entrypoint)",
+                field="target.command",
+            )
         if not isinstance(spec, HttpTarget):
             return
         try:
