@@ -20,6 +20,7 @@ from jobsched.domain.targets import TargetFailed, parse_target
 from jobsched.errors import ValidationFailed
 from jobsched.handlers import registry
 from jobsched.logcontext import current_run, run_scope
+from tests.support import poll_until
 
 RUN_ID = "job_01m8zhesy6bj7zncxmyxbf1xq8-1796043600000"
 SIZE = Resources(cpu=512, memory_mib=1024)
@@ -198,3 +199,28 @@ def test_where_containers_run_locally_a_target_with_no_command_is_refused_naming
     # On AWS the image's own entrypoint runs: no command is fine
     TargetFactory(handlers=registry, roles=None, signing_secret=lambda t: "s").check(bare)
     local.check(parse_target({"type": "ecs", "image": "busybox:1.36", "command": ["true"]}))
+
+
+def test_what_the_command_left_running_ends_with_it_as_in_a_container(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobsched.container")
+    # Given a command that starts a 30 s sleep in the background (holding its output open) and exits 0
+    spec = parse_target(
+        {"type": "ecs", "image": "busybox:1.36", "command": ["sh", "-c", "sleep 30 & echo $!"]}
+    )
+    started = time.monotonic()
+    # When it runs
+    result = invoke(LocalProcessRunner(spec, resources=SIZE))  # type: ignore[arg-type]
+    # Then the attempt ends with the command, not with the sleep, and the sleep was killed with it
+    assert result["exit_code"] == 0 and time.monotonic() - started < 3
+    background = int(printed(caplog)[-1])
+
+    def gone() -> bool:
+        try:
+            with open(f"/proc/{background}/stat") as stat:
+                return stat.read().split(") ")[1].startswith("Z")  # a zombie, awaiting its reaper
+        except FileNotFoundError:
+            return True
+
+    assert poll_until(gone, "the background sleep to be killed", timeout=5)

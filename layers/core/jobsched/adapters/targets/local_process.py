@@ -18,6 +18,8 @@ whatever CPU and memory the machine has.
         │ lines go where the run's own lines go: GET /api/runs/{id}/logs
         v
     wait up to poll_seconds at a time (ctx.heartbeat() between waits: the run's lease) until it exits:
+        (once it exits, what it left running in its group is killed, as a container ends with its
+        main process)
         exit code 0             ──> success {"pid", "exit_code": 0}
         any other code          ──> TargetFailed(ExitCode, "exit code N")
         killed by another hand  ──> TargetFailed(TaskLost): no exit code, retried like a lost worker
@@ -47,6 +49,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import IO, Any
@@ -66,6 +69,7 @@ from jobsched.ports import Clock, SystemClock
 ECS_STOP_TIMEOUT_SECONDS = 30.0
 MAX_LINE_CHARS = 16 * 1024  # a line longer than this is cut (CloudWatch takes 256 KB per event)
 READER_JOIN_SECONDS = 5.0  # after the exit: the last lines still in the pipe
+EXIT_POLL_SECONDS = 0.02  # how often an exit is looked for (a container's end is seen this late at most)
 
 # The lines a container prints: logged in the run's scope, so they carry its run_id and tenant.
 container_lines = logging.getLogger("jobsched.container")
@@ -100,12 +104,8 @@ class LocalProcesses:
         for process in processes:
             _signal_group(process, signal.SIGTERM)
         for process in processes:
-            try:
-                process.wait(timeout=grace_seconds)
-            except subprocess.TimeoutExpired:
-                _signal_group(process, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=grace_seconds)
+            _exited(process, grace_seconds)
+            _finish(process)
             self.discard(process)
 
 
@@ -113,6 +113,41 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
     """Signal the process's group (the command and what it started); gone already: nothing."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
+
+
+# Where os.waitid exists (Linux, the BSDs), an exit is seen without reaping the process: its id, which
+# is its group's, stays taken until _finish reaps it, so the group can be signalled by that id safely.
+_UNREAPED = hasattr(os, "waitid")
+
+
+def _exited(process: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Wait up to `seconds` for the process to exit; True once it has (not reaped yet where _UNREAPED)."""
+    if not _UNREAPED:
+        try:
+            process.wait(timeout=seconds)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    end = time.monotonic() + seconds
+    while True:
+        try:
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped already (LocalProcesses.stop_all on another thread)
+            return True
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(EXIT_POLL_SECONDS, left))
+
+
+def _finish(process: subprocess.Popen[bytes]) -> int:
+    """End what is left of the process's group, as a container ends with its main process (a
+    background child would otherwise run on, holding the output open), then reap it: its exit code,
+    or minus the signal that ended it."""
+    if _UNREAPED:
+        _signal_group(process, signal.SIGKILL)
+    return process.wait()
 
 
 class LocalProcessRunner:
@@ -199,11 +234,10 @@ class LocalProcessRunner:
                 raise TargetFailed(
                     f"pid {process.pid}: stopped after {self._timeout:g} s", error_type="Timeout"
                 )
-            try:
-                code = process.wait(timeout=min(self._poll, remaining))
+            if _exited(process, min(self._poll, remaining)):
                 break
-            except subprocess.TimeoutExpired:
-                ctx.heartbeat()
+            ctx.heartbeat()
+        code = _finish(process)
         reader.join(READER_JOIN_SECONDS)
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
@@ -220,11 +254,8 @@ class LocalProcessRunner:
             "jobsched local: over %g s: SIGTERM, SIGKILL after %g s", self._timeout, self._grace
         )
         _signal_group(process, signal.SIGTERM)
-        try:
-            process.wait(timeout=self._grace)
-        except subprocess.TimeoutExpired:
-            _signal_group(process, signal.SIGKILL)
-            process.wait()
+        _exited(process, self._grace)
+        _finish(process)
 
 
 def _pump(stream: IO[bytes]) -> None:
