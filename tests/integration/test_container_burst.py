@@ -28,6 +28,8 @@ from jobsched.handlers import registry
 from jobsched.wiring import Services, build
 from tests.support import poll_until, provision
 
+pytestmark = pytest.mark.slow  # real time: the waits' delayed copies are SQS's real seconds
+
 TENANT = "burst"
 CAP = 2048  # 2 vCPU: two 1-vCPU containers at once
 BURST = 8
