@@ -45,3 +45,18 @@ def test_with_a_store_each_tenant_signs_with_its_own_current_secret() -> None:
     secret = signing_secret_of(store)
     assert secret("a") == store.get("a").secret
     assert secret("a") != secret("b")
+
+
+def test_container_targets_run_as_local_processes_only_where_the_settings_say_so() -> None:
+    from jobsched.handlers import registry
+    from jobsched.wiring import target_factory
+
+    # Given a deployment's environment (no JOBSCHED_CONTAINER_RUNNER): Fargate tasks
+    deployed = Settings.from_env(BASE)
+    assert not target_factory(deployed, registry).local_containers
+    # And the local stack's: local processes, a value that survives the trip to a child process
+    local = Settings.from_env({**BASE, c.CONTAINER_RUNNER_ENV: "local"})
+    assert target_factory(local, registry).local_containers
+    assert Settings.from_env(local.as_env()).container_runner == "local"
+    with pytest.raises(ValidationError):
+        Settings.from_env({**BASE, c.CONTAINER_RUNNER_ENV: "docker"})

@@ -203,6 +203,7 @@ def watch_parent(
 def main() -> int:
     """The container's entry point: build the services from the environment and serve until SIGTERM."""
     from jobsched import constants as c
+    from jobsched.adapters.targets import TargetFactory
     from jobsched.services.operations import OperationService
     from jobsched.settings import Settings
     from jobsched.wiring import build, clients
@@ -231,6 +232,9 @@ def main() -> int:
         threading.Thread(target=watch_parent, args=(parent, ecs.stop), daemon=True).start()
     print(f"jobsched ecs worker: polling {settings.ecs_queue_url}", flush=True)
     ecs.serve()
+    if isinstance(services.worker.targets, TargetFactory):
+        # The local stack's container processes stop with their worker (on AWS: nothing to stop).
+        services.worker.targets.close()
     # Runs handed back may still be on their threads (Python cannot stop a thread): exit without
     # joining them; their messages are visible again and their leases lapse, as after a crash.
     sys.stdout.flush()

@@ -552,7 +552,8 @@ class TargetSource(Protocol):
 
     def check(self, spec: TargetSpec) -> None:
         """Raise ValidationFailed naming `target.<field>` if this deployment may never call `spec`
-        (an http URL whose host is refused by the deployment's AddressPolicy); nothing written."""
+        (an http URL whose host is refused by the deployment's AddressPolicy; on the local stack, a
+        container target with no command); nothing written."""
         ...
 
 

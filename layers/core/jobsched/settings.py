@@ -88,6 +88,9 @@ class Settings(BaseModel):
     ecs_subnets: tuple[str, ...] = ()
     ecs_security_groups: tuple[str, ...] = ()
     ecs_execution_role_arn: str = ""
+    # "local" (the local stack only): container targets run their command as a local process,
+    # since there is no Docker to run the image (jobsched.adapters.targets.local_process).
+    container_runner: Literal["ecs", "local"] = "ecs"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -122,6 +125,7 @@ class Settings(BaseModel):
             "worker_lane": c.WORKER_LANE_ENV,
             "ecs_cluster": c.ECS_CLUSTER_ENV,
             "ecs_execution_role_arn": c.ECS_EXECUTION_ROLE_ARN_ENV,
+            "container_runner": c.CONTAINER_RUNNER_ENV,
         }
         raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
         raw["fair_dispatch"] = env.get(c.FAIR_DISPATCH_ENV, "").strip().lower() != "false"
@@ -184,4 +188,6 @@ class Settings(BaseModel):
             env[c.ECS_SUBNETS_ENV] = ",".join(self.ecs_subnets)
             env[c.ECS_SECURITY_GROUPS_ENV] = ",".join(self.ecs_security_groups)
             env[c.ECS_EXECUTION_ROLE_ARN_ENV] = self.ecs_execution_role_arn
+        if self.container_runner != "ecs":
+            env[c.CONTAINER_RUNNER_ENV] = self.container_runner
         return env

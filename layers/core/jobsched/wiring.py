@@ -114,6 +114,7 @@ def target_factory(
         # The stack's own ECS client (container targets run in its cluster), made at first use.
         ecs=(lambda: boto3.client("ecs", config=_BOTO_CONFIG)) if ecs_place else None,
         ecs_place=ecs_place,
+        local_containers=settings.container_runner == "local",
     )
 
 

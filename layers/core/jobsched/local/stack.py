@@ -15,13 +15,16 @@ It keeps AWS's limits (issue 11, item 7):
   nothing it does after the deadline is written: its messages return after their visibility timeout;
 - ECS-placed runs (jobsched.domain.compute) go to the ECS queue, which the ECS worker's own entry
   point (`python -m jobsched.ecsworker`, as in the Fargate task) drains in a child process: started
-  with the stack, sent SIGTERM (then killed) on stop. No Docker: the same package, not an image.
+  with the stack, sent SIGTERM (then killed) on stop. No Docker: the same package, not an image
+  (`python -m jobsched.local.ecsworker`: that entry point, its runs' lines shipped as Fargate's log
+  driver would ship them);
+- container targets (`target.type` "ecs") run there too, their `command` as a local process with a
+  Fargate task's lifecycle (jobsched.adapters.targets.local_process): no image is pulled or run.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import subprocess
@@ -37,9 +40,9 @@ import boto3
 
 from jobsched import console, resources
 from jobsched import constants as c
-from jobsched.adapters.logs import ShipRunLines
 from jobsched.local import events, lambdas, loopback
 from jobsched.local.aws import MOTO_SENDER_ID, EmbeddedAws
+from jobsched.local.runlogs import ship_run_logs
 from jobsched.ports import Crash
 
 DEFAULT_PREFIX = "jobsched-local"
@@ -158,7 +161,8 @@ class LocalStack:
         return self
 
     def _start_ecs_worker(self) -> None:
-        """The ECS worker's entry point in a child process, as the Fargate task runs it."""
+        """The ECS worker's entry point in a child process, as the Fargate task runs it (with its runs'
+        lines shipped as the task's log driver would: jobsched.local.ecsworker)."""
         env = {
             **os.environ,
             c.WORKER_LANE_ENV: "ecs",
@@ -167,7 +171,7 @@ class LocalStack:
             # A local stack killed -9 runs no stop(): the child watches for it (ecsworker.watch_parent).
             c.ECS_PARENT_PID_ENV: str(os.getpid()),
         }
-        self.ecs_process = subprocess.Popen([sys.executable, "-m", "jobsched.ecsworker"], env=env)
+        self.ecs_process = subprocess.Popen([sys.executable, "-m", "jobsched.local.ecsworker"], env=env)
 
     def _stop_ecs_worker(self) -> None:
         process, self.ecs_process = self.ecs_process, None
@@ -264,35 +268,22 @@ class LocalStack:
                 c.TARGET_POLICY_ENV: "local",
                 c.TRUSTED_SENDERS_ENV: os.environ.get(c.TRUSTED_SENDERS_ENV) or MOTO_SENDER_ID,
                 c.WORKER_LOG_GROUP_ENV: made[resources.WORKER_LOG_GROUP.logical_id],
+                # No Docker here: container targets run their command as a local process.
+                c.CONTAINER_RUNNER_ENV: "local",
             }
         )
         self._sqs = sqs
 
     def _ship_run_logs(self) -> None:
-        """Lambda's log delivery, played: a run's lines (its handler's own and the worker's) go to the
-        worker's log group in the embedded AWS, where GET /api/runs/{id}/logs reads them, as on AWS.
-
-        At INFO whatever the console's level: the console (POWERTOOLS_LOG_LEVEL, WARNING here) stays
-        quiet, the run's lines are kept.
-        """
+        """Lambda's log delivery, played (jobsched.local.runlogs): a run's lines (its handler's own and
+        the worker's) go to the worker's log group in the embedded AWS, as on AWS."""
         assert self.worker is not None
-        worker_logger = self.worker.logger
-        shipper = ShipRunLines(
-            boto3.client("logs", endpoint_url=self.endpoint_url),
-            os.environ[c.WORKER_LOG_GROUP_ENV],
+        ship_run_logs(
+            self.worker.logger,
+            client=boto3.client("logs", endpoint_url=self.endpoint_url),
+            log_group=os.environ[c.WORKER_LOG_GROUP_ENV],
             stream=f"local/{os.getpid()}",
         )
-        shipper.setFormatter(worker_logger.registered_formatter)
-        console_level = worker_logger.log_level
-        # On the root only: the worker's logger propagates to it (its console handler prints it,
-        # and the root's console handler filters it out: see jobsched.logcontext.route_stdlib_logs).
-        logging.getLogger().addHandler(shipper)
-        for name in ("", worker_logger.service):
-            target = logging.getLogger(name)
-            for handler in target.handlers:
-                if handler is not shipper and handler.level == logging.NOTSET:
-                    handler.setLevel(console_level)
-            target.setLevel(min(logging.INFO, console_level))
 
     # -- EventBridge: the once-a-minute rule ----------------------------------------------------------
     def tick(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from jobsched.adapters.targets.ecs import EcsPlace, EcsTaskRunner
 from jobsched.adapters.targets.eventbridge import EventBridgePutter
 from jobsched.adapters.targets.http import HttpCaller, SigningSecret
 from jobsched.adapters.targets.lambda_ import LambdaInvoker
+from jobsched.adapters.targets.local_process import LocalProcesses, LocalProcessRunner
 from jobsched.adapters.targets.sns import SnsPublisher
 from jobsched.adapters.targets.sqs import SqsSender
 from jobsched.adapters.targets.ssrf import AddressPolicy, Resolver, system_resolve, vet
@@ -45,6 +46,7 @@ __all__ = [
     "EventBridgePutter",
     "HttpCaller",
     "LambdaInvoker",
+    "LocalProcessRunner",
     "SnsPublisher",
     "SqsSender",
     "StepFunctionsStarter",
@@ -68,7 +70,12 @@ class TargetFactory:
     # tasks run. None: an ecs target's attempt fails with TargetUnavailable.
     ecs: Callable[[], Any] | None = None
     ecs_place: EcsPlace | None = None
+    # The local stack: container targets run their command as a local process (no Docker there),
+    # whatever `ecs` says (adapters/targets/local_process.py).
+    local_containers: bool = False
     _ecs_client: Any = field(default=None, repr=False)
+    processes: LocalProcesses = field(default_factory=LocalProcesses, repr=False)
+    """The container processes running here (local_containers only): stopped by close()."""
 
     def for_spec(
         self, spec: TargetSpec, *, timeout_seconds: float | None = None, resources: Resources | None = None
@@ -76,6 +83,14 @@ class TargetFactory:
         """The adapter for `spec`; `timeout_seconds` (the job's) bounds a waiting stepfunctions run or
         a container; `resources` is the run's placed size (a container's task is given it)."""
         if isinstance(spec, EcsTarget):
+            if self.local_containers:
+                return LocalProcessRunner(
+                    spec,
+                    resources=resources or fargate_size(None),
+                    timeout_seconds=timeout_seconds,
+                    processes=self.processes,
+                    clock=self.clock,
+                )
             if self.ecs is None or self.ecs_place is None:
                 raise TargetFailed(
                     "ecs targets need an ECS cluster, and none is wired here", error_type="TargetUnavailable"
@@ -118,13 +133,27 @@ class TargetFactory:
             return StepFunctionsStarter(spec, roles=roles, timeout_seconds=timeout_seconds, clock=self.clock)
         raise TypeError(f"no adapter for {type(spec).__name__}")
 
+    def close(self) -> None:
+        """Stop what this process's targets started that still runs: the local container processes,
+        as the worker stops (on AWS nothing: a Fargate task outlives its worker, and the next attempt
+        adopts it)."""
+        self.processes.stop_all()
+
     def check(self, spec: TargetSpec) -> None:
-        """ValidationFailed (`target.url`) when an http target's URL is refused under this policy.
+        """ValidationFailed (`target.url`) when an http target's URL is refused under this policy;
+        (`target.command`) for a container target with no command where containers run as local
+        processes (the image's own entrypoint needs the image, and there is no Docker there).
 
         One DNS lookup, as a call makes: a name that resolves to a refused address today is a 400;
         a name that does not resolve yet is accepted (it is vetted again at every call, and a
         refused address then is a final failure, AddressRefused).
         """
+        if isinstance(spec, EcsTarget) and self.local_containers and not spec.command:
+            raise ValidationFailed(
+                "target.command: required on the local stack, which runs a container's command as a local "
+                "process (there is no Docker to run the image's own entrypoint)",
+                field="target.command",
+            )
         if not isinstance(spec, HttpTarget):
             return
         try:

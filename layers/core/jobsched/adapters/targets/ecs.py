@@ -153,16 +153,7 @@ class EcsTaskRunner:
 
     def _start(self, envelope: Mapping[str, Any]) -> str:
         definition, container = self._definition()
-        environment = [{"name": k, "value": v} for k, v in self.spec.environment.items()]
-        environment += [{"name": k, "value": v} for k, v in envelope_environment(envelope).items()]
-        override: dict[str, Any] = {"name": container, "environment": environment}
-        if self.spec.command:
-            override["command"] = list(self.spec.command)
-        if len(json.dumps(override).encode()) > MAX_ENVIRONMENT_BYTES:
-            raise TargetFailed(
-                f"the container overrides (environment, command, payload) pass {MAX_ENVIRONMENT_BYTES} bytes",
-                error_type="PayloadTooLarge",
-            )
+        override = container_override(self.spec, envelope, container)
         run_id = str(envelope["run_id"])
         network: dict[str, Any] = {"subnets": list(self._place.subnets)}
         if self._place.security_groups:
@@ -232,6 +223,22 @@ class EcsTaskRunner:
         with target_call("ECS RegisterTaskDefinition"):
             out = self._ecs.register_task_definition(**registration)
         return str(out["taskDefinition"]["taskDefinitionArn"]), IMAGE_CONTAINER
+
+
+def container_override(spec: EcsTarget, envelope: Mapping[str, Any], container: str) -> dict[str, Any]:
+    """RunTask's containerOverrides entry for a run: the target's command and environment, and the
+    envelope as JOBSCHED_* variables; TargetFailed(PayloadTooLarge) past RunTask's 8 KiB."""
+    environment = [{"name": k, "value": v} for k, v in spec.environment.items()]
+    environment += [{"name": k, "value": v} for k, v in envelope_environment(envelope).items()]
+    override: dict[str, Any] = {"name": container, "environment": environment}
+    if spec.command:
+        override["command"] = list(spec.command)
+    if len(json.dumps(override).encode()) > MAX_ENVIRONMENT_BYTES:
+        raise TargetFailed(
+            f"the container overrides (environment, command, payload) pass {MAX_ENVIRONMENT_BYTES} bytes",
+            error_type="PayloadTooLarge",
+        )
+    return override
 
 
 def envelope_environment(envelope: Mapping[str, Any]) -> dict[str, str]:
