@@ -568,8 +568,12 @@ class JobschedScheduler(Construct):
 
     @staticmethod
     def _only_the_stack_uses_the_queue(queue: Any, roles: list[iam.Role]) -> None:
-        """The queue's resource policy: its messages to the stack's roles only (SQS's own redrive to
-        a dead-letter queue is no principal's call, so it is not affected)."""
+        """The queue's resource policy: its messages to the stack's roles only.
+
+        An AWS service acting itself is left out of the deny (aws:PrincipalIsAWSService): SQS moving
+        a message to the dead-letter queue after maxReceiveCount must never be refused, or a poison
+        message would stay on the execution queue. No service has an Allow on these queues anyway.
+        """
         queue.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="OnlyTheStackUsesTheMessages",
@@ -577,7 +581,10 @@ class JobschedScheduler(Construct):
                 principals=[iam.AnyPrincipal()],
                 actions=list(QUEUE_DATA_ACTIONS),
                 resources=[queue.queue_arn],
-                conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
+                conditions={
+                    "ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]},
+                    "Bool": {"aws:PrincipalIsAWSService": "false"},
+                },
             )
         )
 
