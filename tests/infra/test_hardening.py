@@ -245,11 +245,21 @@ def test_every_queue_denies_its_messages_to_every_principal_but_the_stacks_roles
 
 
 def _grants(synth: Synth, service: str) -> list[tuple[list[Any], set[str], Any]]:
-    """(roles, actions, resource) of every Allow statement of the template that lists a `service` action."""
+    """(roles, actions, resource) of every Allow statement of the template's identity policies (inline,
+    managed, and a role's own Policies) that lists a `service` action."""
+    documents: list[tuple[list[Any], dict[str, Any]]] = []
+    for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for policy in synth.template.find_resources(kind).values():
+            props = policy["Properties"]
+            assert not props.get("Users") and not props.get("Groups"), "a policy on a user or group"
+            documents.append((props.get("Roles", []), props["PolicyDocument"]))
+    for logical_id, role in synth.template.find_resources("AWS::IAM::Role").items():
+        for inline in role["Properties"].get("Policies", []):
+            documents.append(([{"Ref": logical_id}], inline["PolicyDocument"]))
     return [
-        (policy["Properties"]["Roles"], listed_actions(s), s["Resource"])
-        for policy in synth.template.find_resources("AWS::IAM::Policy").values()
-        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        (roles, listed_actions(s), s["Resource"])
+        for roles, document in documents
+        for s in document["Statement"]
         if s["Effect"] == "Allow" and any(a.startswith(f"{service}:") for a in listed_actions(s))
     ]
 
