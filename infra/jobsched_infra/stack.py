@@ -10,7 +10,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from aws_cdk import App, Aws, CfnResource, CustomResource, Duration, Fn, RemovalPolicy, Stack, Validations
+from aws_cdk import (
+    App,
+    Aws,
+    CfnOutput,
+    CfnResource,
+    CustomResource,
+    Duration,
+    Fn,
+    RemovalPolicy,
+    Stack,
+    Validations,
+)
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -443,10 +454,19 @@ class JobschedScheduler(Construct):
             for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
             + [failure_workflow.role, dag_workflow.role, ecs_role]
         ]
-        for table in (jobs, runs, alerts, limits, fargate_vcpu, worker_pools):
-            self._only_the_stack_reads_and_writes(table, stack_roles)
-        # (Not the quotas table: an operator's own credentials write it, `jobsched admin quota`; no
-        # stack role may write it, and the api reads it only: see the grants above.)
+        # Resource policies: every table's and every queue's data to the stack's own roles only,
+        # whatever IAM grants elsewhere in the account. The quotas table also lets in the stack's
+        # quota operator role, the one principal that writes it (`jobsched admin quota`: no function
+        # may). Step Functions has no resource-based policy on a state machine (its IAM guide:
+        # "Resource-based policies: No"), so who may start the workflows is decided by identity
+        # policies alone: only these roles are granted states:StartExecution, on the two workflows'
+        # ARNs (tests/infra/test_hardening.py proves it on the template; docs/operations.md).
+        self.quota_operator_role = self._quota_operator_role(quotas)
+        for table in (*storage.tables.values(), secrets.table):
+            users = [*stack_roles, self.quota_operator_role] if table is quotas else stack_roles
+            self._only_the_stack_reads_and_writes(table, users)
+        for queue in queues.queues.values():
+            self._only_the_stack_uses_the_queue(queue, stack_roles)
         if self.key is not None:
             self._grant_key(self.key, stack_roles)
         self.shard_guard = self._shard_guard(shard_count)
@@ -545,6 +565,49 @@ class JobschedScheduler(Construct):
                 conditions={"ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]}},
             )
         )
+
+    @staticmethod
+    def _only_the_stack_uses_the_queue(queue: Any, roles: list[iam.Role]) -> None:
+        """The queue's resource policy: its messages to the stack's roles only.
+
+        An AWS service acting itself is left out of the deny (aws:PrincipalIsAWSService): SQS moving
+        a message to the dead-letter queue after maxReceiveCount must never be refused, or a poison
+        message would stay on the execution queue. No service has an Allow on these queues anyway.
+        """
+        queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheStackUsesTheMessages",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=list(QUEUE_DATA_ACTIONS),
+                resources=[queue.queue_arn],
+                conditions={
+                    "ArnNotEquals": {"aws:PrincipalArn": [role.role_arn for role in roles]},
+                    "Bool": {"aws:PrincipalIsAWSService": "false"},
+                },
+            )
+        )
+
+    def _quota_operator_role(self, quotas: Any) -> iam.Role:
+        """The role an operator assumes to run `jobsched admin quota` (set, get, list) on AWS.
+
+        Trusted by the account: which of its users and roles may assume it is the account's IAM
+        decision (sts:AssumeRole on its ARN, the stack output QuotaOperatorRoleArn). It is the only
+        principal the quotas table's resource policy lets write quotas.
+        """
+        role = iam.Role(
+            self,
+            "QuotaOperatorRole",
+            assumed_by=iam.AccountRootPrincipal(),
+            description="jobsched: operators set tenant quotas (jobsched admin quota)",
+        )
+        # A managed policy, not an inline one: an operator's access is reviewed and versioned as such.
+        statements = [iam.PolicyStatement(actions=list(QUOTA_OPERATOR_ACTIONS), resources=[quotas.table_arn])]
+        if self.key is not None:  # the table is encrypted under the stack's key
+            statements.append(iam.PolicyStatement(actions=list(KEY_USE), resources=[self.key.key_arn]))
+        iam.ManagedPolicy(self, "QuotaOperatorPolicy", statements=statements, roles=[role])
+        CfnOutput(self, "QuotaOperatorRoleArn", value=role.role_arn)
+        return role
 
     def _shard_guard(self, shard_count: int) -> CustomResource:
         """The custom resource that fails a deploy lowering the shard count (jobsched_infra.shard_guard)."""
@@ -754,6 +817,16 @@ TABLE_DATA_ACTIONS = (
     "dynamodb:PartiQLDelete",
 )
 SEND = ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+# What the queues' resource policies keep to the stack's roles: every call on the messages.
+QUEUE_DATA_ACTIONS = (
+    "sqs:SendMessage",
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:PurgeQueue",
+)
+# `jobsched admin quota` (jobsched.cli.admin): get and set a tenant's quota, list them all.
+QUOTA_OPERATOR_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Scan")
 # What DynamoDB, SQS, SNS and Step Functions call KMS for on a caller's behalf.
 KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 

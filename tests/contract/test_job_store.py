@@ -8,7 +8,7 @@ from jobsched.domain import times
 from jobsched.domain.keys import due_key_for
 from jobsched.domain.status import JobStatus
 from jobsched.domain.targets import from_handler, parse_target
-from jobsched.errors import Conflict
+from jobsched.errors import Conflict, FanOutFull
 from tests.contract.conftest import SHARDS, T0, Backend, at, create, job
 
 RUN = "2026-11-30T12:01:00.000Z"  # the tick holding the slot in these tests
@@ -60,6 +60,55 @@ def test_creating_a_dependant_records_the_edge_on_its_upstream(backend: Backend)
     create(backend, job("job_down", depends_on=("job_up",)))
     up = backend.jobs.get_job("job_up")
     assert up is not None and up.dependants == ("job_down",)
+
+
+def test_a_dependant_past_the_fan_out_cap_is_refused_by_the_edge_s_own_write(backend: Backend) -> None:
+    # Given a store whose jobs may have 2 dependants, and an upstream that has them
+    backend.jobs.max_fan_out = 2
+    create(backend, job("job_up"))
+    for down in ("job_d1", "job_d2"):
+        create(backend, job(down, depends_on=("job_up",)))
+    # When a third dependant is written (no service read stands in front: the store alone decides)
+    # Then it is refused naming the upstream and the cap, and neither it nor its edge is written
+    with pytest.raises(FanOutFull, match="job 'job_up' has 2 dependants already, the most a job") as no:
+        create(backend, job("job_d3", depends_on=("job_up",)))
+    assert no.value.field == "depends_on"
+    assert backend.jobs.get_job("job_d3") is None
+    up = backend.jobs.get_job("job_up")
+    assert up is not None and up.dependants == ("job_d1", "job_d2")
+
+
+def test_rewire_past_the_fan_out_cap_is_refused_and_moving_an_edge_away_frees_its_place(
+    backend: Backend,
+) -> None:
+    backend.jobs.max_fan_out = 1
+    for up in ("job_u1", "job_u2", "job_u3"):
+        create(backend, job(up))
+    d1 = create(backend, job("job_d1", depends_on=("job_u1",), root_schedule="job_u1"))
+    d2 = create(backend, job("job_d2", depends_on=("job_u2",), root_schedule="job_u2"))
+    # When d2 moves under u1, which is full, then it is refused and nothing moves
+    onto_u1 = d2.model_copy(update={"depends_on": ("job_u1",), "updated_at": at(1)})
+    with pytest.raises(FanOutFull, match="job 'job_u1' has 1 dependants"):
+        backend.jobs.rewire(onto_u1, expected_version=d2.version, added=["job_u1"], removed=["job_u2"])
+    u1, u2 = backend.jobs.get_job("job_u1"), backend.jobs.get_job("job_u2")
+    assert u1 is not None and u1.dependants == ("job_d1",)
+    assert u2 is not None and u2.dependants == ("job_d2",)
+    # When d1 moves away from u1 (its last edge: DynamoDB drops the empty set), d2 takes its place
+    away = d1.model_copy(update={"depends_on": ("job_u3",), "updated_at": at(1)})
+    assert backend.jobs.rewire(away, expected_version=d1.version, added=["job_u3"], removed=["job_u1"])
+    assert backend.jobs.rewire(onto_u1, expected_version=d2.version, added=["job_u1"], removed=["job_u2"])
+    u1 = backend.jobs.get_job("job_u1")
+    assert u1 is not None and u1.dependants == ("job_d2",)
+
+
+def test_get_jobs_answers_the_jobs_that_exist_by_id_in_one_read(backend: Backend) -> None:
+    create(backend, job("job_a"))
+    create(backend, job("job_b", depends_on=("job_a",)))
+
+    found = backend.jobs.get_jobs(["job_a", "job_b", "job_gone", "job_a"])
+
+    assert set(found) == {"job_a", "job_b"}
+    assert found["job_a"].dependants == ("job_b",) and found["job_b"].depends_on == ("job_a",)
 
 
 def test_save_definition_is_refused_for_a_stale_version_and_bumps_it_otherwise(backend: Backend) -> None:

@@ -20,10 +20,14 @@ from jobsched_infra.stack import (
     API_RATE_LIMIT,
     API_RESERVED_CONCURRENCY,
     KEY_LOGICAL_ID,
+    KEY_USE,
+    QUEUE_DATA_ACTIONS,
+    QUOTA_OPERATOR_ACTIONS,
+    TABLE_DATA_ACTIONS,
     WAF_RATE_LIMIT,
     WORKER_TIMEOUT,
 )
-from tests.infra.synth import Synth, shared_synth, synthesize
+from tests.infra.synth import Synth, listed_actions, shared_synth, synthesize
 
 pytestmark = pytest.mark.infra
 
@@ -166,18 +170,135 @@ def _stack_role_arns(synth: Synth) -> list[dict[str, Any]]:
     return [{"Fn::GetAtt": [synth.logical_id(r), "Arn"]} for r in roles]
 
 
-@pytest.mark.parametrize("spec", (*resources.TABLES, resources.ALERTS_TABLE), ids=lambda s: s.logical_id)
-def test_each_table_denies_its_data_to_every_principal_but_the_stacks_roles(
-    synth: Synth, spec: resources.TableSpec
-) -> None:
-    policy = synth.resource(spec.logical_id)["Properties"]["ResourcePolicy"]["PolicyDocument"]
-    [statement] = policy["Statement"]
+def _resources_of_type(synth: Synth, kind: str) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = synth.template.find_resources(kind)
+    assert found, f"no {kind} in the template"
+    return found
 
+
+def _deny_to_all_but(statement: dict[str, Any], *, services_spared: bool = False) -> list[Any]:
+    """The principals a Deny-to-everyone statement spares (its ArnNotEquals on aws:PrincipalArn);
+    `services_spared`: and an AWS service acting itself (SQS's own redrive to the dead-letter queue)."""
     assert statement["Effect"] == "Deny" and statement["Principal"] == {"AWS": "*"}
-    assert {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:PutItem"} <= set(
-        statement["Action"]
+    conditions = dict(statement["Condition"])
+    if services_spared:
+        assert conditions.pop("Bool") == {"aws:PrincipalIsAWSService": "false"}
+    assert list(conditions) == ["ArnNotEquals"]
+    spared: list[Any] = conditions["ArnNotEquals"]["aws:PrincipalArn"]
+    return spared
+
+
+def test_every_table_denies_its_data_to_every_principal_but_the_stacks_roles(synth: Synth) -> None:
+    # Given every table of the template (the signing secrets', the quotas', the limits', ... any new one)
+    tables = _resources_of_type(synth, "AWS::DynamoDB::Table")
+    quota_operator = {"Fn::GetAtt": [synth.logical_id(synth.stack.scheduler.quota_operator_role), "Arn"]}
+
+    for logical_id, table in tables.items():
+        # When its resource policy is read
+        policy = table["Properties"].get("ResourcePolicy", {}).get("PolicyDocument")
+        assert policy is not None, f"{logical_id} has no resource policy"
+        [statement] = policy["Statement"]
+
+        # Then it denies every data-plane call to every principal but the stack's roles (and, on the
+        # quotas table, the quota operator role that alone writes it)
+        assert set(statement["Action"]) == set(TABLE_DATA_ACTIONS), logical_id
+        expected = _stack_role_arns(synth)
+        if logical_id == resources.QUOTAS_TABLE.logical_id:
+            expected = [*expected, quota_operator]
+        assert _deny_to_all_but(statement) == expected, logical_id
+
+
+def test_the_quota_operator_role_alone_may_write_quotas_and_reads_nothing_else(synth: Synth) -> None:
+    role = synth.stack.scheduler.quota_operator_role
+    quotas = {"Fn::GetAtt": [resources.QUOTAS_TABLE.logical_id, "Arn"]}
+
+    [policy] = synth.template.find_resources(
+        "AWS::IAM::ManagedPolicy", {"Properties": {"Roles": [{"Ref": synth.logical_id(role)}]}}
+    ).values()
+
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Action": sorted(QUOTA_OPERATOR_ACTIONS), "Effect": "Allow", "Resource": quotas},
+        {"Action": sorted(KEY_USE), "Effect": "Allow", "Resource": KEY_ARN},
+    ]
+    assert not synth.template.find_resources(
+        "AWS::IAM::Policy", {"Properties": {"Roles": Match.array_with([{"Ref": synth.logical_id(role)}])}}
     )
-    assert statement["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": _stack_role_arns(synth)}}
+    for name in ("api", "dispatcher", "worker", "reconciler"):
+        assert not synth.actions_on(name, resources.QUOTAS_TABLE.logical_id) - {"dynamodb:GetItem"}
+
+
+def test_every_queue_denies_its_messages_to_every_principal_but_the_stacks_roles(synth: Synth) -> None:
+    queues = _resources_of_type(synth, "AWS::SQS::Queue")
+    policies = _resources_of_type(synth, "AWS::SQS::QueuePolicy").values()
+
+    for logical_id in queues:
+        [policy] = [p for p in policies if p["Properties"]["Queues"] == [{"Ref": logical_id}]]
+        [statement] = [
+            s
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]
+            if s.get("Sid") == "OnlyTheStackUsesTheMessages"
+        ]
+
+        assert set(listed_actions(statement)) == set(QUEUE_DATA_ACTIONS), logical_id
+        assert statement["Resource"] == {"Fn::GetAtt": [logical_id, "Arn"]}
+        assert _deny_to_all_but(statement, services_spared=True) == _stack_role_arns(synth), logical_id
+
+
+def _grants(synth: Synth, service: str) -> list[tuple[list[Any], set[str], Any]]:
+    """(roles, actions, resource) of every Allow statement of the template's identity policies (inline,
+    managed, and a role's own Policies) that lists a `service` action."""
+    documents: list[tuple[list[Any], dict[str, Any]]] = []
+    for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for policy in synth.template.find_resources(kind).values():
+            props = policy["Properties"]
+            assert not props.get("Users") and not props.get("Groups"), "a policy on a user or group"
+            documents.append((props.get("Roles", []), props["PolicyDocument"]))
+    for logical_id, role in synth.template.find_resources("AWS::IAM::Role").items():
+        for inline in role["Properties"].get("Policies", []):
+            documents.append(([{"Ref": logical_id}], inline["PolicyDocument"]))
+    return [
+        (roles, listed_actions(s), s["Resource"])
+        for roles, document in documents
+        for s in document["Statement"]
+        if s["Effect"] == "Allow" and any(a.startswith(f"{service}:") for a in listed_actions(s))
+    ]
+
+
+def _named(resource: Any, kind: str) -> list[str]:
+    """The logical ids of `kind` resources a statement's Resource names one by one (no wildcard)."""
+    items = resource if isinstance(resource, list) else [resource]
+    names = []
+    for item in items:
+        assert isinstance(item, dict), f"a literal {kind} {item!r}: a wildcard or a foreign ARN"
+        ((intrinsic, arg),) = item.items()
+        names.append(arg if intrinsic == "Ref" else arg[0])
+    return names
+
+
+def test_only_the_stacks_roles_may_start_the_workflows_on_their_named_arns(synth: Synth) -> None:
+    # Step Functions has no resource-based policy on a state machine (its IAM guide: "Resource-based
+    # policies: No"): identity policies alone decide who starts one, so the template must grant
+    # states:* to the stack's roles only, each on the workflows' own ARNs, never a wildcard.
+    machines = set(_resources_of_type(synth, "AWS::StepFunctions::StateMachine"))
+    stack_roles = {arn["Fn::GetAtt"][0] for arn in _stack_role_arns(synth)}
+
+    grants = _grants(synth, "states")
+
+    assert grants
+    for roles, actions, resource in grants:
+        assert actions <= {"states:StartExecution"}, actions  # no SendTask*, no states:*
+        assert {r["Ref"] for r in roles} <= stack_roles
+        assert set(_named(resource, "state machine")) <= machines
+
+
+def test_only_the_stacks_roles_are_granted_the_queues_on_their_named_arns(synth: Synth) -> None:
+    queues = set(_resources_of_type(synth, "AWS::SQS::Queue"))
+    stack_roles = {arn["Fn::GetAtt"][0] for arn in _stack_role_arns(synth)}
+
+    for roles, actions, resource in _grants(synth, "sqs"):
+        assert not any(a.endswith("*") for a in actions), actions
+        assert {r["Ref"] for r in roles} <= stack_roles
+        assert set(_named(resource, "queue")) <= queues
 
 
 @pytest.mark.parametrize("spec", WORKFLOWS, ids=lambda s: s.logical_id)

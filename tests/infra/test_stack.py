@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -765,6 +766,24 @@ def test_it_passes_each_cdk_nag_pack_with_only_the_expected_acknowledgements(syn
     assert all(s["reason"].strip() for s in suppressed)
     rules = {s["ruleName"].removeprefix(f"{pack}-").split("[")[0] for s in suppressed}
     assert rules == ACKNOWLEDGED_RULES[pack]
+
+
+def test_the_operations_guide_states_each_packs_results_as_the_synth_reports_them(synth: Synth) -> None:
+    # docs/operations.md "cdk-nag results": one row per pack, | pack | findings | acknowledgements | rules |
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    row = re.compile(r"^\| ([A-Za-z0-9.]+) \| (\d+) \| (\d+) \| (\d+) \|$", re.MULTILINE)
+    documented = {m[1]: (int(m[2]), int(m[3]), int(m[4])) for m in row.finditer(guide)}
+
+    report = json.loads((synth.assembly_dir / "validation-report.json").read_text())
+
+    assert documented == {
+        r["pluginName"]: (
+            len(r["violations"]),
+            len(r["suppressedViolations"]),
+            len({s["ruleName"].split("[")[0] for s in r["suppressedViolations"]}),
+        )
+        for r in report["pluginReports"]
+    }
 
 
 def test_it_runs_the_four_cdk_nag_packs(synth: Synth) -> None:

@@ -49,6 +49,17 @@ class IdempotencyConflict(Conflict):
     code = "idempotency_key_reused"
 
 
+class FanOutFull(Conflict):
+    """An upstream has the most dependants a job may have already (domain.models.MAX_FAN_OUT)."""
+
+    def __init__(self, upstream: str, *, dependants: int, cap: int) -> None:
+        super().__init__(
+            f"depends_on: job '{upstream}' has {dependants} dependants already, "
+            f"the most a job may have ({cap})",
+            field="depends_on",
+        )
+
+
 class StoreError(JobschedError):
     """A store, queue or workflow call AWS refused for a reason that is not the caller's input.
 

@@ -111,18 +111,25 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         The caller derives job.job_id from (tenant, key) (services.jobs.job_id_for_key), so a key
         used before names a job that exists: then nothing is written and the record it carries is
         answered. Raises Conflict (field depends_on) when an upstream is missing, another tenant's
-        or cancelled.
+        or cancelled, and FanOutFull when one has the store's max_fan_out dependants already: the
+        count is checked in the same write that adds the edge, so racing creates never pass it.
         """
         ...
 
     def rewire(self, job: Job, *, expected_version: int, added: list[str], removed: list[str]) -> bool:
         """Save a dependent job's depends_on and root_schedule, add the edges from `added` and drop
         those from `removed`, bumping its version, all or nothing; False if its version is not
-        `expected_version` (or an added upstream is gone)."""
+        `expected_version` (or an added upstream is gone). Raises FanOutFull, writing nothing, when
+        an added upstream has the store's max_fan_out dependants already (checked in the write)."""
         ...
 
     def get_job(self, job_id: str) -> Job | None:
         """The job (with its payload, wherever it is stored), read consistently, or None."""
+        ...
+
+    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """The jobs of `job_ids` that exist (at most 100), read consistently in one batch, by id;
+        their payloads may be left empty: for walks of the DAG, which read none."""
         ...
 
     def stamp_next_tick(

@@ -18,7 +18,7 @@ from jobsched.asl_inputs import DagInput, FailureInput
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.models import MAX_FAN_OUT, MAX_GRAPH_NODES
 from jobsched.domain.status import JobStatus
-from jobsched.errors import Conflict, ValidationFailed
+from jobsched.errors import Conflict, FanOutFull, ValidationFailed
 from jobsched.services.run import MAX_ERROR_CHARS, Outcome
 from tests.unit.services.conftest import T0, World
 
@@ -71,6 +71,40 @@ def test_a_job_takes_at_most_max_fan_out_dependants_and_the_next_is_a_409_naming
     assert stored is not None and len(stored.dependants) == MAX_FAN_OUT
 
 
+def test_the_store_refuses_a_dependant_past_the_cap_even_when_the_service_read_room(world: World) -> None:
+    # Given a job with MAX_FAN_OUT - 1 dependants, and two creates that both read that (a race:
+    # here the second create's read is replayed by checking both before either writes)
+    top = root(world)
+    for _ in range(MAX_FAN_OUT - 1):
+        dependant(world, top)
+    dag = world.svc.job_service.dag
+    dag.check_upstreams([top], tenant=TENANT)
+    dag.check_upstreams([top], tenant=TENANT)
+    stored = world.jobs.get_job(top)
+    assert stored is not None
+    first, second = (
+        stored.model_copy(
+            update={"job_id": f"job_race{i}", "type": "dependent", "depends_on": (top,), "dependants": ()}
+        )
+        for i in (1, 2)
+    )
+    # When both write, then the first takes the last place and the second is refused, unwritten
+    for racer in (first, second):
+        if racer is second:
+            with pytest.raises(FanOutFull, match=f"job '{top}' has {MAX_FAN_OUT} dependants") as refused:
+                world.jobs.create_with_idempotency(
+                    racer, idempotency_key=None, request_hash="h", response={}, now=T0
+                )
+            assert refused.value.field == "depends_on"
+        else:
+            world.jobs.create_with_idempotency(
+                racer, idempotency_key=None, request_hash="h", response={}, now=T0
+            )
+    after = world.jobs.get_job(top)
+    assert after is not None and len(after.dependants) == MAX_FAN_OUT
+    assert world.jobs.get_job("job_race2") is None
+
+
 def test_the_graph_bound_counts_descendants_not_only_ancestors(world: World) -> None:
     # Given a job with MAX_GRAPH_NODES - 1 descendants below one dependant of its own
     top = root(world)
@@ -83,6 +117,30 @@ def test_the_graph_bound_counts_descendants_not_only_ancestors(world: World) -> 
     with pytest.raises(ValidationFailed, match=f"job '{top}' would have more than") as refused:
         dependant(world, top)
     assert refused.value.field == "depends_on"
+
+
+def test_the_graph_bound_counts_the_descendants_of_every_ancestor_not_only_the_direct_upstream(
+    world: World,
+) -> None:
+    # Given a root with two dependants, a and b, and MAX_GRAPH_NODES - 3 jobs below a: the root has
+    # MAX_GRAPH_NODES - 1 descendants, the most it may have, while b has none
+    top = root(world)
+    a, b = dependant(world, top), dependant(world, top)
+    children = [dependant(world, a) for _ in range(MAX_FAN_OUT)]
+    for c in children[: MAX_GRAPH_NODES - 3 - MAX_FAN_OUT]:
+        dependant(world, c)
+    assert len(world.svc.job_service.dag._reach([top], upward=False)) == MAX_GRAPH_NODES
+    jobs_before = set(world.jobs.jobs)
+    # When a dependant of b is created (b's own descendants, which the bound used to count, are 1)
+    # Then it is refused naming the root, whose dead letter would list one job too many
+    with pytest.raises(ValidationFailed, match=f"job '{top}' would have more than") as refused:
+        dependant(world, b)
+    assert refused.value.field == "depends_on"
+    assert set(world.jobs.jobs) == jobs_before
+    # And a PATCH that moves an existing job under b is refused the same way
+    loner = root(world)
+    with pytest.raises(ValidationFailed, match=f"job '{top}' would have more than"):
+        world.svc.job_service.dag.check_upstreams([b], tenant=TENANT, job_id=loner)
 
 
 def test_at_the_cap_a_dead_letter_propagates_to_every_descendant_in_an_input_under_256_kib(
@@ -134,6 +192,7 @@ def test_a_graph_made_before_the_caps_is_cancelled_and_propagated_whole(
     # to stop at)
     monkeypatch.setattr("jobsched.services.dag.MAX_FAN_OUT", 10_000)
     monkeypatch.setattr("jobsched.services.dag.MAX_GRAPH_NODES", 10_000)
+    monkeypatch.setattr(world.jobs, "max_fan_out", 10_000)
     top = root(world)
     legacy = [dependant(world, top) for _ in range(300)]
     monkeypatch.undo()

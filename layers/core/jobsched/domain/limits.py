@@ -82,14 +82,16 @@ class Quota(BaseModel):
     """Jobs the tenant may hold that are not finished (SCHEDULED or PAUSED); a create over it is a 429."""
     max_concurrent_runs: int = Field(default=100, ge=1, le=100_000)
     """The tenant's runs at once (run time: an excess run waits, it is never dropped). Enforced for
-    tenants whose quota an operator set (docs/api.md, Quotas); the others share the fleet's own limit."""
+    tenants whose quota an operator set; the others share the fleet's own limit (docs/quotas.md: the
+    slot it takes would cost every tenant's runs three limits-table calls)."""
     max_runs_per_second: int = Field(default=50, ge=1, le=100_000)
     """The tenant's run starts per second (run time: the dispatcher delays an excess run to a later
     second, it is never dropped)."""
     min_cron_interval_seconds: int = Field(default=1, ge=1, le=86_400)
     """The shortest gap between two ticks of a recurring job; a create or edit under it is a 429."""
     backfill_ticks_per_day: int = Field(default=100_000, ge=0, le=100_000_000)
-    """Ticks one backfill request may ask for (a day's budget per request); over it is a 429."""
+    """Ticks the tenant's backfills may plan per UTC day, counted when planned; a request past the
+    day's budget is a 429 and plans nothing."""
     max_fargate_cpu: int | None = Field(default=None, ge=256, le=100_000 * 1024)
     """Fargate CPU units (1024 = 1 vCPU) the tenant's runs may have reserved at once, within the
     account's quota (jobsched.domain.fargate_vcpu); None: no cap of its own. An excess run waits queued."""

@@ -21,12 +21,14 @@ from jobsched.domain.models import MAX_FAN_OUT, MAX_GRAPH_NODES, Execution, Job,
 from jobsched.domain.records import NewRun
 from jobsched.domain.results import Graph, GraphPeriod
 from jobsched.domain.status import JobStatus, RunStatus
-from jobsched.errors import Conflict, ValidationFailed
+from jobsched.errors import Conflict, FanOutFull, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, StateMachines
 from jobsched.settings import Settings
 
 ONCE = "once"
 GRAPH_PERIODS = 5
+# Jobs one batch read of the graph bound's walk asks for (DynamoDB's BatchGetItem takes 100 keys).
+BATCH_READ = 100
 
 
 def root_schedule_of(job: Job) -> str:
@@ -52,7 +54,6 @@ class DagService:
     def check_upstreams(self, depends_on: list[str], *, tenant: str, job_id: str | None = None) -> str:
         """Validate a dependant's upstreams; returns their common root schedule. 400/409 otherwise."""
         roots: dict[str, str] = {}
-        upstreams: list[Job] = []
         for upstream_id in depends_on:
             if upstream_id == job_id:
                 raise ValidationFailed(
@@ -63,14 +64,12 @@ class DagService:
                 raise ValidationFailed(f"depends_on: unknown job '{upstream_id}'", field="depends_on")
             if upstream.status == JobStatus.CANCELLED:
                 raise Conflict(f"depends_on: job '{upstream_id}' is CANCELLED", field="depends_on")
+            # A fast refusal before any write; the store checks the cap again, atomically, in the
+            # write that adds the edge (JobStore.create_with_idempotency), so racing creates cannot
+            # both take the last place.
             if job_id not in upstream.dependants and len(upstream.dependants) >= MAX_FAN_OUT:
-                raise Conflict(
-                    f"depends_on: job '{upstream_id}' has {len(upstream.dependants)} dependants already, "
-                    f"the most a job may have ({MAX_FAN_OUT})",
-                    field="depends_on",
-                )
+                raise FanOutFull(upstream_id, dependants=len(upstream.dependants), cap=MAX_FAN_OUT)
             roots[upstream_id] = root_schedule_of(upstream)
-            upstreams.append(upstream)
         if len(set(roots.values())) > 1:
             detail = ", ".join(f"{k}: {v}" for k, v in roots.items())
             raise ValidationFailed(
@@ -84,23 +83,23 @@ class DagService:
                 raise ValidationFailed(
                     "depends_on: a cycle: " + " -> ".join([job_id, *cycle]), field="depends_on"
                 )
-        # The bound counts both ways: the new job's ancestors (plus itself), and each upstream's
+        # The bound counts both ways: the new job's ancestors (plus itself), and every ancestor's
         # descendants once the job joins them (plus its own, when a PATCH moves it), since a dead
-        # letter of an upstream propagates to all its descendants in one workflow input. (Each
-        # direct upstream, not every ancestor: walking the whole graph on every create read it once
-        # per new job, quadratic in the graph, too slow at 200 jobs.)
+        # letter of any ancestor propagates to all its descendants in one workflow input. Every
+        # ancestor lies below one of the topmost ancestors (those with no upstream of their own), whose
+        # descendants include its own: checking those covers them all, one bounded walk each.
         ancestors = self._reach(depends_on, upward=True)
         if len(ancestors) + 1 > MAX_GRAPH_NODES:
             raise ValidationFailed(
                 f"depends_on: the graph would exceed {MAX_GRAPH_NODES} jobs", field="depends_on"
             )
         moved = {job_id, *self._reach([job_id], upward=False)} if job_id is not None else {"<new>"}
-        for upstream in upstreams:
-            below = set(self._reach(list(upstream.dependants), upward=False)) | moved
+        read: dict[str, Job] = dict(ancestors)
+        for top in (a for a in ancestors.values() if not any(u in ancestors for u in a.depends_on)):
+            below = self._below(top, read=read, room=MAX_GRAPH_NODES - 1, moved=moved)
             if len(below) + 1 > MAX_GRAPH_NODES:
                 raise ValidationFailed(
-                    f"depends_on: job '{upstream.job_id}' would have more than {MAX_GRAPH_NODES - 1} "
-                    "descendants",
+                    f"depends_on: job '{top.job_id}' would have more than {MAX_GRAPH_NODES - 1} descendants",
                     field="depends_on",
                 )
         return next(iter(roots.values()))
@@ -123,24 +122,47 @@ class DagService:
                     queue.append(up)
         return []
 
+    def _below(self, top: Job, *, read: dict[str, Job], room: int, moved: set[str]) -> set[str]:
+        """`top`'s descendants with `moved` joined to them, walked only until they pass `room`.
+
+        Level by level, each level's unread jobs in batches of BATCH_READ (one BatchGetItem each), so
+        a create in a graph of 200 jobs costs a few calls, not 200; `read` keeps the jobs read across
+        the walks of one check, so a job below two topmost ancestors is read once.
+        """
+        below = set(moved)
+        level = [d for d in top.dependants if d not in below]
+        while level and len(below) <= room:
+            below.update(level)
+            unread = [j for j in level if j not in read]
+            for start in range(0, len(unread), BATCH_READ):
+                read.update(self.jobs.get_jobs(unread[start : start + BATCH_READ]))
+            level = list(
+                dict.fromkeys(d for j in level if j in read for d in read[j].dependants if d not in below)
+            )
+        return below
+
     def _reach(self, start: list[str] | tuple[str, ...], *, upward: bool) -> dict[str, Job]:
         """Every job reachable from `start` (ancestors or descendants), each once: never cut short.
 
         Creation keeps a graph within MAX_GRAPH_NODES, so this reads at most that many jobs; a graph
         made before the bound is walked whole all the same, so no dependant is left out of a
-        failure's propagation or a cascading cancel.
+        failure's propagation or a cascading cancel. Level by level, in batch reads (no payloads:
+        no caller reads one).
         """
         found: dict[str, Job] = {}
-        queue = deque(start)
-        while queue:
-            job_id = queue.popleft()
-            if job_id in found:
-                continue
-            job = self.jobs.get_job(job_id)
-            if job is None:
-                continue
-            found[job_id] = job
-            queue.extend(job.depends_on if upward else job.dependants)
+        level = list(dict.fromkeys(start))
+        while level:
+            for first in range(0, len(level), BATCH_READ):
+                found.update(self.jobs.get_jobs(level[first : first + BATCH_READ]))
+            level = list(
+                dict.fromkeys(
+                    n
+                    for job_id in level
+                    if job_id in found
+                    for n in (found[job_id].depends_on if upward else found[job_id].dependants)
+                    if n not in found
+                )
+            )
         return found
 
     # -- signals ----------------------------------------------------------------------------------------

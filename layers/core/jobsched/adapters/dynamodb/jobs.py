@@ -31,10 +31,10 @@ from jobsched.adapters.dynamodb.operations import Operations
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder, StatusCounts
-from jobsched.domain.models import Job, in_flight_key
+from jobsched.domain.models import MAX_FAN_OUT, Job, in_flight_key
 from jobsched.domain.records import Cursor, DuePage, IdempotencyRecord
 from jobsched.domain.status import JobStatus
-from jobsched.errors import Conflict, TransientStoreError
+from jobsched.errors import Conflict, FanOutFull, TransientStoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -53,6 +53,8 @@ class JobStore(ShardLeases, Operations):
     tenant_index: str = "tenant_jobs"
     next_run_index: str = "tenant_next_run"
     reads: dict[str, int] = field(default_factory=lambda: {"due_items": 0})
+    # Dependants a job may have: each edge's write conditions on the upstream's count (_edge).
+    max_fan_out: int = MAX_FAN_OUT
     # Payloads stored apart, as JSON text by reference. Content-addressed, so never stale: a run
     # that reads its job more than once (the hold, its dependants, its completion) reads the
     # payload once, and a warm worker not at all for a job it ran before. The oldest go first.
@@ -114,6 +116,7 @@ class JobStore(ShardLeases, Operations):
                 for upstream, reason in zip(job.depends_on, reasons[1:], strict=False)
                 if reason.get("Code") == "ConditionalCheckFailed"
             ]
+            self._raise_if_full(edge_refused, job.job_id, exc)
             if edge_refused:
                 raise Conflict(
                     f"depends_on: upstream job '{edge_refused[0]}' changed (cancelled?) "
@@ -137,19 +140,32 @@ class JobStore(ShardLeases, Operations):
         )
 
     def _edge(self, upstream: str, job: Job, *, add: bool) -> dict[str, Any]:
-        """A transaction item that records (or removes) the edge upstream -> job on the upstream."""
+        """A transaction item that records (or removes) the edge upstream -> job on the upstream.
+
+        The fan-out cap is a conditional counter in the very write that adds the edge: the set of
+        dependants is the count (size()), so no second number can drift from it, and two creates
+        racing for the last place both read 99, but DynamoDB serializes their writes, so one fails
+        its condition and its whole transaction, the job included, is cancelled:
+
+            create A: check (service) 99 < 100 ...... write: size 99 < 100, ADD A -> 100
+            create B: check (service) 99 < 100 ............................... write: size 100: refused
+        """
         if add:
+            room = any_of("attribute_not_exists(dependants)", "size(dependants) < :cap")
             return {
                 "Update": {
                     "TableName": self.table,
                     "Key": {"PK": enc(job_pk(upstream)), "SK": enc("META")},
                     "UpdateExpression": "ADD dependants :me",
-                    "ConditionExpression": "attribute_exists(PK) AND tenant = :tenant AND #s <> :cancelled",
+                    "ConditionExpression": all_of(
+                        "attribute_exists(PK)", "tenant = :tenant", "#s <> :cancelled", room
+                    ),
                     "ExpressionAttributeNames": {"#s": "status"},
                     "ExpressionAttributeValues": {
                         ":me": {"SS": [job.job_id]},
                         ":tenant": enc(job.tenant),
                         ":cancelled": enc(JobStatus.CANCELLED.value),
+                        ":cap": enc(self.max_fan_out),
                     },
                 }
             }
@@ -163,12 +179,21 @@ class JobStore(ShardLeases, Operations):
             }
         }
 
+    def _raise_if_full(self, upstreams: Sequence[str], job_id: str, exc: BaseException | None) -> None:
+        """FanOutFull if one of `upstreams` (whose edge a transaction refused) has no room left.
+
+        Read after the refusal, only to name the reason: the refusal itself was atomic."""
+        for upstream in upstreams:
+            up = self.get_job(upstream)
+            if up is not None and job_id not in up.dependants and len(up.dependants) >= self.max_fan_out:
+                raise FanOutFull(upstream, dependants=len(up.dependants), cap=self.max_fan_out) from exc
+
     def rewire(self, job: Job, *, expected_version: int, added: list[str], removed: list[str]) -> bool:
         """Save a dependent job's new definition and move its edges, in one transaction."""
         item = job_to_item(job, shard_count=self.shard_count)
         moves: list[Any] = [self._edge(u, job, add=True) for u in added]
         moves += [self._edge(u, job, add=False) for u in removed]
-        return self._versioned_transaction(
+        applied = self._versioned_transaction(
             job.job_id,
             update="SET depends_on = :deps, root_schedule = :root, updated_at = :now ADD version :one",
             values={
@@ -180,6 +205,9 @@ class JobStore(ShardLeases, Operations):
             },
             others=moves,
         )
+        if not applied:
+            self._raise_if_full(added, job.job_id, None)
+        return applied
 
     def _versioned_transaction(
         self,
@@ -766,6 +794,11 @@ class JobStore(ShardLeases, Operations):
             items_read=read,
             truncated=last is not None and len(ids) < limit,
         )
+
+    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """The jobs of `job_ids` that exist, in one consistent BatchGetItem; payloads stored apart
+        are not read."""
+        return self._batch_jobs(list(dict.fromkeys(job_ids)))
 
     def _batch_jobs(self, job_ids: list[str]) -> dict[str, Job]:
         """The job items of `job_ids` (at most 100: one BatchGetItem, repeated for unprocessed keys).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
@@ -20,11 +20,11 @@ from pydantic import BaseModel
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder, StatusCounts
-from jobsched.domain.models import Job, in_flight_key
+from jobsched.domain.models import MAX_FAN_OUT, Job, in_flight_key
 from jobsched.domain.operations import Operation
 from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
 from jobsched.domain.status import JobStatus
-from jobsched.errors import Conflict, TransientStoreError
+from jobsched.errors import Conflict, FanOutFull, TransientStoreError
 
 
 @dataclass
@@ -66,6 +66,8 @@ class MemoryJobStore:
     """Jobs, idempotency records, the due index and shard leases."""
 
     shard_count: int = 4
+    # Dependants a job may have (DynamoDB's store checks the same cap in the edge's write).
+    max_fan_out: int = MAX_FAN_OUT
     jobs: dict[str, Job] = field(default_factory=dict)
     # The due-index key each job's pending tick was written under (as the item's due_key holds it).
     due_keys: dict[str, str] = field(default_factory=dict)
@@ -124,6 +126,13 @@ class MemoryJobStore:
         up = self.jobs.get(upstream)
         return up is not None and up.tenant == job.tenant and up.status != JobStatus.CANCELLED
 
+    def _check_fan_out(self, upstreams: Iterable[str], job_id: str) -> None:
+        """FanOutFull if an upstream has max_fan_out dependants already (under the lock: atomic)."""
+        for upstream in upstreams:
+            up = self.jobs[upstream]
+            if job_id not in up.dependants and len(up.dependants) >= self.max_fan_out:
+                raise FanOutFull(upstream, dependants=len(up.dependants), cap=self.max_fan_out)
+
     def _add_edge(self, upstream: str, job_id: str, *, add: bool) -> None:
         up = self.jobs[upstream]
         edges = set(up.dependants) | {job_id} if add else set(up.dependants) - {job_id}
@@ -153,6 +162,7 @@ class MemoryJobStore:
                     "while this job was created",
                     field="depends_on",
                 )
+            self._check_fan_out(job.depends_on, job.job_id)
             if idempotency_key is not None:  # on the job item in DynamoDB: keyed by the job here
                 self.idempotency[(job.tenant, job.job_id)] = IdempotencyRecord(
                     request_hash=request_hash, response=dict(response)
@@ -172,6 +182,7 @@ class MemoryJobStore:
                 return False
             if any(not self._edge_ok(u, job) for u in added) or any(u not in self.jobs for u in removed):
                 return False
+            self._check_fan_out(added, job.job_id)
             for upstream in added:
                 self._add_edge(upstream, job.job_id, add=True)
             for upstream in removed:
@@ -189,6 +200,11 @@ class MemoryJobStore:
         """The job, or None."""
         with self._lock:
             return self._read(job_id)
+
+    def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
+        """The jobs of `job_ids` that exist, by id."""
+        with self._lock:
+            return {j: job for j in job_ids if (job := self._read(j)) is not None}
 
     def stamp_next_tick(
         self,
