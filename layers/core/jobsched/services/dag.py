@@ -45,14 +45,18 @@ def graph_period(text: str) -> str:
         return ONCE
     try:
         moment = datetime.fromisoformat(text)
-        if moment.tzinfo is None or moment.utcoffset() is None:
-            raise ValueError("it must carry a UTC offset")
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValidationFailed(
+            f'period: "{text[:64]}" is neither "once" nor an ISO-8601 instant with its UTC offset '
+            "(a root tick's scheduled_for, e.g. 2026-11-30T12:00:00+00:00)",
+            field="period",
+        )
+    try:
         return times.stored(in_time_window(moment))
     except ValueError as exc:
-        raise ValidationFailed(
-            f'period: "{text[:64]}" is neither "once" nor an ISO-8601 instant in range ({exc})',
-            field="period",
-        ) from None
+        raise ValidationFailed(f"period: {exc}", field="period") from None
 
 
 @dataclass
