@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -419,6 +420,88 @@ def test_a_dag_shows_each_node_by_status_and_upstream_failed(page: Any, console_
         "data-status", "DEAD_LETTER"
     )
     expect(page.locator("#dag-nodes")).to_contain_text("UPSTREAM_FAILED")
+
+
+DAILY = "17 3 * * *"  # its past ticks are backfilled; a live one comes once a day at 03:17 UTC
+
+
+def backfill(stack: Stack, job_id: str, first: float, last: float) -> None:
+    """Backfill the job's ticks in [first, last) (Unix times), at once."""
+    iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))  # noqa: E731
+    answer = stack.post(f"/api/jobs/{job_id}/backfill", {"from": iso(first), "to": iso(last)}, **AS_TENANT)
+    assert answer.status_code == 202, answer.text
+
+
+def test_an_older_period_picked_from_the_run_history_recolours_the_dag(
+    page: Any, console_stack: Stack
+) -> None:
+    # Given a daily root and its dependant over eight past days: on the oldest the root's one attempt
+    # failed (its dependant UPSTREAM_FAILED), on the seven since both succeeded, so the API's five most
+    # recent periods all show SUCCEEDED
+    root = create(
+        console_stack,
+        {
+            "type": "recurring",
+            "name": f"daily-{uuid.uuid4().hex[:6]}",
+            "cron_expr": DAILY,
+            "handler": "demo.fail",
+            "max_attempts": 1,
+        },
+    )
+    down = create(
+        console_stack,
+        {
+            "type": "dependent",
+            "name": f"after-{uuid.uuid4().hex[:6]}",
+            "depends_on": [root],
+            "handler": "demo.echo",
+        },
+    )
+    day = 86_400
+    now = time.time()
+    backfill(console_stack, root, now - 8 * day, now - 7 * day)
+    oldest = dead_letter_of(console_stack, root)["scheduled_for"]
+    edited = requests.patch(
+        f"{console_stack.url}/api/jobs/{root}", json={"handler": "demo.echo"}, headers=AS_TENANT, timeout=10
+    )
+    assert edited.status_code == 200, edited.text
+    backfill(console_stack, root, now - 7 * day, now)  # the seven ticks since
+    poll(
+        lambda: console_stack.get(f"/api/jobs/{down}/runs?status=SUCCEEDED", **AS_TENANT).json()["items"],
+        lambda items: len(items) == 7,
+        timeout=90,
+    )
+    poll(
+        lambda: console_stack.get(f"/api/jobs/{down}/graph?period={quote(oldest)}", **AS_TENANT).json()[
+            "periods"
+        ][0],
+        lambda p: p["status"].get(down) == "UPSTREAM_FAILED",
+        timeout=60,
+    )
+    open_console(page, f"#/dag/{down}")
+    node = page.locator(f'svg.dag g.node[data-job="{down}"]')
+    expect(node).to_have_attribute("data-status", "SUCCEEDED")
+    expect(page.locator("#period option")).to_have_count(5)
+    expect(page.locator(f'#period option[value="{oldest}"]')).to_have_count(0)
+    # When the keyboard asks for earlier periods and the oldest is picked
+    tab_to(page, "#earlier-periods")
+    page.keyboard.press("Enter")
+    expect(page.locator("#period-note")).to_contain_text("earlier period")
+    expect(page.locator(f'#period option[value="{oldest}"]')).to_have_count(1)
+    page.get_by_label("Period").select_option(oldest)
+    # Then the nodes show that period: the root dead-lettered, its dependant UPSTREAM_FAILED
+    expect(node).to_have_attribute("data-status", "UPSTREAM_FAILED")
+    expect(page.locator(f'svg.dag g.node[data-job="{root}"]')).to_have_attribute("data-status", "DEAD_LETTER")
+    expect(page.locator("#dag-nodes")).to_contain_text("UPSTREAM_FAILED")
+    # And a recent period picked again shows SUCCEEDED once more
+    recent = page.locator("#period option").first.get_attribute("value")
+    page.get_by_label("Period").select_option(recent)
+    expect(node).to_have_attribute("data-status", "SUCCEEDED")
+    # The picker, its button and its note stay accessible, and fit a phone's width
+    expect(page.locator("#earlier-periods")).to_have_text("No earlier periods")
+    assert serious_violations(page) == []
+    page.set_viewport_size(PHONE)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
 def tab_to(page: Any, selector: str, limit: int = 80) -> None:

@@ -6,11 +6,15 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import boto3
 import pytest
 
+from jobsched.domain import times
+from jobsched.domain.records import NewRun
 from jobsched.settings import Settings
+from jobsched.wiring import build
 from tests.integration.conftest import Call
 
 
@@ -471,3 +475,47 @@ def test_the_graph_stops_at_max_graph_nodes_and_says_it_was_truncated(
     assert up["job_id"] in shown
     assert all(e["upstream"] in shown and e["dependant"] in shown for e in graph["edges"])
     assert len(graph["edges"]) == 2
+
+
+def test_the_graph_in_a_chosen_period_reads_each_nodes_run_of_that_period_from_dynamodb(
+    call: Call, aws: Settings
+) -> None:
+    # Given an hourly root and its dependant with seven past periods in the runs table: in the oldest
+    # the dependant's run is UPSTREAM_FAILED (as the failure workflow writes it), in the others PENDING
+    runs = build(aws).runs
+    _, root = call(
+        "POST", "/api/jobs", {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"}
+    )
+    _, down = call(
+        "POST", "/api/jobs", {"type": "dependent", "depends_on": [root["job_id"]], "handler": "demo.echo"}
+    )
+    top = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    hours = [top - timedelta(hours=h) for h in range(1, 8)]
+    for sf in hours:
+        runs.put_pending(job_id=root["job_id"], tenant="default", scheduled_for=sf, now=sf)
+    for sf in hours[:-1]:
+        runs.put_pending(job_id=down["job_id"], tenant="default", scheduled_for=sf, now=sf, kind="dependant")
+    runs.mark_upstream_failed(
+        NewRun(down["job_id"], "default", times.stored(hours[-1]), "dependant"),
+        reason="upstream dead",
+        now=top,
+    )
+    # When the graph is asked for without a period, the oldest is not among its periods
+    _, recent = call("GET", f"/api/jobs/{down['job_id']}/graph")
+    assert (
+        times.iso(hours[-1]) not in {p["period"] for p in recent["periods"]} and len(recent["periods"]) == 5
+    )
+    # When it is asked for in the oldest period, then each node's run of that period is answered
+    status, graph = call("GET", f"/api/jobs/{down['job_id']}/graph?period={quote(hours[-1].isoformat())}")
+    assert status == 200, graph
+    assert graph["periods"] == [
+        {
+            "period": times.iso(hours[-1]),
+            "status": {root["job_id"]: "PENDING", down["job_id"]: "UPSTREAM_FAILED"},
+        }
+    ]
+    # And a malformed period is a 400 naming it; another tenant's job a 404
+    status, err = call("GET", f"/api/jobs/{down['job_id']}/graph?period=last%20tuesday")
+    assert status == 400 and "period" in err["error"]["message"]
+    status, err = call("GET", f"/api/jobs/{down['job_id']}/graph?period=once", headers={"X-Tenant": "other"})
+    assert status == 404 and err["error"]["code"] == "not_found"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from jobsched import cli
+from jobsched.domain import times
+from jobsched.settings import Settings
+from jobsched.wiring import build
 from tests.integration.conftest import ApiOverLoopback
 
 
@@ -86,3 +90,38 @@ def test_submit_file_creates_each_line_a_batch_at_a_time_and_a_second_run_create
 
     items = boto3.client("dynamodb").scan(TableName=aws.jobs_table, Select="COUNT")["Count"]
     assert items == 149
+
+
+def test_graph_with_a_period_prints_each_nodes_status_in_that_period_and_a_bad_one_is_refused(
+    api_url: str, aws: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an hourly job named "extract" with a run two days ago, and its dependant "load" without one
+    code, out = run(
+        capsys, "submit", "--api-url", api_url, "--handler", "demo.echo", "--cron", "0 * * * *",
+        "--name", "extract", "--output", "json",
+    )  # fmt: skip
+    assert code == 0, out
+    root = json.loads(out)["job_id"]
+    code, out = run(
+        capsys, "submit", "--api-url", api_url, "--type", "dependent", "--handler", "demo.echo",
+        "--depends-on", root, "--name", "load", "--output", "json",
+    )  # fmt: skip
+    assert code == 0, out
+    old = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=2)
+    build(aws).runs.put_pending(job_id=root, tenant="default", scheduled_for=old, now=old)
+    # When its graph is shown for that period
+    code, out = run(
+        capsys, "graph", "--api-url", api_url, root, "--period", old.isoformat(), "--output", "table"
+    )
+    # Then it prints that one period and the root's run in it (the dependant has none)
+    assert code == 0, out
+    assert out.splitlines() == [
+        "extract -> load",
+        "",
+        f"period {times.iso(old)}",
+        f"  {'extract':<30} PENDING",
+    ]
+    # And a period that is no instant is refused, naming period
+    code = cli.main(["graph", "--api-url", api_url, root, "--period", "last week"])
+    answer = json.loads(capsys.readouterr().out)
+    assert code != 0 and answer["error"]["message"].startswith("period:")

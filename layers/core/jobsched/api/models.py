@@ -297,7 +297,8 @@ class GraphPeriod(BaseModel):
 
 
 class GraphView(BaseModel):
-    """The DAG around a job: nodes, edges, and the status of its most recent periods."""
+    """The DAG around a job: nodes, edges, and each node's run status in its most recent periods
+    (or, with ?period=, in that one period alone)."""
 
     job_id: str
     nodes: list[GraphNode]

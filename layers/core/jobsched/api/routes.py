@@ -241,8 +241,11 @@ def build_app(
         return views.cancel_result(service.cancel(job_id, tenant=tenant(app)))
 
     @app.get("/api/jobs/<job_id>/graph", responses=answers(200, "The DAG around the job", 400, 404, 503))
-    def job_graph(job_id: Annotated[str, Path(max_length=64)]) -> GraphView:
-        return views.graph_view(service.graph(job_id, tenant=tenant(app)))
+    def job_graph(
+        job_id: Annotated[str, Path(max_length=64)],
+        period: Annotated[str | None, Query(max_length=64)] = None,
+    ) -> GraphView:
+        return views.graph_view(service.graph(job_id, tenant=tenant(app), period=period or None))
 
     @app.post("/api/jobs/<job_id>/pause", responses=answers(200, "Paused", 400, 404, 409, 503))
     def pause_job(job_id: Annotated[str, Path(max_length=64)]) -> JobControl:

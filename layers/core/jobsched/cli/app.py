@@ -204,10 +204,13 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    """GET /api/jobs/{id}/graph, printed as a tree of edges and a status table per period."""
+    """GET /api/jobs/{id}/graph[?period=], printed as a tree of edges and a status table per period."""
+    path = f"/api/jobs/{args.job_id}/graph"
+    if args.period:
+        path += "?" + urllib.parse.urlencode({"period": args.period})
     if args.json:
-        return call(args, "GET", f"/api/jobs/{args.job_id}/graph")
-    graph = ops.get(args, f"/api/jobs/{args.job_id}/graph")
+        return call(args, "GET", path)
+    graph = ops.get(args, path)
     if args.output == "json":
         render.print_json(graph)
         return 0
@@ -468,6 +471,9 @@ def parser() -> argparse.ArgumentParser:
 
     p = client("graph", "show the DAG around a job and its recent periods")
     p.add_argument("job_id")
+    p.add_argument(
+        "--period", help='only this period: its root tick\'s scheduled_for (ISO-8601 with offset), or "once"'
+    )
     p.add_argument("--json", action="store_true", help="print the raw JSON")
     p.set_defaults(func=cmd_graph)
 

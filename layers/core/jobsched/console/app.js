@@ -522,24 +522,83 @@ function layout(graph) {
   return { pos, width: 40 + columns.length * 220, height: 40 + Math.max(1, ...columns.map((c) => c.length)) * 70 };
 }
 
+// Where a DAG's periods come from: a period is the scheduled_for of the chain's root tick, so the
+// run history of a recurring root (the nearest among the job's ancestors, or the job itself) lists
+// every period, newest first and paged. A one-off chain has the one period "once": nothing to page.
+function periodSource(graph, jobId) {
+  const byId = new Map(graph.nodes.map((n) => [n.job_id, n]));
+  const ups = new Map();
+  for (const e of graph.edges) ups.set(e.dependant, [...(ups.get(e.dependant) || []), e.upstream]);
+  const seen = new Set();
+  const queue = [jobId];
+  while (queue.length) {
+    const id = queue.shift();
+    if (seen.has(id)) continue;
+    seen.add(id);
+    if (byId.get(id)?.type === "recurring") return id;
+    queue.push(...(ups.get(id) || []));
+  }
+  return graph.nodes.find((n) => n.type === "recurring")?.job_id || null;
+}
+
 async function dagPage(jobId) {
   let graph;
   try {
-    graph = await get(`/api/jobs/${jobId}/graph`);
+    graph = await get(`/api/jobs/${encodeURIComponent(jobId)}/graph`);
   } catch (err) {
     return page("DAG", failure(err));
   }
   const { pos, width, height } = layout(graph);
   const holder = h("div", { class: "scroll" });
   const nodes = h("tbody");
-  const periods = graph.periods || [];
-  const choose = h("select", { id: "period", onchange: () => draw() },
-    periods.length ? periods.map((p, i) => h("option", { value: i }, p.period === "once" ? "once" : when(p.period)))
-      : h("option", { value: -1 }, "no period yet"));
-  const statusOf = (id) => {
-    const p = periods[Number(choose.value)];
-    return (p && p.status[id]) || null;
-  };
+  // Each node's status by period: the API's recent periods first, any other read when picked.
+  const known = new Map((graph.periods || []).map((p) => [p.period, p.status]));
+  const choose = h("select", { id: "period", onchange: () => pick() });
+  const note = h("span", { id: "period-note", class: "muted", role: "status" });
+  function options(values) {
+    const chosen = choose.value;
+    const sorted = [...new Set(values)].sort().reverse(); // ISO times in UTC: text order is time order
+    choose.replaceChildren(...(sorted.length
+      ? sorted.map((p) => h("option", { value: p }, p === "once" ? "once" : when(p)))
+      : [h("option", { value: "" }, "no period yet")]));
+    if (chosen && sorted.includes(chosen)) choose.value = chosen;
+  }
+  options([...known.keys()]);
+  const source = periodSource(graph, jobId);
+  let cursor = null;
+  const earlier = source && h("button", { type: "button", id: "earlier-periods", onclick: () => more() }, "Earlier periods");
+  async function more() {
+    earlier.disabled = true;
+    try {
+      const runs = await get(`/api/jobs/${encodeURIComponent(source)}/runs` + query({ limit: PAGE, cursor }));
+      const shown = new Set([...choose.options].map((o) => o.value));
+      const added = runs.items.map((r) => r.scheduled_for).filter((p) => !shown.has(p));
+      options([...shown, ...added].filter(Boolean));
+      cursor = runs.next_cursor;
+      note.textContent = added.length ? `${added.length} earlier periods to pick from` : "No earlier period";
+      if (!cursor) earlier.textContent = "No earlier periods";
+      earlier.disabled = !cursor;
+    } catch (err) {
+      note.textContent = err.message;
+      earlier.disabled = false;
+    }
+  }
+  async function pick() {
+    const p = choose.value;
+    if (p && !known.has(p)) {
+      note.textContent = "Reading the period…";
+      try {
+        const answer = await get(`/api/jobs/${encodeURIComponent(jobId)}/graph` + query({ period: p }));
+        known.set(p, (answer.periods[0] || {}).status || {});
+        note.textContent = "";
+      } catch (err) {
+        note.textContent = err.message;
+        return;
+      }
+    }
+    if (choose.value === p) draw();
+  }
+  const statusOf = (id) => (known.get(choose.value) || {})[id] || null;
   function draw() {
     const svg = s("svg", { class: "dag", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
       "aria-label": `Graph of ${graph.nodes.length} jobs and ${graph.edges.length} edges` });
@@ -565,7 +624,7 @@ async function dagPage(jobId) {
       h("td", {}, statusOf(n.job_id) ? badge(statusOf(n.job_id)) : h("span", { class: "muted" }, "no run")))));
   }
   page("DAG",
-    h("div", { class: "toolbar" }, h("label", { for: "period" }, "Period"), choose,
+    h("div", { class: "toolbar" }, h("label", { for: "period" }, "Period"), choose, earlier || null, note,
       h("a", { href: `#/jobs/${jobId}` }, "Back to the job")),
     h("ul", { class: "legend", "aria-label": "Legend" }, LEGEND.map((st) => h("li", {}, badge(st)))),
     holder, graph.truncated ? h("p", { class: "muted" }, "Truncated: the graph has more jobs than shown.") : null,

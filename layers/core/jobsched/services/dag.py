@@ -17,7 +17,7 @@ from datetime import datetime
 from jobsched.asl_inputs import DagInput, DagItem, UpstreamFailed
 from jobsched.domain import times
 from jobsched.domain.keys import execution_name, job_pk, run_id_for, run_sk
-from jobsched.domain.models import MAX_FAN_OUT, MAX_GRAPH_NODES, Execution, Job, RunMessage
+from jobsched.domain.models import MAX_FAN_OUT, MAX_GRAPH_NODES, Execution, Job, RunMessage, in_time_window
 from jobsched.domain.records import NewRun
 from jobsched.domain.results import Graph, GraphPeriod
 from jobsched.domain.status import JobStatus, RunStatus
@@ -38,6 +38,27 @@ def root_schedule_of(job: Job) -> str:
     if job.type == "one_off":
         return ONCE
     return job.root_schedule or ONCE
+
+
+def graph_period(text: str) -> str:
+    """A graph's `period` as asked for ("once", or an ISO-8601 instant with its offset: the
+    scheduled_for of the chain's root tick) in its stored form; a 400 naming `period` otherwise."""
+    if text == ONCE:
+        return ONCE
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValidationFailed(
+            f'period: "{text[:64]}" is neither "once" nor an ISO-8601 instant with its UTC offset '
+            "(a root tick's scheduled_for, e.g. 2026-11-30T12:00:00+00:00)",
+            field="period",
+        )
+    try:
+        return times.stored(in_time_window(moment))
+    except ValueError as exc:
+        raise ValidationFailed(f"period: {exc}", field="period") from None
 
 
 @dataclass
@@ -305,28 +326,55 @@ class DagService:
         return cancelled
 
     # -- the graph ---------------------------------------------------------------------------------------
-    def graph(self, job: Job) -> Graph:
-        """The DAG around a job and the status of recent periods: every edge of every node shown.
+    def graph(self, job: Job, *, period: str | None = None) -> Graph:
+        """The DAG around a job and its nodes' run status: every edge of every node shown.
 
         Its ancestors and descendants come first, then the rest of what they touch (a dependant's
         other upstreams, an upstream's other dependants, and so on), at most MAX_GRAPH_NODES jobs in
-        all, nearest first; `truncated` says the bound left some node's edge out.
+        all, nearest first; `truncated` says the bound left some node's edge out. Without `period`,
+        the GRAPH_PERIODS most recent periods; with one (graph_period's form), that period alone.
         """
         nodes, truncated = self._around(job)
         edges = sorted({(u, n.job_id) for n in nodes.values() for u in n.depends_on if u in nodes})
+        periods = self._recent_periods(nodes) if period is None else [self._one_period(nodes, period)]
+        return Graph(
+            job_id=job.job_id,
+            nodes=sorted(nodes.values(), key=lambda n: n.job_id),
+            edges=edges,
+            periods=periods,
+            truncated=truncated,
+        )
+
+    def _recent_periods(self, nodes: dict[str, Job]) -> list[GraphPeriod]:
+        """The GRAPH_PERIODS most recent periods any node has a run in, newest first."""
         by_period: dict[str, dict[str, RunStatus]] = {}
         for node in nodes.values():
             for r in self.runs.recent(node.job_id, limit=GRAPH_PERIODS):
                 period = ONCE if root_schedule_of(node) == ONCE else times.iso(r.scheduled_for)
                 by_period.setdefault(period, {})[node.job_id] = r.status
         periods = sorted(by_period.items(), reverse=True)[:GRAPH_PERIODS]
-        return Graph(
-            job_id=job.job_id,
-            nodes=sorted(nodes.values(), key=lambda n: n.job_id),
-            edges=edges,
-            periods=[GraphPeriod(period=p, status=s) for p, s in periods],
-            truncated=truncated,
-        )
+        return [GraphPeriod(period=p, status=s) for p, s in periods]
+
+    def _one_period(self, nodes: dict[str, Job], period: str) -> GraphPeriod:
+        """Each node's run in one period, however old: one read per node, never a scan.
+
+        In a recurring chain every node's run of a period is keyed (node, period) (run_sf_for), so
+        each is one GetItem, eventually consistent (a display: half the read units, and a run a
+        moment old shows at the next read). A one-off chain has the one period "once": its node's
+        run is its newest (a one-off's own run, a dependant's keyed by its creation time), a query
+        limited to one item. A node whose chain has no such period, or no run in it yet, is absent.
+        """
+        status: dict[str, RunStatus] = {}
+        for node in nodes.values():
+            if root_schedule_of(node) == ONCE:
+                newest = self.runs.recent(node.job_id, limit=1) if period == ONCE else []
+                run = newest[0] if newest else None
+            else:
+                run = None if period == ONCE else self.runs.get(node.job_id, period, consistent=False)
+            if run is not None:
+                status[node.job_id] = run.status
+        label = period if period == ONCE else times.iso(times.parse_stored(period))
+        return GraphPeriod(period=label, status=status)
 
     def _around(self, job: Job) -> tuple[dict[str, Job], bool]:
         """The jobs connected to `job` (at most MAX_GRAPH_NODES, lineage first); whether any was left out."""

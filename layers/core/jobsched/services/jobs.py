@@ -23,7 +23,7 @@ from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.domain.targets import HttpTarget, PythonTarget, TargetSpec
 from jobsched.errors import Conflict, IdempotencyConflict, JobschedError, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, SigningSecrets, Targets, TargetSource
-from jobsched.services.dag import DagService
+from jobsched.services.dag import DagService, graph_period
 from jobsched.services.dispatch import Dispatcher, jitter_offset
 from jobsched.services.limits import LIVE_STATUSES, TenantQuotas
 
@@ -120,9 +120,7 @@ class JobService:
             self.dag.join(job)
         return response
 
-    def submit_batch(
-        self, items: Sequence[BatchItem], *, tenant: str
-    ) -> list[Submitted | JobschedError]:
+    def submit_batch(self, items: Sequence[BatchItem], *, tenant: str) -> list[Submitted | JobschedError]:
         """Create each item as submit() does, in order; one item's error (or an item that arrives as
         one) is its answer and the others go on. The due-soon ones are handed over together, so a
         batch's messages share SendMessageBatch requests (10 a request) and its stamps one pass.
@@ -221,9 +219,10 @@ class JobService:
         runs = self.runs.recent(job.job_id, limit=RECENT_EXECUTIONS)
         return JobDetail(job=job, runs=runs, next_run_at=next_run_shown(job, now=self.clock.now()))
 
-    def graph(self, job_id: str, *, tenant: str) -> Graph:
-        """The DAG around a job."""
-        return self.dag.graph(self.owned(job_id, tenant))
+    def graph(self, job_id: str, *, tenant: str, period: str | None = None) -> Graph:
+        """The DAG around a job: its recent periods, or the one `period` (a 400 naming it if malformed)."""
+        chosen = None if period is None else graph_period(period)
+        return self.dag.graph(self.owned(job_id, tenant), period=chosen)
 
     def cancel(self, job_id: str, *, tenant: str) -> Control:
         """Compare-and-set SCHEDULED|PAUSED -> CANCELLED; 409 while a run is in progress; a repeat is 200.
