@@ -353,3 +353,23 @@ def test_save_progress_keeps_progress_and_checkpoint_for_the_lease_owner_through
     assert done is not None and done.status == RunStatus.SUCCEEDED and done.checkpoint == {"done": 2}
     # and a finished run keeps nothing more
     assert not backend.runs.save_progress(JOB, SF, owner="w2/b", now=at(50), progress="3")
+
+
+def test_note_task_keeps_each_task_once_in_order_for_the_lease_owner(backend: Backend) -> None:
+    first, second = "arn:aws:ecs:us-east-1:1:task/c/aaa", "arn:aws:ecs:us-east-1:1:task/c/bbb"
+    # No row, or a PENDING one: nothing to note on
+    assert not backend.runs.note_task(JOB, SF, owner="w1/a", task_arn=first)
+    pending(backend)
+    assert not backend.runs.note_task(JOB, SF, owner="w1/a", task_arn=first)
+    # The holder notes its task; a second note of it (an adopter's) adds nothing; another owner is refused
+    assert backend.runs.claim(JOB, SF, lease=lease(), now=T0).applied
+    assert backend.runs.note_task(JOB, SF, owner="w1/a", task_arn=first)
+    assert not backend.runs.note_task(JOB, SF, owner="w1/a", task_arn=first)
+    assert not backend.runs.note_task(JOB, SF, owner="w2/b", task_arn=second)
+    # A takeover's attempt notes its own after it, and the list outlives the run's end
+    assert backend.runs.claim(JOB, SF, lease=lease("w2/b", until=90), now=at(40)).applied
+    assert backend.runs.note_task(JOB, SF, owner="w2/b", task_arn=second)
+    assert backend.runs.start(JOB, SF, owner="w2/b", now=at(41)).applied
+    assert backend.runs.record(JOB, SF, owner="w2/b", end=ok(41, 42, attempt=2)).applied
+    done = backend.runs.get(JOB, SF)
+    assert done is not None and done.ecs_tasks == [first, second]

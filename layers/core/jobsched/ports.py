@@ -396,6 +396,12 @@ class RunStore(Protocol):
         stay on the row through the run's later moves (a retry, a takeover, its end)."""
         ...
 
+    def note_task(self, job_id: str, scheduled_for: str, *, owner: str, task_arn: str) -> bool:
+        """Add `task_arn` to a LEASED|RUNNING run's ecs_tasks (after those noted before) if `owner`
+        holds its lease and it is not there yet; False otherwise (nothing written). The list stays on
+        the row through the run's later moves."""
+        ...
+
     def request_cancel(
         self,
         job_id: str,
