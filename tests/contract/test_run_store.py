@@ -279,7 +279,9 @@ def test_the_fast_path_record_replaces_a_record_that_the_run_never_started(backe
     assert backend.runs.record_unleased(JOB, other, worker="w1", end=failed(), create=NEW).applied
     skipped, cancelled = backend.runs.get(JOB, SF), backend.runs.get(JOB, other)
     assert skipped is not None and (skipped.status, skipped.attempt, skipped.reason) == (
-        RunStatus.SUCCEEDED, 1, "overlap"  # what the fleet took it for stays in its history
+        RunStatus.SUCCEEDED,
+        1,
+        "overlap",  # what the fleet took it for stays in its history
     )
     assert cancelled is not None and (cancelled.status, cancelled.attempt) == (RunStatus.FAILED, 1)
 
@@ -294,6 +296,8 @@ def test_nothing_but_a_fast_path_record_moves_a_run_out_of_skipped_or_cancelled(
     # and a second record loses to the first, as on a PENDING run
     assert backend.runs.record_unleased(JOB, SF, worker="w1", end=ok(), create=NEW).applied
     assert not backend.runs.record_unleased(JOB, SF, worker="w2", end=ok(), create=NEW).applied
+
+
 def test_an_attempt_that_names_its_worker_keeps_it_in_the_history(
     backend: Backend,
 ) -> None:
@@ -306,6 +310,8 @@ def test_an_attempt_that_names_its_worker_keeps_it_in_the_history(
     # Then its attempt names that worker
     row = backend.runs.get(JOB, SF)
     assert row is not None and [a.worker for a in row.attempts] == ["w-pool-1"]
+
+
 def test_request_cancel_with_create_marks_a_run_that_has_no_row_yet_and_its_fast_path_records_over_it(
     backend: Backend,
 ) -> None:
@@ -342,7 +348,10 @@ def test_save_progress_keeps_progress_and_checkpoint_for_the_lease_owner_through
     row = backend.runs.get(JOB, SF)
     assert row is not None
     assert (row.progress, row.progress_at, row.checkpoint, row.checkpoint_at) == (
-        {"done": 2, "of": 9}, at(2), {"done": 2}, at(3)
+        {"done": 2, "of": 9},
+        at(2),
+        {"done": 2},
+        at(3),
     )
     # A takeover of the lapsed lease finds the checkpoint on the row it moves, and keeps it
     taken = backend.runs.claim(JOB, SF, lease=lease("w2/b", until=90), now=at(40))

@@ -15,15 +15,9 @@ from moto import mock_aws
 from moto.ecs.models import ecs_backends
 from moto.moto_api import state_manager
 
-from jobsched.adapters.targets.ecs import (
-    EcsPlace,
-    EcsTaskRunner,
-    image_family,
-    started_by,
-    task_id,
-    task_stream,
-)
+from jobsched.adapters.targets.ecs import EcsPlace, EcsTaskRunner, image_family, started_by
 from jobsched.domain.compute import Resources
+from jobsched.domain.logs import task_id, task_stream
 from jobsched.domain.targets import TargetFailed, parse_target
 from jobsched.ports import FakeClock
 from tests.conftest import T0

@@ -681,6 +681,18 @@ class RunLogs(Protocol):
         ...
 
 
+class TaskLogs(Protocol):
+    """What container targets' ECS tasks printed, per task: the output of a task of a task definition
+    jobsched registered for an image (its awslogs stream, domain.logs.task_stream). Which tasks are a
+    run's is the run row's (Execution.ecs_tasks), so a reader reaches only its own tenant's."""
+
+    def page(self, task_arn: str, *, cursor: str | None, limit: int) -> LogPage:
+        """Up to `limit` lines the task printed, oldest first, from `cursor` (None: the first). A task
+        with no output yet (not started, or silent) answers no lines and no cursor. A page may hold
+        fewer lines than `limit` and still have a next_cursor (a reader follows it)."""
+        ...
+
+
 class Metrics(Protocol):
     """Operational figures (CloudWatch EMF on AWS): names and units from jobsched.telemetry.
 

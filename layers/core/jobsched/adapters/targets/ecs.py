@@ -22,10 +22,10 @@ running container (it polls; an idle poll is one DescribeTasks per poll_seconds)
 
 Where a task's output goes: a task definition jobsched registers for an image sends its container's
 stdout and stderr to CloudWatch Logs (the awslogs driver) in the stack's container log group
-(EcsPlace.log_group), stream `run/main/<task id>` (task_stream): GET /api/runs/{id}/logs reads it by
-the task ids the run's attempts noted (ctx.note_task, when their task started or was adopted). A
-`task_definition_arn` is the caller's: its log configuration is theirs, and jobsched reads no stream
-of it (the run's logs hold the worker's own lines).
+(EcsPlace.log_group), stream `run/main/<task id>` (domain.logs.task_stream). GET /api/runs/{id}/logs
+reads it by the task ids the run's attempts noted (ctx.note_task, when their task started or was
+adopted). A `task_definition_arn` is the caller's: its log configuration is theirs, and jobsched
+reads no stream of it (the run's logs hold the worker's own lines).
 
 startedBy holds at most 36 characters: the run id when it fits, else "js-" and a digest of it; the
 full run id is the jobsched:run_id tag.
@@ -43,17 +43,15 @@ from typing import Any
 
 from jobsched.adapters.targets._aws import target_call
 from jobsched.domain.compute import Resources
+from jobsched.domain.logs import CONTAINER_STREAM_PREFIX, IMAGE_CONTAINER
 from jobsched.domain.targets import EcsTarget, TargetFailed
 from jobsched.handlers import RunContext
 from jobsched.ports import Clock, SystemClock
 
 DEFAULT_TIMEOUT_SECONDS = 3600
 STARTED_BY_CHARS = 36
-IMAGE_CONTAINER = "main"  # the container of a task definition jobsched registers for an image
 TASK_LOST = "TaskLost"
 MAX_ENVIRONMENT_BYTES = 8192  # RunTask's containerOverrides limit
-# awslogs names a task's stream <prefix>/<container>/<task id>: jobsched's prefix for every image.
-LOG_STREAM_PREFIX = "run"
 
 
 def started_by(run_id: str) -> str:
@@ -66,16 +64,6 @@ def started_by(run_id: str) -> str:
 def image_family(image: str) -> str:
     """The task definition family jobsched registers for an image (one per image)."""
     return "jobsched-" + hashlib.sha256(image.encode()).hexdigest()[:16]
-
-
-def task_id(task_arn: str) -> str:
-    """The task's id: the last part of its ARN (arn:aws:ecs:<region>:<account>:task/<cluster>/<id>)."""
-    return task_arn.rsplit("/", 1)[-1]
-
-
-def task_stream(task_arn: str) -> str:
-    """The log stream of a task of a task definition jobsched registered (awslogs' naming)."""
-    return f"{LOG_STREAM_PREFIX}/{IMAGE_CONTAINER}/{task_id(task_arn)}"
 
 
 @dataclass(frozen=True)
@@ -265,7 +253,7 @@ class EcsTaskRunner:
             "options": {
                 "awslogs-group": self._place.log_group,
                 "awslogs-region": str(self._ecs.meta.region_name),
-                "awslogs-stream-prefix": LOG_STREAM_PREFIX,
+                "awslogs-stream-prefix": CONTAINER_STREAM_PREFIX,
             },
         }
 
