@@ -139,13 +139,15 @@ def test_the_ecs_worker_is_told_where_container_tasks_run(synth: Synth) -> None:
 
 
 def test_container_targets_output_has_a_log_group_kept_a_month_under_the_stacks_key(synth: Synth) -> None:
-    group = synth.resource(synth.logical_id(synth.stack.ecs.container_log_group))["Properties"]
+    resource = synth.resource(resources.CONTAINER_LOG_GROUP.logical_id)  # the one definition's id
+    assert resource["Type"] == "AWS::Logs::LogGroup"
+    group = resource["Properties"]
     assert group["RetentionInDays"] == resources.CONTAINER_LOG_GROUP.retention_days == 30
     assert group["KmsKeyId"] == {"Fn::GetAtt": [KEY_LOGICAL_ID, "Arn"]}
 
 
 def test_the_container_execution_role_writes_streams_and_events_in_that_group_only(synth: Synth) -> None:
-    group_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.ecs.container_log_group), "Arn"]}
+    group_arn = {"Fn::GetAtt": [resources.CONTAINER_LOG_GROUP.logical_id, "Arn"]}
     statements = synth.role_statements(synth.stack.ecs.container_execution_role)
     logging = [s for s in statements if any(a.startswith("logs:") for a in listed_actions(s))]
     assert [(sorted(listed_actions(s)), s["Resource"]) for s in logging] == [
@@ -154,7 +156,7 @@ def test_the_container_execution_role_writes_streams_and_events_in_that_group_on
 
 
 def test_the_ecs_worker_writes_and_the_api_reads_that_group_by_name(synth: Synth) -> None:
-    group_id = synth.logical_id(synth.stack.ecs.container_log_group)
+    group_id = resources.CONTAINER_LOG_GROUP.logical_id
     [worker] = [
         d
         for t in synth.template.find_resources("AWS::ECS::TaskDefinition").values()

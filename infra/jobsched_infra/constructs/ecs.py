@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -208,6 +209,9 @@ class EcsWorkers(Construct):
         spec = resources.CONTAINER_LOG_GROUP
         self.container_log_group = logs.LogGroup(
             self, spec.logical_id, retention=log_retention, removal_policy=RemovalPolicy.DESTROY
+        )
+        cast(logs.CfnLogGroup, self.container_log_group.node.default_child).override_logical_id(
+            spec.logical_id
         )
         self.container_execution_role = iam.Role(
             self,

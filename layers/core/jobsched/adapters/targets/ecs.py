@@ -6,6 +6,9 @@
     RunTask (FARGATE, cpu/memory overrides from the run's placed size, the command and environment,
         the envelope as JOBSCHED_* variables, startedBy=<run>, tags jobsched:run_id / attempt / ...)
         v
+    ctx.note_task(arn): the task's ARN appended to the run row's ecs_tasks (adopted ones too: a
+        worker that died between RunTask and its note leaves it to the adopter; noting is idempotent)
+        v
     DescribeTasks every poll_seconds (ctx.heartbeat() between polls: the run's lease) until STOPPED:
         the container's exit code 0 ──> success {"task_arn", "exit_code": 0}
         any other code          ──> TargetFailed(ExitCode, "exit code N")
