@@ -182,6 +182,9 @@ def test_a_container_runs_logs_hold_what_its_tasks_printed_after_the_workers_lin
         "try 2: done",
         "try 2: bye",
     ]
+    # And the run shows its tasks
+    status, run = call(app, "GET", f"/api/runs/{quote(run_id)}", headers=A)
+    assert status == 200 and run["ecs_tasks"] == TASKS
     # And the console link is the last task's stream
     status, first = call(app, "GET", f"/api/runs/{quote(run_id)}/logs", headers=A)
     assert status == 200 and first["console_url"] == links.task_url(TASKS[1])
