@@ -135,7 +135,10 @@ class JobschedScheduler(Construct):
             self,
             "Storage",
             specs=(
-                *resources.TABLES, resources.ALERTS_TABLE, *resources.LIMIT_TABLES, resources.WORKERS_TABLE
+                *resources.TABLES,
+                resources.ALERTS_TABLE,
+                *resources.LIMIT_TABLES,
+                resources.WORKERS_TABLE,
             ),
             key=self.key,
         )
@@ -309,6 +312,13 @@ class JobschedScheduler(Construct):
             iam.PolicyStatement(
                 actions=["logs:FilterLogEvents"],
                 resources=[self.workers.entry_point.log_group.log_group_arn],
+            )
+        )
+        # ... and what container targets' tasks printed (GetLogEvents on their streams in that group).
+        api_fn.add_environment(c.ECS_LOG_GROUP_ENV, self.ecs.container_log_group.log_group_name)
+        api_fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["logs:GetLogEvents"], resources=[self.ecs.container_log_group.log_group_arn]
             )
         )
 

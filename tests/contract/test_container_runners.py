@@ -48,6 +48,9 @@ class Ctx:
     def heartbeat(self, progress: Any = None) -> None:
         pass
 
+    def note_task(self, task_arn: str) -> None:
+        pass
+
 
 class Runners:
     """How a backend makes a runner whose container ends as `end` says, and what it saw."""

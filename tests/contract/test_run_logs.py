@@ -1,5 +1,7 @@
 """The RunLogs contract (jobsched.ports): a run's own lines, oldest first, paged, of its tenant only;
-on the in-memory fake and on CloudWatch Logs (moto), where the lines arrive as the worker writes them."""
+on the in-memory fake and on CloudWatch Logs (moto), where the lines arrive as the worker writes them.
+And the TaskLogs contract: what a container task printed, oldest first, paged, read from the stream
+the awslogs driver writes it to (moto: the stream created and its events put as awslogs would)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,11 @@ from aws_lambda_powertools import Logger
 from moto import mock_aws
 
 from jobsched import resources
-from jobsched.adapters.logs import CloudWatchRunLogs, ShipRunLines
-from jobsched.adapters.memory import MemoryRunLogs
-from jobsched.domain.logs import LogLine
+from jobsched.adapters.logs import CloudWatchRunLogs, CloudWatchTaskLogs, ShipRunLines
+from jobsched.adapters.memory import MemoryRunLogs, MemoryTaskLogs
+from jobsched.domain.logs import LogLine, task_stream
 from jobsched.logcontext import run_scope
-from jobsched.ports import RunLogs
+from jobsched.ports import RunLogs, TaskLogs
 
 # CloudWatch keeps events of the last 14 days only: the lines are stamped relative to now.
 BASE = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
@@ -147,3 +149,83 @@ def test_the_local_shipper_puts_a_runs_lines_where_the_adapter_reads_them_and_no
     assert [line.message for line in page.lines] == ["from powertools", "from stdlib"]
     shipped = backend.client.filter_log_events(logGroupName=backend.group)["events"]
     assert len(shipped) == 2
+
+
+TASK = "arn:aws:ecs:us-east-1:123456789012:task/jobsched/0123456789abcdef0123456789abcdef"
+OTHER_TASK = "arn:aws:ecs:us-east-1:123456789012:task/jobsched/fedcba9876543210fedcba9876543210"
+
+
+class TaskBackend:
+    logs: TaskLogs
+
+    def print(self, task_arn: str, at: datetime, message: str) -> None:
+        raise NotImplementedError
+
+
+class MemoryTasks(TaskBackend):
+    def __init__(self) -> None:
+        self.logs = self.store = MemoryTaskLogs()
+
+    def print(self, task_arn: str, at: datetime, message: str) -> None:
+        self.store.print(task_arn, at, message)
+
+
+class MotoTasks(TaskBackend):
+    GROUP = "jobsched-containers"
+
+    def __init__(self) -> None:
+        self.client = boto3.client("logs", region_name="us-east-1")
+        self.client.create_log_group(logGroupName=self.GROUP)
+        self.streams: set[str] = set()
+        self.logs = CloudWatchTaskLogs(lambda: self.client, self.GROUP)  # the API's lazy client
+
+    def print(self, task_arn: str, at: datetime, message: str) -> None:
+        # As the awslogs driver does: the task's stream made at its start, a plain-text event a line.
+        stream = task_stream(task_arn)
+        if stream not in self.streams:
+            self.client.create_log_stream(logGroupName=self.GROUP, logStreamName=stream)
+            self.streams.add(stream)
+        self.client.put_log_events(
+            logGroupName=self.GROUP,
+            logStreamName=stream,
+            logEvents=[{"timestamp": int(at.timestamp() * 1000), "message": message}],
+        )
+
+
+@pytest.fixture(params=["memory", "moto"])
+def tasks(request: pytest.FixtureRequest) -> Iterator[TaskBackend]:
+    if request.param == "memory":
+        yield MemoryTasks()
+        return
+    with mock_aws():
+        yield MotoTasks()
+
+
+def all_task_lines(logs: TaskLogs, task_arn: str, *, limit: int) -> list[LogLine]:
+    out: list[LogLine] = []
+    cursor = None
+    for _ in range(50):
+        page = logs.page(task_arn, cursor=cursor, limit=limit)
+        assert len(page.lines) <= limit
+        out.extend(page.lines)
+        cursor = page.next_cursor
+        if cursor is None:
+            return out
+    raise AssertionError("the pages never ended")
+
+
+def test_a_tasks_printed_lines_read_back_oldest_first_a_page_at_a_time_and_only_its_own(
+    tasks: TaskBackend,
+) -> None:
+    # Given a task that printed five lines, beside another task's line
+    for i in range(5):
+        tasks.print(TASK, BASE + timedelta(seconds=i), f"line {i}")
+    tasks.print(OTHER_TASK, BASE, "not this task's")
+    # When they are read two at a time; Then each once, in order, with its instant
+    lines = all_task_lines(tasks.logs, TASK, limit=2)
+    assert lines == [LogLine(BASE + timedelta(seconds=i), f"line {i}") for i in range(5)]
+
+
+def test_a_task_that_printed_nothing_yet_has_no_lines_and_no_cursor(tasks: TaskBackend) -> None:
+    page = tasks.logs.page(TASK, cursor=None, limit=10)
+    assert page.lines == [] and page.next_cursor is None

@@ -279,7 +279,9 @@ def test_the_fast_path_record_replaces_a_record_that_the_run_never_started(backe
     assert backend.runs.record_unleased(JOB, other, worker="w1", end=failed(), create=NEW).applied
     skipped, cancelled = backend.runs.get(JOB, SF), backend.runs.get(JOB, other)
     assert skipped is not None and (skipped.status, skipped.attempt, skipped.reason) == (
-        RunStatus.SUCCEEDED, 1, "overlap"  # what the fleet took it for stays in its history
+        RunStatus.SUCCEEDED,
+        1,
+        "overlap",  # what the fleet took it for stays in its history
     )
     assert cancelled is not None and (cancelled.status, cancelled.attempt) == (RunStatus.FAILED, 1)
 
@@ -294,6 +296,8 @@ def test_nothing_but_a_fast_path_record_moves_a_run_out_of_skipped_or_cancelled(
     # and a second record loses to the first, as on a PENDING run
     assert backend.runs.record_unleased(JOB, SF, worker="w1", end=ok(), create=NEW).applied
     assert not backend.runs.record_unleased(JOB, SF, worker="w2", end=ok(), create=NEW).applied
+
+
 def test_an_attempt_that_names_its_worker_keeps_it_in_the_history(
     backend: Backend,
 ) -> None:
@@ -306,6 +310,8 @@ def test_an_attempt_that_names_its_worker_keeps_it_in_the_history(
     # Then its attempt names that worker
     row = backend.runs.get(JOB, SF)
     assert row is not None and [a.worker for a in row.attempts] == ["w-pool-1"]
+
+
 def test_request_cancel_with_create_marks_a_run_that_has_no_row_yet_and_its_fast_path_records_over_it(
     backend: Backend,
 ) -> None:
@@ -342,7 +348,10 @@ def test_save_progress_keeps_progress_and_checkpoint_for_the_lease_owner_through
     row = backend.runs.get(JOB, SF)
     assert row is not None
     assert (row.progress, row.progress_at, row.checkpoint, row.checkpoint_at) == (
-        {"done": 2, "of": 9}, at(2), {"done": 2}, at(3)
+        {"done": 2, "of": 9},
+        at(2),
+        {"done": 2},
+        at(3),
     )
     # A takeover of the lapsed lease finds the checkpoint on the row it moves, and keeps it
     taken = backend.runs.claim(JOB, SF, lease=lease("w2/b", until=90), now=at(40))
@@ -353,3 +362,23 @@ def test_save_progress_keeps_progress_and_checkpoint_for_the_lease_owner_through
     assert done is not None and done.status == RunStatus.SUCCEEDED and done.checkpoint == {"done": 2}
     # and a finished run keeps nothing more
     assert not backend.runs.save_progress(JOB, SF, owner="w2/b", now=at(50), progress="3")
+
+
+def test_note_task_keeps_each_task_once_in_order_for_the_lease_owner(backend: Backend) -> None:
+    first, second = "arn:aws:ecs:us-east-1:1:task/c/aaa", "arn:aws:ecs:us-east-1:1:task/c/bbb"
+    # No row, or a PENDING one: nothing to note on
+    assert not backend.runs.note_task(JOB, SF, owner="w1/a", task_arn=first)
+    pending(backend)
+    assert not backend.runs.note_task(JOB, SF, owner="w1/a", task_arn=first)
+    # The holder notes its task; a second note of it (an adopter's) adds nothing; another owner is refused
+    assert backend.runs.claim(JOB, SF, lease=lease(), now=T0).applied
+    assert backend.runs.note_task(JOB, SF, owner="w1/a", task_arn=first)
+    assert not backend.runs.note_task(JOB, SF, owner="w1/a", task_arn=first)
+    assert not backend.runs.note_task(JOB, SF, owner="w2/b", task_arn=second)
+    # A takeover's attempt notes its own after it, and the list outlives the run's end
+    assert backend.runs.claim(JOB, SF, lease=lease("w2/b", until=90), now=at(40)).applied
+    assert backend.runs.note_task(JOB, SF, owner="w2/b", task_arn=second)
+    assert backend.runs.start(JOB, SF, owner="w2/b", now=at(41)).applied
+    assert backend.runs.record(JOB, SF, owner="w2/b", end=ok(41, 42, attempt=2)).applied
+    done = backend.runs.get(JOB, SF)
+    assert done is not None and done.ecs_tasks == [first, second]

@@ -11,7 +11,8 @@ from aws_cdk.assertions import Match
 
 from jobsched import constants as c
 from jobsched import resources
-from tests.infra.synth import Synth, shared_synth
+from jobsched_infra.stack import KEY_LOGICAL_ID
+from tests.infra.synth import Synth, listed_actions, shared_synth
 
 pytestmark = pytest.mark.infra
 
@@ -135,3 +136,35 @@ def test_the_ecs_worker_is_told_where_container_tasks_run(synth: Synth) -> None:
         c.ECS_SECURITY_GROUPS_ENV,
         c.ECS_EXECUTION_ROLE_ARN_ENV,
     } <= names
+
+
+def test_container_targets_output_has_a_log_group_kept_a_month_under_the_stacks_key(synth: Synth) -> None:
+    resource = synth.resource(resources.CONTAINER_LOG_GROUP.logical_id)  # the one definition's id
+    assert resource["Type"] == "AWS::Logs::LogGroup"
+    group = resource["Properties"]
+    assert group["RetentionInDays"] == resources.CONTAINER_LOG_GROUP.retention_days == 30
+    assert group["KmsKeyId"] == {"Fn::GetAtt": [KEY_LOGICAL_ID, "Arn"]}
+
+
+def test_the_container_execution_role_writes_streams_and_events_in_that_group_only(synth: Synth) -> None:
+    group_arn = {"Fn::GetAtt": [resources.CONTAINER_LOG_GROUP.logical_id, "Arn"]}
+    statements = synth.role_statements(synth.stack.ecs.container_execution_role)
+    logging = [s for s in statements if any(a.startswith("logs:") for a in listed_actions(s))]
+    assert [(sorted(listed_actions(s)), s["Resource"]) for s in logging] == [
+        (["logs:CreateLogStream", "logs:PutLogEvents"], group_arn)
+    ]
+
+
+def test_the_ecs_worker_writes_and_the_api_reads_that_group_by_name(synth: Synth) -> None:
+    group_id = resources.CONTAINER_LOG_GROUP.logical_id
+    [worker] = [
+        d
+        for t in synth.template.find_resources("AWS::ECS::TaskDefinition").values()
+        for d in t["Properties"]["ContainerDefinitions"]
+    ]
+    env = {e["Name"]: e["Value"] for e in worker["Environment"]}
+    assert env[c.ECS_LOG_GROUP_ENV] == {"Ref": group_id}
+    api = synth.resource(synth.logical_id(synth.function("api")))["Properties"]
+    assert api["Environment"]["Variables"][c.ECS_LOG_GROUP_ENV] == {"Ref": group_id}
+    # the api reads its streams (GetLogEvents), nothing more, and no other group's
+    assert synth.actions_on("api", group_id) == {"logs:GetLogEvents"}

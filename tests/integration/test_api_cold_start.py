@@ -19,10 +19,12 @@ from jobsched.settings import Settings
 def test_the_api_cold_start_builds_no_logs_client_until_a_run_s_lines_are_read(
     aws: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given the API function configured with the worker's log group, and every boto3 client counted
+    # Given the API function configured with the worker's and the containers' log groups, and every
+    # boto3 client counted
     for key, value in aws.as_env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv(c.WORKER_LOG_GROUP_ENV, "/aws/lambda/jobsched-worker")
+    monkeypatch.setenv(c.ECS_LOG_GROUP_ENV, "jobsched-containers")  # container targets' output too
     monkeypatch.setenv(c.TENANT_SOURCE_ENV, "header")
     made: list[str] = []
     real = boto3.client
@@ -43,7 +45,7 @@ def test_the_api_cold_start_builds_no_logs_client_until_a_run_s_lines_are_read(
     job_id = json.loads(created["body"])["job_id"]
     run_id = run_id_for(job_id, datetime(2030, 1, 1, tzinfo=UTC))
     answer = call_api(api, "GET", f"/api/runs/{run_id}/logs")
-    # Then the client is made then, once
+    # Then the client is made then, once (one for both groups)
     assert answer["statusCode"] == 200, answer
     assert made.count("logs") == 1, made
 

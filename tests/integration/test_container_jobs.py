@@ -137,6 +137,7 @@ def test_a_container_that_exits_0_succeeds_on_a_task_of_the_runs_size(world: Any
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 1
     [task] = ecs_backends["123456789012"][REGION].tasks["jobsched"].values()
     assert task.overrides["cpu"] == "512" and task.overrides["memory"] == "1024"
+    assert row.ecs_tasks == [task.task_arn]  # noted on the run: where its output is
     assert vcpu.used(ACCOUNT_SCOPE) == 0 and vcpu.reservations() == {}
 
 
@@ -147,4 +148,5 @@ def test_a_container_that_exits_3_fails_its_attempt_with_exit_code(world: Any) -
     row = svc.runs.get(job_id, RUN_AT)
     assert row is not None and row.status == RunStatus.FAILED
     assert row.error is not None and row.error.type == "ExitCode" and "exit code 3" in row.error.message
+    assert len(row.ecs_tasks) == 1 and row.ecs_tasks[0] in row.error.message  # a failed attempt's too
     assert vcpu.used(ACCOUNT_SCOPE) == 0

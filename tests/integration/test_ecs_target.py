@@ -5,6 +5,7 @@ moto runs no container: the test drives the task's state (its state manager set 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from moto.moto_api import state_manager
 
 from jobsched.adapters.targets.ecs import EcsPlace, EcsTaskRunner, image_family, started_by
 from jobsched.domain.compute import Resources
+from jobsched.domain.logs import task_id, task_stream
 from jobsched.domain.targets import TargetFailed, parse_target
 from jobsched.ports import FakeClock
 from tests.conftest import T0
@@ -56,10 +58,15 @@ def envelope(attempt: int = 1) -> dict[str, Any]:
 
 
 class Ctx:
-    beats = 0
+    def __init__(self) -> None:
+        self.beats = 0
+        self.tasks: list[str] = []
 
     def heartbeat(self, progress: str | None = None) -> None:
         self.beats += 1
+
+    def note_task(self, task_arn: str) -> None:
+        self.tasks.append(task_arn)
 
 
 def runner(client: Any, place: EcsPlace, clock: FakeClock, on_poll: Any, **spec: Any) -> EcsTaskRunner:
@@ -91,8 +98,8 @@ def stop_all(exit_code: int | None) -> None:
         task.containers[0].exitCode = exit_code
 
 
-def invoke(r: EcsTaskRunner, attempt: int = 1) -> Any:
-    return r.invoke(envelope(attempt), Ctx())  # type: ignore[arg-type]
+def invoke(r: EcsTaskRunner, attempt: int = 1, ctx: Ctx | None = None) -> Any:
+    return r.invoke(envelope(attempt), ctx or Ctx())  # type: ignore[arg-type]
 
 
 def test_exit_0_succeeds_and_the_task_has_the_runs_size_started_by_and_tags(
@@ -101,8 +108,10 @@ def test_exit_0_succeeds_and_the_task_has_the_runs_size_started_by_and_tags(
     client, place = ecs
     clock = FakeClock(T0)
     r = runner(client, place, clock, lambda: stop_all(0), image="busybox:1", command=["echo", "hi"])
-    result = invoke(r)
+    ctx = Ctx()
+    result = invoke(r, ctx=ctx)
     assert result["exit_code"] == 0
+    assert ctx.tasks == [result["task_arn"]]  # noted on the run: where its output is
     [task] = client.describe_tasks(cluster="jobsched", tasks=[result["task_arn"]], include=["TAGS"])["tasks"]
     assert task["startedBy"] == started_by(RUN_ID) and len(task["startedBy"]) <= 36
     tags = {t["key"]: t["value"] for t in task["tags"]}
@@ -151,7 +160,9 @@ def test_a_takeover_adopts_the_attempts_task_and_a_retry_starts_its_own(ecs: tup
     first_arn = first._start(envelope(1))
     # When the redelivery's worker takes attempt 1 over, it follows that task: no second one
     again = runner(client, place, clock, lambda: stop_all(0), image="busybox:1")
-    assert invoke(again, 1)["task_arn"] == first_arn and len(moto_tasks()) == 1
+    ctx = Ctx()
+    assert invoke(again, 1, ctx)["task_arn"] == first_arn and len(moto_tasks()) == 1
+    assert ctx.tasks == [first_arn]  # the adopter notes it too (its dead worker may not have)
     # And attempt 2 (a retry) starts a task of its own
     retry = runner(client, place, clock, lambda: stop_all(0), image="busybox:1")
     assert invoke(retry, 2)["task_arn"] != first_arn and len(moto_tasks()) == 2
@@ -172,3 +183,39 @@ def test_a_task_definition_arn_runs_its_first_container_with_the_overrides(ecs: 
     [task] = client.describe_tasks(cluster="jobsched", tasks=[result["task_arn"]])["tasks"]
     assert task["taskDefinitionArn"] == arn
     assert task["overrides"]["containerOverrides"][0]["name"] == "app"
+
+
+def test_an_images_task_definition_sends_its_output_to_the_container_log_group(
+    ecs: tuple[Any, EcsPlace],
+) -> None:
+    client, place = ecs
+    # Given a task definition registered for the image before logs were configured
+    client.register_task_definition(
+        family=image_family("busybox:1"),
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="256",
+        memory="512",
+        containerDefinitions=[{"name": "main", "image": "busybox:1", "memoryReservation": 128}],
+    )
+    # When a run of the image starts, with the stack's container log group in its place
+    logged = dataclasses.replace(place, log_group="jobsched-containers")
+    result = invoke(runner(client, logged, FakeClock(T0), lambda: stop_all(0), image="busybox:1"))
+    # Then its task runs a new revision whose container logs with awslogs there, under "run/",
+    # so the task's stream is run/main/<task id>
+    [task] = client.describe_tasks(cluster="jobsched", tasks=[result["task_arn"]])["tasks"]
+    described = client.describe_task_definition(taskDefinition=task["taskDefinitionArn"])["taskDefinition"]
+    assert described["revision"] == 2
+    assert described["containerDefinitions"][0]["logConfiguration"] == {
+        "logDriver": "awslogs",
+        "options": {
+            "awslogs-group": "jobsched-containers",
+            "awslogs-region": REGION,
+            "awslogs-stream-prefix": "run",
+        },
+    }
+    assert task_stream(result["task_arn"]) == f"run/main/{task_id(result['task_arn'])}"
+    # And the next run reuses that revision
+    again = invoke(runner(client, logged, FakeClock(T0), lambda: stop_all(0), image="busybox:1"), 2)
+    [task] = client.describe_tasks(cluster="jobsched", tasks=[again["task_arn"]])["tasks"]
+    assert task["taskDefinitionArn"] == described["taskDefinitionArn"]

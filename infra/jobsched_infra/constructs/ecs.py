@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -124,7 +125,7 @@ class EcsWorkers(Construct):
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
         )
         queue.grant_consume_messages(self.task_role)
-        self._container_targets()
+        self._container_targets(log_retention)
         minute = Duration.minutes(1)
         depth = cloudwatch.MathExpression(
             expression="visible + inflight",
@@ -191,11 +192,13 @@ class EcsWorkers(Construct):
         ):
             acknowledge_in(self, rule, reason, packs=(HIPAA, NIST))
 
-    def _container_targets(self) -> None:
+    def _container_targets(self, log_retention: logs.RetentionDays) -> None:
         """What container targets (jobsched.adapters.targets.ecs) need: their tasks' security group
-        (no inbound), the execution role of the task definitions registered for images, and the
-        ECS worker's calls: RunTask/DescribeTasks/StopTask in this cluster, ListTasks of it, the task
-        definitions, tagging at RunTask, and passing the execution role. The worker is told where."""
+        (no inbound), the log group their output goes to (awslogs, a stream per task), the execution
+        role of the task definitions registered for images (the image pull; streams and events in
+        that group only), and the ECS worker's calls: RunTask/DescribeTasks/StopTask in this cluster,
+        ListTasks of it, the task definitions, tagging at RunTask, and passing the execution role.
+        The worker is told where."""
         self.container_security_group = ec2.SecurityGroup(
             self,
             "ContainerTasks",
@@ -203,11 +206,26 @@ class EcsWorkers(Construct):
             description="jobsched container targets tasks: no inbound, out to AWS and image registries",
             allow_all_outbound=True,
         )
+        spec = resources.CONTAINER_LOG_GROUP
+        self.container_log_group = logs.LogGroup(
+            self, spec.logical_id, retention=log_retention, removal_policy=RemovalPolicy.DESTROY
+        )
+        cast(logs.CfnLogGroup, self.container_log_group.node.default_child).override_logical_id(
+            spec.logical_id
+        )
         self.container_execution_role = iam.Role(
             self,
             "ContainerExecutionRole",
             assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
-            description="jobsched container targets: pull the image",
+            description="jobsched container targets: pull the image, write the task's output",
+        )
+        # The awslogs driver makes the task's stream at its start and puts its lines: in this group
+        # only (its ARN ends ":*": its streams). Not grant_write: that adds DescribeLogStreams too.
+        self.container_execution_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.container_log_group.log_group_arn],
+            )
         )
         self.container_execution_role.add_to_policy(
             iam.PolicyStatement(
@@ -252,5 +270,6 @@ class EcsWorkers(Construct):
             (c.ECS_SUBNETS_ENV, ",".join(s.subnet_id for s in self.vpc.public_subnets)),
             (c.ECS_SECURITY_GROUPS_ENV, self.container_security_group.security_group_id),
             (c.ECS_EXECUTION_ROLE_ARN_ENV, self.container_execution_role.role_arn),
+            (c.ECS_LOG_GROUP_ENV, self.container_log_group.log_group_name),
         ):
             self.container.add_environment(name, value)

@@ -29,6 +29,9 @@ ECS_CLUSTER_ENV = "JOBSCHED_ECS_CLUSTER"
 ECS_SUBNETS_ENV = "JOBSCHED_ECS_SUBNETS"
 ECS_SECURITY_GROUPS_ENV = "JOBSCHED_ECS_SECURITY_GROUPS"
 ECS_EXECUTION_ROLE_ARN_ENV = "JOBSCHED_ECS_EXECUTION_ROLE_ARN"
+# The log group of container targets' output (tasks of the task definitions jobsched registers for
+# images): the ECS worker writes it into them, the API reads it back (GET /api/runs/{id}/logs).
+ECS_LOG_GROUP_ENV = "JOBSCHED_ECS_LOG_GROUP"
 # "local": container targets run their command as a local process (the local stack: no Docker);
 # unset or "ecs": a Fargate task in ECS_CLUSTER_ENV.
 CONTAINER_RUNNER_ENV = "JOBSCHED_CONTAINER_RUNNER"

@@ -68,6 +68,8 @@ class RunContext:
     """Whether the run's last heartbeat found it asked to stop (None outside a worker)."""
     note: Note | None = None
     """The worker's write of progress and checkpoints on the run's row (None outside a worker)."""
+    task_noted: Callable[[str], None] | None = None
+    """The worker's note on the run's row of a container task this attempt runs (None outside a worker)."""
     last_checkpoint: Any = None
     """The state the run's last ctx.checkpoint() stored, as this attempt found it (None: none yet):
     a retried or taken-over attempt resumes from it."""
@@ -99,6 +101,13 @@ class RunContext:
         """
         text = json_within(state, MAX_CHECKPOINT_BYTES, CheckpointTooLarge, "checkpoint")
         return self.note is None or self.note(None, text)
+
+    def note_task(self, task_arn: str) -> None:
+        """Keep on the run that this attempt runs ECS task `task_arn` (the ecs target's: GET
+        /api/runs/{id}/logs reads the task's output by it). Idempotent; never raises (a note that
+        could not be written is logged by the worker: the run goes on, its output unlinked)."""
+        if self.task_noted is not None:
+            self.task_noted(task_arn)
 
     @property
     def cancelled(self) -> bool:

@@ -403,6 +403,12 @@ class RunStore(Protocol):
         stay on the row through the run's later moves (a retry, a takeover, its end)."""
         ...
 
+    def note_task(self, job_id: str, scheduled_for: str, *, owner: str, task_arn: str) -> bool:
+        """Add `task_arn` to a LEASED|RUNNING run's ecs_tasks (after those noted before) if `owner`
+        holds its lease and it is not there yet; False otherwise (nothing written). The list stays on
+        the row through the run's later moves."""
+        ...
+
     def request_cancel(
         self,
         job_id: str,
@@ -679,6 +685,18 @@ class RunLogs(Protocol):
         """Up to `limit` lines of run `run_id` of `tenant`, logged at or after `since`, oldest first,
         from `cursor` (None: the first). A line of another tenant's run is never answered. A page may
         hold fewer lines than `limit` and still have a next_cursor (a reader follows it)."""
+        ...
+
+
+class TaskLogs(Protocol):
+    """What container targets' ECS tasks printed, per task: the output of a task of a task definition
+    jobsched registered for an image (its awslogs stream, domain.logs.task_stream). Which tasks are a
+    run's is the run row's (Execution.ecs_tasks), so a reader reaches only its own tenant's."""
+
+    def page(self, task_arn: str, *, cursor: str | None, limit: int) -> LogPage:
+        """Up to `limit` lines the task printed, oldest first, from `cursor` (None: the first). A task
+        with no output yet (not started, or silent) answers no lines and no cursor. A page may hold
+        fewer lines than `limit` and still have a next_cursor (a reader follows it)."""
         ...
 
 

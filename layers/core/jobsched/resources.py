@@ -304,6 +304,7 @@ QUOTAS_TABLE = TableSpec(logical_id="QuotasTable", suffix="quotas")
 FARGATE_VCPU_TABLE = TableSpec(logical_id="FargateVcpuTable", suffix="fargate-vcpu")
 LIMIT_TABLES: tuple[TableSpec, ...] = (LIMITS_TABLE, QUOTAS_TABLE, FARGATE_VCPU_TABLE)
 
+
 @dataclass(frozen=True, slots=True)
 class KeySpec:
     """A symmetric customer-managed KMS key, with yearly rotation, and its alias "alias/<prefix>-<suffix>"."""
@@ -362,6 +363,10 @@ class LogGroupSpec:
 
 # The worker's log lines: every line of a run carries its run_id (GET /api/runs/{id}/logs reads them).
 WORKER_LOG_GROUP = LogGroupSpec(logical_id="WorkerLogGroup", suffix="worker-logs", retention_days=30)
+# What container targets' tasks print (the awslogs driver of the task definitions jobsched registers
+# for images; a stream per task, domain.logs.task_stream): on AWS only, in the ECS construct. The
+# local stack runs their commands as local processes whose lines go to the worker's group instead.
+CONTAINER_LOG_GROUP = LogGroupSpec(logical_id="ContainerLogGroup", suffix="container-logs", retention_days=30)
 
 
 def physical_name(

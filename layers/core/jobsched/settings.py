@@ -88,6 +88,8 @@ class Settings(BaseModel):
     ecs_subnets: tuple[str, ...] = ()
     ecs_security_groups: tuple[str, ...] = ()
     ecs_execution_role_arn: str = ""
+    # Where image tasks' output goes (awslogs), and where GET /api/runs/{id}/logs reads it; "": none.
+    ecs_log_group: str = ""
     # "local" (the local stack only): container targets run their command as a local process,
     # since there is no Docker to run the image (jobsched.adapters.targets.local_process).
     container_runner: Literal["ecs", "local"] = "ecs"
@@ -125,6 +127,7 @@ class Settings(BaseModel):
             "worker_lane": c.WORKER_LANE_ENV,
             "ecs_cluster": c.ECS_CLUSTER_ENV,
             "ecs_execution_role_arn": c.ECS_EXECUTION_ROLE_ARN_ENV,
+            "ecs_log_group": c.ECS_LOG_GROUP_ENV,
             "container_runner": c.CONTAINER_RUNNER_ENV,
         }
         raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
@@ -188,6 +191,8 @@ class Settings(BaseModel):
             env[c.ECS_SUBNETS_ENV] = ",".join(self.ecs_subnets)
             env[c.ECS_SECURITY_GROUPS_ENV] = ",".join(self.ecs_security_groups)
             env[c.ECS_EXECUTION_ROLE_ARN_ENV] = self.ecs_execution_role_arn
+        if self.ecs_log_group:
+            env[c.ECS_LOG_GROUP_ENV] = self.ecs_log_group
         if self.container_runner != "ecs":
             env[c.CONTAINER_RUNNER_ENV] = self.container_runner
         return env

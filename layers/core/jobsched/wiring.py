@@ -104,6 +104,7 @@ def target_factory(
             subnets=settings.ecs_subnets,
             security_groups=settings.ecs_security_groups,
             execution_role_arn=settings.ecs_execution_role_arn,
+            log_group=settings.ecs_log_group,
         )
     return TargetFactory(
         handlers=handlers,

@@ -128,3 +128,23 @@ def test_a_run_that_calls_no_helper_writes_no_progress_or_checkpoint(world: Worl
     assert world.deliver() == [Outcome.SUCCEEDED]
     # Then no progress or checkpoint write happened
     assert writes == []
+
+
+def test_a_task_noted_by_a_run_is_kept_on_its_row_once_even_on_the_fast_path(world: World) -> None:
+    # Given a target that notes the task it runs twice (as an adopter notes what its dead worker did),
+    # on a run whose row is not leased yet (a one-off without overlap: the fast path)
+    task = "arn:aws:ecs:us-east-1:123456789012:task/jobsched/0123456789abcdef0123456789abcdef"
+
+    def noting(payload: dict[str, Any], ctx: RunContext) -> str:
+        ctx.note_task(task)
+        ctx.note_task(task)
+        return "done"
+
+    world.handler("t.noting", noting)
+    job_id = one_off(world, "t.noting")
+    world.clock.advance(5)
+    # When it runs
+    assert world.deliver() == [Outcome.SUCCEEDED]
+    # Then its row keeps the task once, after its end
+    [row] = world.runs.recent(job_id, limit=1)
+    assert row.ecs_tasks == [task]

@@ -6,6 +6,10 @@ but moto's filter_log_events supports terms and quoted terms only (a JSON patter
 event there). So one pattern for both: the quoted run id (a coarse match: any line containing it),
 then the adapter keeps the lines whose own `run_id` and `tenant` fields are the run's. The filter
 runs server side on AWS, so a page costs what the run logged, plus lines that quote its id.
+
+A container target's task prints plain text, which the awslogs driver writes to its own stream in the
+container log group (domain.logs.task_stream); CloudWatchTaskLogs reads one such stream from its head
+(GetLogEvents: no filter, nothing else's lines in it).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws import aws_call
-from jobsched.domain.logs import LogLine, LogPage
+from jobsched.domain.logs import LogLine, LogPage, task_stream
 from jobsched.logcontext import current_run
 
 if TYPE_CHECKING:
@@ -35,8 +39,8 @@ def _ms(at: datetime) -> int:
     return int(at.timestamp() * 1000)
 
 
-class CloudWatchRunLogs:
-    """ports.RunLogs over one log group (the worker's); the cursor is FilterLogEvents' nextToken."""
+class _LogGroupReader:
+    """One log group, read with a client given, or made by a factory at the first read."""
 
     def __init__(
         self, client: CloudWatchLogsClient | Callable[[], CloudWatchLogsClient], log_group: str
@@ -58,6 +62,10 @@ class CloudWatchRunLogs:
                 assert self._factory is not None
                 self._client = self._factory()
             return self._client
+
+
+class CloudWatchRunLogs(_LogGroupReader):
+    """ports.RunLogs over one log group (the worker's); the cursor is FilterLogEvents' nextToken."""
 
     def page(self, run_id: str, *, tenant: str, since: datetime, cursor: str | None, limit: int) -> LogPage:
         """See ports.RunLogs."""
@@ -87,6 +95,45 @@ class CloudWatchRunLogs:
             if not token or lines:
                 break
         return LogPage(lines, token or None)
+
+
+class CloudWatchTaskLogs(_LogGroupReader):
+    """ports.TaskLogs over the container log group; the cursor is GetLogEvents' nextForwardToken."""
+
+    def page(self, task_arn: str, *, cursor: str | None, limit: int) -> LogPage:
+        """See ports.TaskLogs. GetLogEvents answers a forward token even at the stream's end (the
+        same one it was given, once there is nothing after it): that token is the end, for now."""
+        token = cursor
+        for _ in range(MAX_CALLS_PER_PAGE):
+            args: dict[str, Any] = {
+                "logGroupName": self.log_group,
+                "logStreamName": task_stream(task_arn),
+                "startFromHead": True,
+                "limit": limit,
+            }
+            if token:
+                args["nextToken"] = token
+            with aws_call("CloudWatch Logs"):
+                try:
+                    out = self.client.get_log_events(**args)
+                except ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                        return LogPage([], None)  # no stream yet: the task printed nothing so far
+                    raise
+            lines = [
+                LogLine(
+                    at=datetime.fromtimestamp(int(event.get("timestamp", 0)) / 1000, tz=UTC),
+                    message=str(event.get("message", "")),
+                )
+                for event in out.get("events", [])
+            ]
+            following = out.get("nextForwardToken")
+            if not following or following == token:
+                return LogPage(lines, None)
+            token = following
+            if lines:
+                return LogPage(lines, token)
+        return LogPage([], token)
 
 
 def _line_of(event: Any, *, run_id: str, tenant: str) -> LogLine | None:

@@ -442,6 +442,10 @@ class RunDetailView(BaseModel):
         default=None, description="the run's last ctx.checkpoint() state: its next attempt resumes from it"
     )
     checkpoint_at: str | None = None
+    ecs_tasks: list[str] = Field(
+        default_factory=list,
+        description="a container job's Fargate tasks (ARNs), one per attempt, in the order they started",
+    )
     logs_url: str | None = Field(
         description="the worker's CloudWatch log group filtered by the run id; null on the local stack"
     )

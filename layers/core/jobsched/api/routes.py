@@ -58,7 +58,7 @@ from jobsched.api.workers import add_worker_routes
 from jobsched.domain.listing import MAX_LIST_PAGE, ListOrder
 from jobsched.domain.models import in_time_window
 from jobsched.errors import StoreError, ValidationFailed
-from jobsched.ports import RunLogs, SigningSecrets
+from jobsched.ports import RunLogs, SigningSecrets, TaskLogs
 from jobsched.services.alerts import MAX_PAGE as MAX_ALERT_PAGE
 from jobsched.services.alerts import AlertService
 from jobsched.services.catalog import Catalog, filter_of
@@ -81,6 +81,7 @@ def build_app(
     logs: LogLinks | None = None,
     alerts: AlertService | None = None,
     run_logs: RunLogs | None = None,
+    task_logs: TaskLogs | None = None,
     pools: WorkerPools | None = None,
 ) -> APIGatewayRestResolver:
     """The resolver with every route; `tenant_source` is "iam" or "header" (anything else: ValueError).
@@ -88,6 +89,7 @@ def build_app(
     `logs`: where a run's log lines are (GET /api/runs/{id}'s logs_url); None: no link.
     `alerts`: the alerts GET /api/alerts lists (None: the failure service's own).
     `run_logs`: where GET /api/runs/{id}/logs reads them; None: no lines to read.
+    `task_logs`: where it reads what container targets' tasks printed; None: none to read.
     `pools`: the external worker pools' service (jobsched.api.workers); None: no worker API.
     """
     # A return value that does not fit its response model is our bug: powertools raises it as a
@@ -115,7 +117,7 @@ def build_app(
     # (the Lambda, the local stack, tests) gets them without wiring anything new.
     catalog = Catalog(job_service=service, schedule=schedule)
     operations = OperationService(schedule=schedule)
-    run_service = RunService(job_service=service, logs=logs, run_logs=run_logs)
+    run_service = RunService(job_service=service, logs=logs, run_logs=run_logs, task_logs=task_logs)
 
     @app.get("/api/health", responses=answers(200, "Up"))
     def health() -> dict[str, str]:
@@ -211,7 +213,8 @@ def build_app(
     @app.get("/api/runs/<run_id>/logs", responses=answers(200, "The run's log lines", 400, 404, 503))
     def run_log_lines(
         run_id: Annotated[str, Path(max_length=96)],
-        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        # CloudWatch's own token, wrapped with the source it belongs to (services.runs)
+        cursor: Annotated[str | None, Query(max_length=4096)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LOG_PAGE)] = 100,
     ) -> RunLogsView:
         page = run_service.log_lines(run_id, tenant=tenant(app), cursor=cursor or None, limit=limit)

@@ -435,6 +435,7 @@ def run_detail(detail: RunDetail) -> RunDetailView:
         progress_at=_iso(run.progress_at),
         checkpoint=run.checkpoint,
         checkpoint_at=_iso(run.checkpoint_at),
+        ecs_tasks=list(run.ecs_tasks),
         logs_url=detail.logs_url,
     )
 

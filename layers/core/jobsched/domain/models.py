@@ -300,6 +300,9 @@ class Execution(BaseModel):
     """The state the run's handler last checkpointed (ctx.checkpoint), and when: its next attempt
     resumes from it (ctx.last_checkpoint)."""
     checkpoint_at: datetime | None = None
+    ecs_tasks: list[str] = Field(default_factory=list)
+    """The ECS tasks (ARNs) the run's attempts ran, in the order they started (container targets:
+    noted by ctx.note_task, once each): where GET /api/runs/{id}/logs reads their output."""
 
     def lateness_ms(self) -> int | None:
         """How late the run started (None: not started, or nothing to measure from).

@@ -1194,6 +1194,7 @@ class Worker:
             beat=heartbeat.beat,
             cancel_requested=lambda: heartbeat.cancel_requested,
             note=heartbeat.note,
+            task_noted=heartbeat.note_task,
             last_checkpoint=resume.checkpoint if resume is not None else None,
         )
         if self.alerts is not None and attempt == 1 and kind == "scheduled":
@@ -1500,6 +1501,23 @@ class _Heartbeat:
                 now=self._worker.clock.now(),
                 progress=progress,
                 checkpoint=checkpoint,
+            )
+
+    def note_task(self, task_arn: str) -> None:
+        """Keep on the run's row the ECS task this attempt runs (ctx.note_task: the ecs target's,
+        once its task started or was adopted). Like note(), a fast-path run's first beat is taken
+        first. Never raises: a note that cannot be written (tried twice) is logged, and the run goes
+        on; only its output is left out of GET /api/runs/{id}/logs."""
+        with self._lock:
+            if self._persist is not None:
+                self._beat()
+            if not self._leased:
+                return
+            self._renew(
+                "task note",
+                lambda: self._worker.runs.note_task(
+                    self._job_id, self._sf, owner=self._owner, task_arn=task_arn
+                ),
             )
 
     def _read_cancel_mark(self) -> bool:

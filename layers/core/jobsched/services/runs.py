@@ -28,6 +28,14 @@ cancel is answered 200, the handler runs, and its result is refused (the row is 
 it needs the cancel to write on the job item too, where the start markers are compared (as
 JobService.cancel does for whole jobs).
 
+A run's log lines (GET /api/runs/{id}/logs) are read from their sources one after the other: the
+worker's own lines for the run first (RunLogs), then, for a container target with an image, what each
+of its attempts' ECS tasks printed (TaskLogs), in the order the tasks started (Execution.ecs_tasks).
+The cursor names the source and that source's own cursor, so a page ends inside one source or at a
+source's end; a reader that follows next_cursor to None has read every source once. A task's lines
+come after every worker line (not interleaved by time: each source is paged on its own, and a merge
+by time would read every source on every page).
+
 Stopping a running run that is not a python handler (StopTask for an ECS task, StopExecution for a
 waited Step Functions target) plugs in as a RunStopper: every stopper is called with the run once
 its row is marked.
@@ -35,6 +43,9 @@ its row is marked.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,12 +56,13 @@ from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.keys import parse_run_id, run_id_for
 from jobsched.domain.listing import JobFilter
-from jobsched.domain.logs import LogLine
+from jobsched.domain.logs import LogLine, LogPage, task_stream
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import NewRun
 from jobsched.domain.status import HELD, TERMINAL, JobStatus, RunStatus
-from jobsched.errors import Conflict, NotFound
-from jobsched.ports import Clock, RunLogs, RunStore
+from jobsched.domain.targets import EcsTarget
+from jobsched.errors import Conflict, NotFound, ValidationFailed
+from jobsched.ports import Clock, RunLogs, RunStore, TaskLogs
 from jobsched.services.jobs import JobService
 
 RunStopper = Callable[[Job, Execution], None]
@@ -66,21 +78,37 @@ LOG_LOOKBACK = timedelta(minutes=1)
 MAX_LOG_PAGE = 1000  # GET /api/runs/{id}/logs' limit (FilterLogEvents answers up to 10,000 events)
 
 
+def _console_part(text: str) -> str:
+    """A part of the CloudWatch console's fragment: URI-encoded twice, with "$" for "%"."""
+    return quote(quote(text, safe=""), safe="").replace("%", "$")
+
+
 @dataclass(frozen=True, slots=True)
 class LogLinks:
-    """Where a run's log lines are: the worker's CloudWatch log group, filtered by the run id."""
+    """Where a run's log lines are: the worker's CloudWatch log group, filtered by the run id; and
+    container tasks' streams in the container log group ("": none)."""
 
     log_group: str
     region: str
+    container_log_group: str = ""
 
     def url(self, run_id: str) -> str:
         """The CloudWatch console's view of the worker's log group, filtered to lines with the run id."""
-        # The console's fragment takes URI components encoded twice, with "$" for "%".
-        group = quote(quote(self.log_group, safe=""), safe="").replace("%", "$")
-        pattern = quote(quote(f'"{run_id}"', safe=""), safe="").replace("%", "$")
+        group = _console_part(self.log_group)
+        pattern = _console_part(f'"{run_id}"')
+        return f"{self._console()}/{group}/log-events$3FfilterPattern$3D{pattern}"
+
+    def task_url(self, task_arn: str) -> str | None:
+        """The console's view of a container task's stream (None: no container log group)."""
+        if not self.container_log_group:
+            return None
+        group = _console_part(self.container_log_group)
+        return f"{self._console()}/{group}/log-events/{_console_part(task_stream(task_arn))}"
+
+    def _console(self) -> str:
         return (
             f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}"
-            f"#logsV2:log-groups/log-group/{group}/log-events$3FfilterPattern$3D{pattern}"
+            "#logsV2:log-groups/log-group"
         )
 
 
@@ -184,6 +212,8 @@ class RunService:
     stoppers: tuple[RunStopper, ...] = field(default=())
     run_logs: RunLogs | None = None
     """Where the runs' log lines are read back (None: this deployment keeps none to read)."""
+    task_logs: TaskLogs | None = None
+    """Where container targets' tasks' output is read back (None: none kept, or none to read)."""
 
     @property
     def runs(self) -> RunStore:
@@ -202,17 +232,55 @@ class RunService:
         return RunDetail(run=row, logs_url=self.logs.url(row.run_id) if self.logs else None)
 
     def log_lines(self, run_id: str, *, tenant: str, cursor: str | None, limit: int) -> RunLogsPage:
-        """The lines the run logged, oldest first; another tenant's (or an unknown job's) run is not
-        found. A run with no row yet (running on the fast path) may have lines already."""
+        """The lines the run logged, oldest first: the worker's, then its container tasks' output
+        (see the module docstring); another tenant's (or an unknown job's) run is not found. A run
+        with no row yet (running on the fast path) may have lines already. The console link is the
+        last task's stream for a container run, else the worker's group filtered by the run id."""
         job, scheduled_for = self._resolve(run_id, tenant)
         key = run_id_for(job.job_id, scheduled_for)
+        tasks = self._printing_tasks(job, scheduled_for)
         console = self.logs.url(key) if self.logs else None
-        if self.run_logs is None:
-            return RunLogsPage(lines=[], next_cursor=None, console_url=console)
-        page = self.run_logs.page(
-            key, tenant=job.tenant, since=scheduled_for - LOG_LOOKBACK, cursor=cursor, limit=limit
-        )
-        return RunLogsPage(lines=page.lines, next_cursor=page.next_cursor, console_url=console)
+        if tasks and self.logs and self.logs.task_url(tasks[-1]):
+            console = self.logs.task_url(tasks[-1])
+        source, inner = _decode_log_cursor(cursor)
+        lines: list[LogLine] = []
+        while source <= len(tasks) and len(lines) < limit:
+            page = self._source_page(job, key, scheduled_for, tasks, source, inner, limit - len(lines))
+            lines += page.lines
+            if page.next_cursor is not None:
+                inner = page.next_cursor
+                break
+            source, inner = source + 1, None
+        after = _encode_log_cursor(source, inner) if source <= len(tasks) else None
+        return RunLogsPage(lines=lines, next_cursor=after, console_url=console)
+
+    def _printing_tasks(self, job: Job, scheduled_for: datetime) -> list[str]:
+        """The ECS tasks whose output jobsched keeps for this run: those of an image target's
+        attempts (a task_definition_arn's output is where the caller's definition sends it)."""
+        target = job.target
+        if self.task_logs is None or not isinstance(target, EcsTarget) or target.image is None:
+            return []
+        row = self.runs.get(job.job_id, times.stored(scheduled_for), consistent=False)
+        return list(row.ecs_tasks) if row is not None else []
+
+    def _source_page(
+        self,
+        job: Job,
+        key: str,
+        scheduled_for: datetime,
+        tasks: list[str],
+        source: int,
+        cursor: str | None,
+        limit: int,
+    ) -> LogPage:
+        """A page of source `source`: 0 the worker's lines for the run, i the (i-1)th task's output."""
+        if source == 0:
+            if self.run_logs is None:
+                return LogPage([], None)
+            since = scheduled_for - LOG_LOOKBACK
+            return self.run_logs.page(key, tenant=job.tenant, since=since, cursor=cursor, limit=limit)
+        assert self.task_logs is not None  # tasks are listed only with a TaskLogs to read them
+        return self.task_logs.page(tasks[source - 1], cursor=cursor, limit=limit)
 
     def cancel(self, run_id: str, *, tenant: str) -> RunCancel:
         """Not started: CANCELLED (a compare-and-set the worker's claim races). Running: asked to
@@ -369,6 +437,26 @@ class RunService:
             schedule = cron.parse(job.cron_expr, job.timezone)
             return schedule.next_after(scheduled_for - timedelta(milliseconds=1)) == scheduled_for
         return False
+
+
+def _encode_log_cursor(source: int, inner: str | None) -> str:
+    """A log page's cursor: the source it stopped in, and that source's own cursor (opaque)."""
+    raw = json.dumps({"s": source, "c": inner}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_log_cursor(cursor: str | None) -> tuple[int, str | None]:
+    """(source, its own cursor) of a cursor _encode_log_cursor made; (0, None): the first page."""
+    if not cursor:
+        return 0, None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        source, inner = value["s"], value["c"]
+    except (binascii.Error, ValueError, TypeError, KeyError) as exc:
+        raise ValidationFailed("not a cursor this API answered", field="cursor") from exc
+    if not isinstance(source, int) or source < 0 or not (inner is None or isinstance(inner, str)):
+        raise ValidationFailed("not a cursor this API answered", field="cursor")
+    return source, inner
 
 
 def _holds_slot(job: Job, sf: str, now: datetime) -> bool:

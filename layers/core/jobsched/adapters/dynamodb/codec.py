@@ -297,4 +297,5 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         progress_at=opt_time(item.get("progress_at")),
         checkpoint=json.loads(item["checkpoint"]) if "checkpoint" in item else None,
         checkpoint_at=opt_time(item.get("checkpoint_at")),
+        ecs_tasks=[str(arn) for arn in item.get("ecs_tasks") or ()],
     )

@@ -572,6 +572,32 @@ class RunStore:
             ExpressionAttributeValues=values,
         )[0]
 
+    def note_task(self, job_id: str, scheduled_for: str, *, owner: str, task_arn: str) -> bool:
+        """Append a task to a held run's ecs_tasks, conditional on its lease owner and on the task
+        not being there yet (a list of strings, not a set: a set keeps no order, and `contains` on a
+        list of strings makes the append idempotent: an adopter notes the task its dead worker did)."""
+        held = sorted(s.value for s in HELD)
+        return conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc(run_sk(scheduled_for))},
+            UpdateExpression="SET ecs_tasks = list_append(if_not_exists(ecs_tasks, :none), :task)",
+            ConditionExpression=all_of(
+                "lease_owner = :me",
+                "#s IN (:h0, :h1)",
+                any_of("attribute_not_exists(ecs_tasks)", "NOT contains(ecs_tasks, :arn)"),
+            ),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":me": enc(owner),
+                ":h0": enc(held[0]),
+                ":h1": enc(held[1]),
+                ":arn": enc(task_arn),
+                ":task": {"L": [enc(task_arn)]},
+                ":none": {"L": []},
+            },
+        )[0]
+
     def request_cancel(
         self,
         job_id: str,

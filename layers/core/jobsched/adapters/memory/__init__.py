@@ -11,7 +11,7 @@ from __future__ import annotations
 from jobsched.adapters.memory.alerts import MemoryAlertPublisher, MemoryAlertStore
 from jobsched.adapters.memory.jobs import MemoryJobStore
 from jobsched.adapters.memory.limits import MemoryFargateVcpuStore, MemoryLimitStore, MemoryQuotaStore
-from jobsched.adapters.memory.logs import MemoryRunLogs
+from jobsched.adapters.memory.logs import MemoryRunLogs, MemoryTaskLogs
 from jobsched.adapters.memory.metrics import MemoryMetrics
 from jobsched.adapters.memory.queue import MemoryRunQueue, Received
 from jobsched.adapters.memory.runs import MemoryRunStore
@@ -32,6 +32,7 @@ __all__ = [
     "MemoryRunStore",
     "MemorySigningSecrets",
     "MemoryStateMachines",
+    "MemoryTaskLogs",
     "MemoryWorkerStore",
     "Received",
 ]

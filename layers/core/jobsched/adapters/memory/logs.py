@@ -1,4 +1,4 @@
-"""Run log lines kept in a list."""
+"""Run log lines kept in a list; container tasks' output kept per task."""
 
 from __future__ import annotations
 
@@ -34,3 +34,24 @@ class MemoryRunLogs:
                 return LogPage(lines, str(index))
             lines.append(line)
         return LogPage(lines, None)
+
+
+@dataclass
+class MemoryTaskLogs:
+    """ports.TaskLogs over the lines each task printed; the cursor is an index into its lines."""
+
+    _lines: dict[str, list[LogLine]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def print(self, task_arn: str, at: datetime, message: str) -> None:
+        """A line task `task_arn` printed at `at` (kept in the order printed)."""
+        with self._lock:
+            self._lines.setdefault(task_arn, []).append(LogLine(at, message))
+
+    def page(self, task_arn: str, *, cursor: str | None, limit: int) -> LogPage:
+        """See ports.TaskLogs."""
+        start = int(cursor) if cursor else 0
+        with self._lock:
+            lines = list(self._lines.get(task_arn, []))
+        end = start + limit
+        return LogPage(lines[start:end], str(end) if end < len(lines) else None)

@@ -306,6 +306,18 @@ class MemoryRunStore:
             self.rows[key] = row.model_copy(update=update)
             return True
 
+    def note_task(self, job_id: str, scheduled_for: str, *, owner: str, task_arn: str) -> bool:
+        """Add a task to a held run's ecs_tasks if `owner` holds its lease and it is not there yet."""
+        key = (job_id, scheduled_for)
+        with self._lock:
+            row = self.rows.get(key)
+            if row is None or row.lease_owner != owner or row.status not in HELD:
+                return False
+            if task_arn in row.ecs_tasks:
+                return False
+            self.rows[key] = row.model_copy(update={"ecs_tasks": [*row.ecs_tasks, task_arn]})
+            return True
+
     def request_cancel(
         self,
         job_id: str,

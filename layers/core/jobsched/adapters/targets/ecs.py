@@ -6,6 +6,9 @@
     RunTask (FARGATE, cpu/memory overrides from the run's placed size, the command and environment,
         the envelope as JOBSCHED_* variables, startedBy=<run>, tags jobsched:run_id / attempt / ...)
         v
+    ctx.note_task(arn): the task's ARN appended to the run row's ecs_tasks (adopted ones too: a
+        worker that died between RunTask and its note leaves it to the adopter; noting is idempotent)
+        v
     DescribeTasks every poll_seconds (ctx.heartbeat() between polls: the run's lease) until STOPPED:
         the container's exit code 0 ──> success {"task_arn", "exit_code": 0}
         any other code          ──> TargetFailed(ExitCode, "exit code N")
@@ -19,6 +22,13 @@ attempt's worker finds the task by its startedBy and attempt tag and follows it 
 a second), retries, timeouts and dead-lettering stay the run path's own, and it costs no state
 transitions and no second path from an event to the run row. The price: an ECS worker thread per
 running container (it polls; an idle poll is one DescribeTasks per poll_seconds).
+
+Where a task's output goes: a task definition jobsched registers for an image sends its container's
+stdout and stderr to CloudWatch Logs (the awslogs driver) in the stack's container log group
+(EcsPlace.log_group), stream `run/main/<task id>` (domain.logs.task_stream). GET /api/runs/{id}/logs
+reads it by the task ids the run's attempts noted (ctx.note_task, when their task started or was
+adopted). A `task_definition_arn` is the caller's: its log configuration is theirs, and jobsched
+reads no stream of it (the run's logs hold the worker's own lines).
 
 startedBy holds at most 36 characters: the run id when it fits, else "js-" and a digest of it; the
 full run id is the jobsched:run_id tag.
@@ -36,13 +46,13 @@ from typing import Any
 
 from jobsched.adapters.targets._aws import target_call
 from jobsched.domain.compute import Resources
+from jobsched.domain.logs import CONTAINER_STREAM_PREFIX, IMAGE_CONTAINER
 from jobsched.domain.targets import EcsTarget, TargetFailed
 from jobsched.handlers import RunContext
 from jobsched.ports import Clock, SystemClock
 
 DEFAULT_TIMEOUT_SECONDS = 3600
 STARTED_BY_CHARS = 36
-IMAGE_CONTAINER = "main"  # the container of a task definition jobsched registers for an image
 TASK_LOST = "TaskLost"
 MAX_ENVIRONMENT_BYTES = 8192  # RunTask's containerOverrides limit
 
@@ -68,6 +78,8 @@ class EcsPlace:
     security_groups: tuple[str, ...] = ()
     execution_role_arn: str = ""
     assign_public_ip: bool = True  # the cluster's VPC has public subnets and no NAT (constructs/ecs.py)
+    log_group: str = ""
+    """Where image tasks' output goes (awslogs); "": nowhere (their task definitions log nothing)."""
 
 
 class EcsTaskRunner:
@@ -99,6 +111,10 @@ class EcsTaskRunner:
         run_id, attempt = str(envelope["run_id"]), str(envelope["attempt"])
         deadline = self._clock.now() + timedelta(seconds=self._timeout)
         task_arn = self._adopt(run_id, attempt) or self._start(envelope)
+        # Noted on the run (its attempt's task: where its output is) once the task exists; a worker
+        # that died between RunTask and this note leaves it to the adopter, which notes it again
+        # (noting is idempotent).
+        ctx.note_task(task_arn)
         while True:
             with target_call("ECS DescribeTasks"):
                 tasks = self._ecs.describe_tasks(cluster=self._place.cluster, tasks=[task_arn]).get(
@@ -196,10 +212,15 @@ class EcsTaskRunner:
             )
         assert self.spec.image is not None
         family = image_family(self.spec.image)
+        log_config = self._log_configuration()
         try:
             with target_call("ECS DescribeTaskDefinition"):
                 described = self._ecs.describe_task_definition(taskDefinition=family)
-            return str(described["taskDefinition"]["taskDefinitionArn"]), IMAGE_CONTAINER
+            definition = described["taskDefinition"]
+            # A revision registered before its logs were configured (or for another group) is
+            # replaced by one that has them: its tasks' output would be lost.
+            if definition["containerDefinitions"][0].get("logConfiguration") == log_config:
+                return str(definition["taskDefinitionArn"]), IMAGE_CONTAINER
         except TargetFailed:
             pass  # none yet: register it (a racing worker registers a second revision: harmless)
         registration: dict[str, Any] = {
@@ -218,11 +239,26 @@ class EcsTaskRunner:
                 }
             ],
         }
+        if log_config is not None:
+            registration["containerDefinitions"][0]["logConfiguration"] = log_config
         if self._place.execution_role_arn:
             registration["executionRoleArn"] = self._place.execution_role_arn
         with target_call("ECS RegisterTaskDefinition"):
             out = self._ecs.register_task_definition(**registration)
         return str(out["taskDefinition"]["taskDefinitionArn"]), IMAGE_CONTAINER
+
+    def _log_configuration(self) -> dict[str, Any] | None:
+        """awslogs into the place's log group, streams `run/main/<task id>`; None: no group."""
+        if not self._place.log_group:
+            return None
+        return {
+            "logDriver": "awslogs",
+            "options": {
+                "awslogs-group": self._place.log_group,
+                "awslogs-region": str(self._ecs.meta.region_name),
+                "awslogs-stream-prefix": CONTAINER_STREAM_PREFIX,
+            },
+        }
 
 
 def container_override(spec: EcsTarget, envelope: Mapping[str, Any], container: str) -> dict[str, Any]:

@@ -54,13 +54,9 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import IO, Any
 
-from jobsched.adapters.targets.ecs import (
-    DEFAULT_TIMEOUT_SECONDS,
-    IMAGE_CONTAINER,
-    TASK_LOST,
-    container_override,
-)
+from jobsched.adapters.targets.ecs import DEFAULT_TIMEOUT_SECONDS, TASK_LOST, container_override
 from jobsched.domain.compute import Resources
+from jobsched.domain.logs import IMAGE_CONTAINER
 from jobsched.domain.targets import EcsTarget, TargetFailed
 from jobsched.handlers import RunContext
 from jobsched.ports import Clock, SystemClock
