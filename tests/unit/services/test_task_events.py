@@ -19,7 +19,7 @@ from jobsched.domain.ecs_tasks import started_by, task_ended
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import TargetFailed, TargetSpec
 from jobsched.handlers import RunContext
-from jobsched.ports import Target
+from jobsched.ports import Crash, Target
 from jobsched.services.run import Outcome
 from jobsched.services.task_events import TaskEventOutcome, TaskStopEvents
 from tests.unit.services.conftest import T0, World
@@ -239,3 +239,40 @@ def test_a_run_not_leased_yet_is_left_to_its_worker(world: World, stops: TaskSto
     assert stops.stopped(event["detail"]) == TaskEventOutcome.NOT_RUNNING
     row = world.runs.get(job_id, SF)
     assert row is not None and row.status == RunStatus.PENDING
+
+
+def test_a_worker_that_dies_after_the_event_leaves_the_run_recorded_once_and_its_message_dropped(
+    world: World, following: Following, stops: TaskStopEvents
+) -> None:
+    # Given a container job whose task exits 3 while its worker follows it
+    job_id = submit(world, max_attempts=3)
+    seen: list[TaskEventOutcome] = []
+
+    def event_arrives(envelope: Mapping[str, Any]) -> None:
+        event = stopped_event("exit3", run_id=str(envelope["run_id"]), attempt=int(envelope["attempt"]))
+        seen.append(stops.stopped(event["detail"]))
+
+    def die_after_the_poll(point: str) -> None:
+        if point == "run.after_handler":
+            raise Crash(point)  # the ECS worker's task is killed before it records
+
+    following.during = event_arrives
+    following.task = {"containers": [{"exitCode": 3}]}
+    world.svc.worker.crash = die_after_the_poll
+    world.clock.advance(5)
+    # When the event records the attempt and the worker dies
+    with pytest.raises(Crash):
+        world.deliver()
+    assert seen == [TaskEventOutcome.FAILED]
+    # And its message comes back after the visibility timeout
+    world.svc.worker.crash = lambda point: None
+    world.clock.advance(301)
+    outcomes = world.deliver()
+    # Then the redelivery finds the attempt recorded: no second run of the task, no second record,
+    # and the failure handed over once (the retry is the workflow's, not the redelivery's)
+    assert outcomes == [Outcome.DUPLICATE]
+    assert len(following.envelopes) == 1
+    row = world.runs.get(job_id, SF)
+    assert row is not None and row.status == RunStatus.FAILED and len(row.attempts) == 1
+    (handed,) = world.machines.started.values()
+    assert handed["attempt"] == 1 and handed["retryable"] is True
