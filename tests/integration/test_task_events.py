@@ -25,6 +25,7 @@ from jobsched.domain.models import RunMessage
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import EcsTarget, TargetSpec
 from jobsched.handlers import registry
+from jobsched.local import lambdas
 from jobsched.ports import FakeClock, Target
 from jobsched.services.run import Delivery, Outcome
 from jobsched.services.task_events import TaskEventOutcome, TaskStopEvents
@@ -187,3 +188,19 @@ def test_exit_3_the_event_records_exit_code_and_the_failure_is_handed_over_once(
     # And the failure was handed to the failure workflow once (by the event; the worker's hand-over
     # of the same attempt started nothing)
     assert len(failure_executions(services)) == 1
+
+
+def test_the_entry_point_cold_starts_and_ignores_a_task_jobsched_did_not_start(
+    aws: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the task_events function's environment, on moto
+    for key, value in aws.as_env().items():
+        monkeypatch.setenv(key, value)
+    entry_point = lambdas.load("task_events")
+    # When EventBridge delivers the stop of the ECS worker's own service task
+    text = (EVENTS / "ecs_task_stopped_foreign.json").read_text()
+    text = text.replace("__TASK_ARN__", "arn:aws:ecs:us-east-1:123456789012:task/jobsched/0a1b2c3d")
+    text = text.replace("__CLUSTER_ARN__", "arn:aws:ecs:us-east-1:123456789012:cluster/jobsched")
+    out = entry_point.lambda_handler(json.loads(text), lambdas.LambdaContext("task_events"))
+    # Then it is ignored
+    assert out == {"outcome": "foreign"}
