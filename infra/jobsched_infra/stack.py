@@ -261,7 +261,8 @@ class JobschedScheduler(Construct):
             # the event's max age); the ECS worker's polls record the runs meanwhile.
             reserved_concurrency=TASK_EVENTS_CONCURRENCY,
         )
-        self.ecs.track_stopped_tasks(function=self.task_events.function)
+        task_events_dlq = queues.queues[resources.TASK_EVENTS_DLQ.logical_id]
+        self.ecs.track_stopped_tasks(function=self.task_events.function, dead_letter_queue=task_events_dlq)
         self.storage, self.queues, self.workflows, self.secrets = storage, queues, workflows, secrets
 
         # Grants, least privilege. DynamoDB: exactly the calls each function's adapters make
@@ -505,6 +506,18 @@ class JobschedScheduler(Construct):
                     principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                     actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                     resources=["*"],
+                    conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+                )
+            )
+            # EventBridge sends the stopped-task events it could not deliver to their dead-letter queue,
+            # encrypted under the key.
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],
+                    # (the account, not the rule's ARN: the queue's key naming the rule that names the
+                    # queue would be a dependency cycle)
                     conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
                 )
             )

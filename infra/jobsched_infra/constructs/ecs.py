@@ -17,7 +17,9 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import jsii
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -27,7 +29,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -47,6 +48,20 @@ FUNCTION_RETRIES = 2
 # The worker's container definition: its Dockerfile beside the other entry points.
 DOCKERFILE = REPO_ROOT / "functions" / "ecs_worker" / "Dockerfile"
 CONTAINER_NAME = "worker"
+
+
+@jsii.implements(lambda_.IDestination)
+class SendOnly:
+    """A Lambda destination on an SQS queue granting sqs:SendMessage only (CDK's SqsDestination grants
+    grant_send_messages, which adds wildcard key actions; the stack grants the key's calls itself)."""
+
+    def __init__(self, queue: sqs.IQueue) -> None:
+        self.queue = queue
+
+    def bind(self, scope: Construct, fn: lambda_.IFunction, *, type: Any = None) -> lambda_.DestinationConfig:
+        """Grant the function SendMessage on the queue; the queue is the destination."""
+        self.queue.grant(fn, "sqs:SendMessage")
+        return lambda_.DestinationConfig(destination=self.queue.queue_arn)
 
 
 def stage_image(layer_dir: Path, handler_dir: Path | None) -> Path:
@@ -266,31 +281,19 @@ class EcsWorkers(Construct):
         ):
             self.container.add_environment(name, value)
 
-    def track_stopped_tasks(self, *, function: lambda_.IFunction) -> events.Rule:
+    def track_stopped_tasks(
+        self, *, function: lambda_.IFunction, dead_letter_queue: sqs.IQueue
+    ) -> events.Rule:
         """Container targets' stopped tasks to `function` (functions/task_events): an EventBridge rule
         on this cluster's "ECS Task State Change" events with lastStatus STOPPED, of tasks no ECS
         service started (jobsched.domain.ecs_tasks.stopped_pattern: the ECS worker's own tasks are
         its service's). EventBridge invokes the function through the permission CDK adds to it (a
         Lambda target takes no role); what neither EventBridge nor the function's own retries could
-        deliver lands in `self.task_events_dlq`, kept 14 days."""
-        self.task_events_dlq = sqs.Queue(
-            self,
-            "TaskEventsDlq",
-            retention_period=Duration.days(14),
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-        )
-        acknowledge(
-            self.task_events_dlq,
-            "SQS3",
-            "It is a dead-letter queue: stopped-task events that could not be recorded, kept 14 days.",
-        )
-        acknowledge(
-            self.task_events_dlq,
-            "SQSRedrivePolicy",
-            "It is a dead-letter queue: stopped-task events that could not be recorded, kept 14 days.",
-            pack=SERVERLESS,
-        )
+        deliver lands in `dead_letter_queue` (resources.TASK_EVENTS_DLQ)."""
+        self.task_events_dlq = dead_letter_queue
+        reason = "It is a dead-letter queue: stopped-task events that could not be recorded, kept 14 days."
+        acknowledge(dead_letter_queue, "SQS3", reason)
+        acknowledge(dead_letter_queue, "SQSRedrivePolicy", reason, pack=SERVERLESS)
         pattern = stopped_pattern(self.cluster.cluster_arn)
         self.stopped_tasks_rule = events.Rule(
             self,
@@ -303,7 +306,7 @@ class EcsWorkers(Construct):
         self.stopped_tasks_rule.add_target(
             events_targets.LambdaFunction(
                 function,
-                dead_letter_queue=self.task_events_dlq,
+                dead_letter_queue=dead_letter_queue,
                 retry_attempts=EVENT_RETRIES,
                 max_event_age=EVENT_MAX_AGE,
             )
@@ -311,6 +314,6 @@ class EcsWorkers(Construct):
         function.configure_async_invoke(
             retry_attempts=FUNCTION_RETRIES,
             max_event_age=EVENT_MAX_AGE,
-            on_failure=destinations.SqsDestination(self.task_events_dlq),
+            on_failure=SendOnly(dead_letter_queue),
         )
         return self.stopped_tasks_rule
