@@ -37,7 +37,7 @@ from jobsched_infra import shard_guard
 from jobsched_infra.constructs.api import Api
 from jobsched_infra.constructs.dispatch import Dispatch
 from jobsched_infra.constructs.ecs import EcsWorkers
-from jobsched_infra.constructs.functions import ARCHITECTURE, RUNTIME, CoreLayer
+from jobsched_infra.constructs.functions import ARCHITECTURE, RUNTIME, CoreLayer, JobschedFunction
 from jobsched_infra.constructs.observability import Observability
 from jobsched_infra.constructs.queue_function import QueueFunction
 from jobsched_infra.constructs.queues import Queues
@@ -61,6 +61,9 @@ ECS_WORKER_CONCURRENCY = 4
 API_TIMEOUT = Duration.seconds(10)
 # Below the dead-letter queue's visibility timeout, which SQS event source mappings require.
 RECONCILER_TIMEOUT = Duration.seconds(30)
+# One stopped task's record: a few reads, one conditional write, a workflow start.
+TASK_EVENTS_TIMEOUT = Duration.seconds(30)
+TASK_EVENTS_CONCURRENCY = 5
 DEFAULT_SHARD_COUNT = 16
 # A recurring job's ticks go out this far ahead (SQS allows 900 s of delay), so a frequent job's
 # due entry moves once per 14 minutes instead of once per tick: the cheapest healthy run.
@@ -256,6 +259,21 @@ class JobschedScheduler(Construct):
                 **{c.WORKER_LANE_ENV: "ecs", c.WORKER_CONCURRENCY_ENV: str(ECS_WORKER_CONCURRENCY)},
             ),
         )
+        # Container targets' stopped tasks: ECS's task state change events record their run attempts
+        # (services/task_events.py), beside the ECS worker's polls (constructs/ecs.py).
+        self.task_events = JobschedFunction(
+            self,
+            "TaskEvents",
+            name="task_events",
+            layer=layer,
+            environment=env("task-events"),
+            timeout=TASK_EVENTS_TIMEOUT,
+            # A burst of stops past it is throttled, and Lambda retries throttled events (up to
+            # the event's max age); the ECS worker's polls record the runs meanwhile.
+            reserved_concurrency=TASK_EVENTS_CONCURRENCY,
+        )
+        task_events_dlq = queues.queues[resources.TASK_EVENTS_DLQ.logical_id]
+        self.ecs.track_stopped_tasks(function=self.task_events.function, dead_letter_queue=task_events_dlq)
         self.storage, self.queues, self.workflows, self.secrets = storage, queues, workflows, secrets
 
         # Grants, least privilege. DynamoDB: exactly the calls each function's adapters make
@@ -274,6 +292,7 @@ class JobschedScheduler(Construct):
             self.workers.entry_point.function,
             self.reconciler.entry_point.function,
         )
+        task_events_fn = self.task_events.function
         # Every function builds the same services (jobsched.wiring), so every one imports the
         # handler modules at cold start: the api to check a job's handler, the worker to run it.
         self.handlers_layer: lambda_.LayerVersion | None = None
@@ -286,7 +305,7 @@ class JobschedScheduler(Construct):
                 compatible_architectures=[ARCHITECTURE],
                 description="jobsched: the user's handler modules",
             )
-            for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn):
+            for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn, task_events_fn):
                 fn.add_layers(self.handlers_layer)
         # Signing secrets: the api manages them, the worker signs with them; no other function may.
         secrets.grant_manage(api_fn)
@@ -332,6 +351,13 @@ class JobschedScheduler(Construct):
             # The bad path: the reconciler turns the DLQ's poison messages into dead-lettered runs: it
             # reads the job, moves its run to FAILED and starts the workflow; it never writes a job.
             reconciler_fn: {jobs: READ, runs: (*READ, *WRITE)},
+            # A stopped task's event: reads the run and its job, records the attempt (a conditional
+            # UpdateItem on the run), and settles it: a one-off's COMPLETED (UpdateItem on the job),
+            # a failure's alert (below) and workflow start. It never creates a job or a run.
+            task_events_fn: {
+                jobs: (*READ, "dynamodb:UpdateItem"),
+                runs: (*READ, "dynamodb:UpdateItem"),
+            },
         }
         # External worker pools (adapters/dynamodb/workers.py): the api serves the worker API, so it
         # reads and writes the workers table (items by key, partitions by Query); the worker only
@@ -350,7 +376,7 @@ class JobschedScheduler(Construct):
         # alerts table) and publishes it: the worker (failed, late, skipped), the dispatcher (late,
         # missed, skipped), the reconciler (a poison run's failure) and the api (a resume's missed
         # ticks, a due-soon hand-over). Only the api reads them, through the recent index (below).
-        for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn):
+        for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn, task_events_fn):
             self.table_access[fn][alerts] = ("dynamodb:PutItem",)
             # (not topic.grant_publish: it adds kms:GenerateDataKey* on the key; _grant_key grants
             # exactly the key calls SNS makes.)
@@ -419,12 +445,12 @@ class JobschedScheduler(Construct):
 
         # A worker hands a failed attempt to the workflow, the api starts a replay, the reconciler
         # dead-letters a poison message's run through it.
-        for fn in (api_fn, worker_fn, reconciler_fn):
+        for fn in (api_fn, worker_fn, reconciler_fn, task_events_fn):
             failure_workflow.grant_start_execution(fn)
         # The good path of a DAG: the DAG workflow counts a run's success into its dependants. The
         # worker starts it when a run succeeds; the api and the reconciler build the same services
         # (jobsched.wiring), whose completion path starts it too. The dispatcher never completes a run.
-        for fn in (api_fn, worker_fn, reconciler_fn):
+        for fn in (api_fn, worker_fn, reconciler_fn, task_events_fn):
             dag_workflow.grant_start_execution(fn)
 
         # The failure workflow's role: exactly the three calls its ASL makes, on the concrete resources
@@ -461,7 +487,7 @@ class JobschedScheduler(Construct):
         )
         stack_roles = [
             cast(iam.Role, r)
-            for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn)]
+            for r in [fn.role for fn in (api_fn, dispatcher_fn, worker_fn, reconciler_fn, task_events_fn)]
             + [failure_workflow.role, dag_workflow.role, ecs_role]
         ]
         # Resource policies: every table's and every queue's data to the stack's own roles only,
@@ -507,6 +533,18 @@ class JobschedScheduler(Construct):
                     principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                     actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                     resources=["*"],
+                    conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+                )
+            )
+            # EventBridge sends the stopped-task events it could not deliver to their dead-letter queue,
+            # encrypted under the key.
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],
+                    # (the account, not the rule's ARN: the queue's key naming the rule that names the
+                    # queue would be a dependency cycle)
                     conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
                 )
             )
@@ -803,6 +841,7 @@ class JobschedStack(Stack):
             scheduler.secrets,
         )
         self.handlers_layer, self.key = scheduler.handlers_layer, scheduler.key
+        self.task_events = scheduler.task_events
         self.ecs = scheduler.ecs
         self.shard_guard, self.shard_guard_function = scheduler.shard_guard, scheduler.shard_guard_function
 

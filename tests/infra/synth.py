@@ -35,6 +35,8 @@ class Synth:
         return cast(dict[str, Any], self.template.to_json()["Resources"][logical_id])
 
     def function(self, name: str) -> lambda_.Function:
+        if name == "task_events":  # a function of its own, on no queue nor API
+            return self.stack.task_events.function
         owner = {
             "api": self.stack.api,
             "dispatcher": self.stack.dispatch,

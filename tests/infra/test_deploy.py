@@ -20,7 +20,7 @@ from tests.infra.synth import Synth, synthesize
 pytestmark = pytest.mark.infra
 
 ROOT = Path(__file__).resolve().parents[2]
-FUNCTIONS = ("api", "dispatcher", "worker", "reconciler")
+FUNCTIONS = ("api", "dispatcher", "worker", "reconciler", "task_events")
 TASKS = """
 from jobsched.handlers import registry
 
@@ -191,11 +191,11 @@ def test_the_example_app_synthesizes_the_scheduler_construct_with_its_handlers(t
     assert done.returncode == 0, done.stderr
     template = json.loads((tmp_path / "cdk.out" / "MyApp.template.json").read_text())
     functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
-    # (the scheduler's four functions; the fifth, the shard-count guard's, imports no handler)
+    # (the scheduler's five functions; the sixth, the shard-count guard's, imports no handler)
     variables = [
         f["Properties"]["Environment"]["Variables"] for f in functions if "Environment" in f["Properties"]
     ]
-    assert len(functions) == 5 and len(variables) == 4
+    assert len(functions) == 6 and len(variables) == 5
     assert all(v[c.HANDLER_MODULES_ENV] == "myjobs.tasks" for v in variables)
     assert all(v[c.DEMO_HANDLERS_ENV] == "false" for v in variables)
     layers = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::LayerVersion"}

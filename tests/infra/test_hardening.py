@@ -164,7 +164,7 @@ def test_no_role_is_granted_index_wildcards(synth: Synth) -> None:
 
 
 def _stack_role_arns(synth: Synth) -> list[dict[str, Any]]:
-    roles = [synth.function(n).role for n in ("api", "dispatcher", "worker", "reconciler")]
+    roles = [synth.function(n).role for n in ("api", "dispatcher", "worker", "reconciler", "task_events")]
     roles += [synth.stack.workflows.failure_workflow.role, synth.stack.workflows.dag_workflow.role]
     roles += [synth.stack.ecs.task_role]  # the ECS worker runs the worker's code (constructs/ecs.py)
     return [{"Fn::GetAtt": [synth.logical_id(r), "Arn"]} for r in roles]

@@ -17,26 +17,51 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
+import jsii
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobsched import constants as c
 from jobsched import resources
-from jobsched_infra.nag import HIPAA, NIST, acknowledge, acknowledge_in
+from jobsched.domain.ecs_tasks import stopped_pattern
+from jobsched_infra.nag import HIPAA, NIST, SERVERLESS, acknowledge, acknowledge_in
 from jobsched_infra.project import REPO_ROOT
 
+# A stopped task's event is retried this long and this often (by EventBridge to reach the function,
+# then by Lambda when the function fails) before it is parked in the events' dead-letter queue; the
+# ECS worker's poll records the run meanwhile, so a parked event costs latency, never the run.
+EVENT_RETRIES = 8
+EVENT_MAX_AGE = Duration.hours(6)
+FUNCTION_RETRIES = 2
 # The worker's container definition: its Dockerfile beside the other entry points.
 DOCKERFILE = REPO_ROOT / "functions" / "ecs_worker" / "Dockerfile"
 CONTAINER_NAME = "worker"
+
+
+@jsii.implements(lambda_.IDestination)
+class SendOnly:
+    """A Lambda destination on an SQS queue granting sqs:SendMessage only (CDK's SqsDestination grants
+    grant_send_messages, which adds wildcard key actions; the stack grants the key's calls itself)."""
+
+    def __init__(self, queue: sqs.IQueue) -> None:
+        self.queue = queue
+
+    def bind(self, scope: Construct, fn: lambda_.IFunction, *, type: Any = None) -> lambda_.DestinationConfig:
+        """Grant the function SendMessage on the queue; the queue is the destination."""
+        self.queue.grant(fn, "sqs:SendMessage")
+        return lambda_.DestinationConfig(destination=self.queue.queue_arn)
 
 
 def stage_image(layer_dir: Path, handler_dir: Path | None) -> Path:
@@ -273,3 +298,40 @@ class EcsWorkers(Construct):
             (c.ECS_LOG_GROUP_ENV, self.container_log_group.log_group_name),
         ):
             self.container.add_environment(name, value)
+
+    def track_stopped_tasks(
+        self, *, function: lambda_.IFunction, dead_letter_queue: sqs.IQueue
+    ) -> events.Rule:
+        """Container targets' stopped tasks to `function` (functions/task_events): an EventBridge rule
+        on this cluster's "ECS Task State Change" events with lastStatus STOPPED, of tasks no ECS
+        service started (jobsched.domain.ecs_tasks.stopped_pattern: the ECS worker's own tasks are
+        its service's). EventBridge invokes the function through the permission CDK adds to it (a
+        Lambda target takes no role); what neither EventBridge nor the function's own retries could
+        deliver lands in `dead_letter_queue` (resources.TASK_EVENTS_DLQ)."""
+        self.task_events_dlq = dead_letter_queue
+        reason = "It is a dead-letter queue: stopped-task events that could not be recorded, kept 14 days."
+        acknowledge(dead_letter_queue, "SQS3", reason)
+        acknowledge(dead_letter_queue, "SQSRedrivePolicy", reason, pack=SERVERLESS)
+        pattern = stopped_pattern(self.cluster.cluster_arn)
+        self.stopped_tasks_rule = events.Rule(
+            self,
+            "StoppedTasks",
+            description="jobsched: container targets' stopped tasks record their run attempt",
+            event_pattern=events.EventPattern(
+                source=pattern["source"], detail_type=pattern["detail-type"], detail=pattern["detail"]
+            ),
+        )
+        self.stopped_tasks_rule.add_target(
+            events_targets.LambdaFunction(
+                function,
+                dead_letter_queue=dead_letter_queue,
+                retry_attempts=EVENT_RETRIES,
+                max_event_age=EVENT_MAX_AGE,
+            )
+        )
+        function.configure_async_invoke(
+            retry_attempts=FUNCTION_RETRIES,
+            max_event_age=EVENT_MAX_AGE,
+            on_failure=SendOnly(dead_letter_queue),
+        )
+        return self.stopped_tasks_rule

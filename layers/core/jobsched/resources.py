@@ -328,7 +328,17 @@ ECS_QUEUE = QueueSpec(
     redrive_to=EXECUTION_DLQ.logical_id,
     max_receive_count=EXECUTION_RECEIVES.max_receive_count,
 )
-QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE, ECS_QUEUE)
+# Container tasks' stop events that neither EventBridge's retries nor the task_events function's own
+# could record (constructs/ecs.py): kept 14 days to look at. No queue redrives to it and nothing
+# consumes it: the ECS worker's polls record those runs anyway. The local stack makes it too (it
+# receives nothing there: moto emits no ECS events).
+TASK_EVENTS_DLQ = QueueSpec(
+    logical_id="TaskEventsDeadLetterQueue",
+    suffix="task-events-dlq",
+    visibility_timeout_seconds=60,
+    retention_seconds=14 * 24 * 3600,
+)
+QUEUES: tuple[QueueSpec, ...] = (EXECUTION_DLQ, EXECUTION_QUEUE, ECS_QUEUE, TASK_EVENTS_DLQ)
 
 
 @dataclass(frozen=True, slots=True)

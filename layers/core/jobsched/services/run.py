@@ -108,6 +108,7 @@ from jobsched.services.dispatch import jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
 from jobsched.services.late import LateWatcher
 from jobsched.services.limits import TenantQuotas
+from jobsched.services.settle import settle_recorded
 from jobsched.settings import Settings
 
 logger = Logger(child=True)
@@ -1027,6 +1028,9 @@ class Worker:
                 end,
             )
         if not done.applied:
+            ours = self._recorded_for_us(job, done.row, owner=owner)
+            if ours is not None:
+                return ours
             # Someone else recorded this run meanwhile (a duplicate delivery, or a retry's
             # takeover): theirs stands; finish what a dead recorder may have left undone.
             refused = self._refused(job, done.row, delivery)
@@ -1113,8 +1117,25 @@ class Worker:
         self.metrics.emit(telemetry.DURATION, _ms(finished - started), telemetry.MILLISECONDS)
         done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         if not done.applied:
+            ours = self._recorded_for_us(job, done.row, owner=owner)
+            if ours is not None:
+                return ours
             raise LeaseLost(delivery.message_id)
         return self._recorded(job, sf, attempt, error, replays, finished, retry_after=retry_after)
+
+    def _recorded_for_us(self, job: Job, row: Execution | None, *, owner: str) -> Outcome | None:
+        """The attempt this worker holds, recorded under its own lease by another recorder (a
+        container task's stop event: services/task_events.py) before this worker's own record: that
+        record stands, is settled again (idempotent: the recorder may have died before settling),
+        and the run ends here as if this worker had recorded it. None: not so."""
+        if (
+            row is None
+            or row.lease_owner != owner
+            or row.status not in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+        ):
+            return None
+        settle_recorded(job, row, failures=self.failures, dag=self.dag, now=self.clock.now())
+        return Outcome.SUCCEEDED if row.status == RunStatus.SUCCEEDED else Outcome.FAILED
 
     def _record(self, write: Callable[[], Transition], end: AttemptEnd) -> Transition:
         """The attempt's outcome written, the write retried while the store fails (RECORD_TRIES).

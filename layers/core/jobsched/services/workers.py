@@ -65,6 +65,7 @@ from jobsched.domain.workers import (
 )
 from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, CrashPoints, JobStore, RunStore, WorkerStore, no_crash
+from jobsched.services.settle import settle_recorded
 
 if TYPE_CHECKING:
     from jobsched.services.dag import DagService
@@ -684,7 +685,4 @@ class WorkerPools:
         job = self.jobs.get_job(job_id)
         if job is None or row is None:
             return
-        if row.status == RunStatus.FAILED and self.failures is not None:
-            self.failures.hand_over(job, row)  # once per attempt: the execution's name is the key
-        elif row.status == RunStatus.SUCCEEDED and self.dag is not None:
-            self.dag.settle(job, row, now=now)
+        settle_recorded(job, row, failures=self.failures, dag=self.dag, now=now)

@@ -15,13 +15,16 @@
         no exit code, or gone   ──> TargetFailed(TaskLost): retried like a lost worker
         timeout_seconds passed  ──> StopTask, TargetFailed(Timeout)
 
-Completion is tracked by the worker that holds the run's lease, as the stepfunctions target with
-wait does, not by Step Functions' ecs:runTask.sync nor by ECS task state change events: the lease is
-already the durable part (a worker that dies stops heartbeating, the message returns, and the next
-attempt's worker finds the task by its startedBy and attempt tag and follows it instead of starting
-a second), retries, timeouts and dead-lettering stay the run path's own, and it costs no state
-transitions and no second path from an event to the run row. The price: an ECS worker thread per
-running container (it polls; an idle poll is one DescribeTasks per poll_seconds).
+Completion is tracked twice, and the first to record the attempt wins (a conditional write of the
+attempt on the run row; the other finds it recorded and does nothing twice):
+- by the worker that holds the run's lease, as the stepfunctions target with wait does: the lease is
+  the durable part (a worker that dies stops heartbeating, the message returns, and the next
+  attempt's worker finds the task by its startedBy and attempt tag and follows it instead of
+  starting a second); its price is an ECS worker thread per running container (an idle poll is
+  one DescribeTasks per poll_seconds). It is what the local stack uses.
+- on AWS, by ECS's "ECS Task State Change" event for the STOPPED task (jobsched.services.task_events),
+  which records the outcome even when no worker follows the task.
+Both map the stopped task the same way: jobsched.domain.ecs_tasks.task_ended.
 
 Where a task's output goes: a task definition jobsched registers for an image sends its container's
 stdout and stderr to CloudWatch Logs (the awslogs driver) in the stack's container log group
@@ -46,22 +49,16 @@ from typing import Any
 
 from jobsched.adapters.targets._aws import target_call
 from jobsched.domain.compute import Resources
+from jobsched.domain.ecs_tasks import TASK_LOST as TASK_LOST  # the local process runner's too
+from jobsched.domain.ecs_tasks import started_by as started_by
+from jobsched.domain.ecs_tasks import task_ended
 from jobsched.domain.logs import CONTAINER_STREAM_PREFIX, IMAGE_CONTAINER
 from jobsched.domain.targets import EcsTarget, TargetFailed
 from jobsched.handlers import RunContext
 from jobsched.ports import Clock, SystemClock
 
 DEFAULT_TIMEOUT_SECONDS = 3600
-STARTED_BY_CHARS = 36
-TASK_LOST = "TaskLost"
 MAX_ENVIRONMENT_BYTES = 8192  # RunTask's containerOverrides limit
-
-
-def started_by(run_id: str) -> str:
-    """RunTask's startedBy for a run: the run id when it fits in 36 characters, else a digest of it."""
-    if len(run_id) <= STARTED_BY_CHARS:
-        return run_id
-    return "js-" + hashlib.sha256(run_id.encode()).hexdigest()[: STARTED_BY_CHARS - 3]
 
 
 def image_family(image: str) -> str:
@@ -124,7 +121,7 @@ class EcsTaskRunner:
                 raise TargetFailed(f"{task_arn}: the task vanished", error_type=TASK_LOST)
             task = tasks[0]
             if task.get("lastStatus") == "STOPPED":
-                return self._ended(task_arn, task)
+                return task_ended(task_arn, task)
             if self._clock.now() >= deadline:
                 with target_call("ECS StopTask"):
                     self._ecs.stop_task(
@@ -135,18 +132,6 @@ class EcsTaskRunner:
                 raise TargetFailed(f"{task_arn}: stopped after {self._timeout:g} s", error_type="Timeout")
             ctx.heartbeat()
             self._sleep(self._poll)
-
-    def _ended(self, task_arn: str, task: Mapping[str, Any]) -> object:
-        containers = list(task.get("containers") or [])
-        code = containers[0].get("exitCode") if containers else None
-        if code is None:
-            reason = task.get("stoppedReason") or "no exit code"
-            raise TargetFailed(
-                f"{task_arn}: stopped with no exit code: {reason}"[:2000], error_type=TASK_LOST
-            )
-        if int(code) != 0:
-            raise TargetFailed(f"{task_arn}: exit code {int(code)}", error_type="ExitCode")
-        return {"task_arn": task_arn, "exit_code": 0}
 
     def _adopt(self, run_id: str, attempt: str) -> str | None:
         """This attempt's task, if a worker that died started it already."""

@@ -1,0 +1,115 @@
+"""A container target's Fargate task, as jobsched reads it: who started it, and how it ended.
+
+One reading for both ways a task's end is learnt: the ECS worker's DescribeTasks polls
+(jobsched.adapters.targets.ecs) and ECS's "ECS Task State Change" events
+(jobsched.services.task_events). Both read the same task shape: an event's `detail` is the task
+as DescribeTasks answers it, less its tags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jobsched.domain.targets import TargetFailed
+
+STARTED_BY_CHARS = 36
+TASK_LOST = "TaskLost"
+EXIT_CODE = "ExitCode"
+MAX_REASON_CHARS = 2000
+EVENT_SOURCE = "aws.ecs"
+EVENT_DETAIL_TYPE = "ECS Task State Change"
+SERVICE_STARTED_BY_PREFIX = "ecs-svc/"
+"""What ECS puts in startedBy for a service's tasks (the ECS worker's own): never a container target's."""
+
+
+def started_by(run_id: str) -> str:
+    """RunTask's startedBy for a run: the run id when it fits in 36 characters, else a digest of it."""
+    if len(run_id) <= STARTED_BY_CHARS:
+        return run_id
+    return "js-" + hashlib.sha256(run_id.encode()).hexdigest()[: STARTED_BY_CHARS - 3]
+
+
+def task_ended(task_arn: str, task: Mapping[str, Any]) -> dict[str, Any]:
+    """A STOPPED task's outcome: {"task_arn", "exit_code": 0} for its first container's exit code 0;
+    TargetFailed(ExitCode, "exit code N") for any other code; TargetFailed(TaskLost) for none."""
+    containers = list(task.get("containers") or [])
+    code = containers[0].get("exitCode") if containers else None
+    if code is None:
+        reason = task.get("stoppedReason") or "no exit code"
+        raise TargetFailed(
+            f"{task_arn}: stopped with no exit code: {reason}"[:MAX_REASON_CHARS], error_type=TASK_LOST
+        )
+    if int(code) != 0:
+        raise TargetFailed(f"{task_arn}: exit code {int(code)}", error_type=EXIT_CODE)
+    return {"task_arn": task_arn, "exit_code": 0}
+
+
+def task_outcome(
+    task_arn: str, task: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """task_ended as (result, None) or (None, (error type, message)): the run path's pair."""
+    try:
+        return task_ended(task_arn, task), None
+    except TargetFailed as exc:
+        return None, (exc.error_type, str(exc))
+
+
+def stopped_pattern(cluster_arn: str) -> dict[str, Any]:
+    """The EventBridge pattern of container targets' stopped tasks in the cluster: STOPPED tasks of
+    `cluster_arn` not started by an ECS service (the ECS worker's own tasks are a service's)."""
+    return {
+        "source": [EVENT_SOURCE],
+        "detail-type": [EVENT_DETAIL_TYPE],
+        "detail": {
+            "clusterArn": [cluster_arn],
+            "lastStatus": ["STOPPED"],
+            "startedBy": [{"anything-but": {"prefix": SERVICE_STARTED_BY_PREFIX}}],
+        },
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class StoppedTask:
+    """A stopped task that jobsched started for a run's attempt."""
+
+    task_arn: str
+    run_id: str
+    attempt: int
+    task: Mapping[str, Any]
+    """The event's detail: the task, as task_ended reads it."""
+    stopped_at: str | None = None
+    """ECS's stoppedAt (ISO-8601), when the event has it."""
+
+
+def stopped_task(detail: Mapping[str, Any]) -> StoppedTask | None:
+    """The run attempt a task state change is about, or None: not STOPPED, or not a task jobsched
+    started (its container overrides carry no JOBSCHED_RUN_ID and JOBSCHED_ATTEMPT, as RunTask set
+    them, or its startedBy is not that run's).
+
+    The event carries the task's overrides but not its tags, and startedBy holds only a digest of a
+    long run id: the run and attempt are read from the environment jobsched gave the container,
+    and startedBy must agree with them."""
+    if detail.get("lastStatus") != "STOPPED" or not detail.get("taskArn"):
+        return None
+    overrides = detail.get("overrides") or {}
+    environment: dict[str, str] = {}
+    for container in overrides.get("containerOverrides") or []:
+        for pair in container.get("environment") or []:
+            if isinstance(pair, Mapping) and "name" in pair:
+                environment[str(pair["name"])] = str(pair.get("value", ""))
+    run_id, attempt = environment.get("JOBSCHED_RUN_ID"), environment.get("JOBSCHED_ATTEMPT")
+    if not run_id or not attempt or not attempt.isdigit():
+        return None
+    if detail.get("startedBy") != started_by(run_id):
+        return None
+    stopped_at = detail.get("stoppedAt")
+    return StoppedTask(
+        task_arn=str(detail["taskArn"]),
+        run_id=run_id,
+        attempt=int(attempt),
+        task=detail,
+        stopped_at=str(stopped_at) if stopped_at else None,
+    )
