@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import ROOT, Stack, start_stack, stop_stack
+from tests.support import poll_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 TENANT = {"X-Tenant": "pools-e2e"}
@@ -166,7 +167,12 @@ def test_a_failed_attempt_is_retried_by_the_failure_workflow_and_the_one_off_com
     # Then the failure workflow retried it (placed again, attempt 2), and the job is COMPLETED
     assert [(a["attempt"], a["outcome"]) for a in run["attempts"]] == [(1, "FAILED"), (2, "SUCCEEDED")], run
     assert run["attempts"][0]["error"]["type"] == "RuntimeError", run
-    assert pool.stack.get(f"/api/jobs/{job_id}", **TENANT).json()["status"] == "COMPLETED"
+    # (the run is recorded SUCCEEDED before `finished` settles it: the job completes just after)
+    poll_until(
+        lambda: pool.stack.get(f"/api/jobs/{job_id}", **TENANT).json()["status"] == "COMPLETED",
+        "the one-off's job COMPLETED",
+        timeout=10,
+    )
 
 
 def test_a_worker_killed_mid_run_has_its_run_requeued_and_finished_elsewhere_once(pool: Pool) -> None:
