@@ -488,3 +488,16 @@ def services_on(
     services.worker.sleep = lambda seconds: None
     services.worker.heartbeat_thread = False
     return services
+
+
+def run_envelope(run_id: str, attempt: int = 1) -> dict[str, Any]:
+    """The envelope a target gets for `run_id` (a job's tick at 2026-11-30T12:00Z) on `attempt`."""
+    return {
+        "job_id": run_id.split("-")[0],
+        "run_id": run_id,
+        "tenant": "t",
+        "scheduled_for": "2026-11-30T12:00:00.000Z",
+        "attempt": attempt,
+        "effect_key": run_id,
+        "payload": {"n": 1},
+    }

@@ -528,26 +528,19 @@ class JobschedScheduler(Construct):
             )
         )
         if self.key is not None:
-            self.key.add_to_resource_policy(
-                iam.PolicyStatement(
-                    principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                    resources=["*"],
-                    conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            # CloudWatch publishes the alarms to the encrypted topic; EventBridge sends the stopped-task
+            # events it could not deliver to their encrypted dead-letter queue. Scoped to the account,
+            # not the rule's ARN: the queue's key naming the rule that names the queue would be a
+            # dependency cycle.
+            for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
+                self.key.add_to_resource_policy(
+                    iam.PolicyStatement(
+                        principals=[iam.ServicePrincipal(service)],
+                        actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                        resources=["*"],
+                        conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+                    )
                 )
-            )
-            # EventBridge sends the stopped-task events it could not deliver to their dead-letter queue,
-            # encrypted under the key.
-            self.key.add_to_resource_policy(
-                iam.PolicyStatement(
-                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                    resources=["*"],
-                    # (the account, not the rule's ARN: the queue's key naming the rule that names the
-                    # queue would be a dependency cycle)
-                    conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
-                )
-            )
         self._encrypt_log_groups()  # last: every log group made above
 
     def _key(self) -> kms.Key:

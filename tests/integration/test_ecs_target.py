@@ -21,6 +21,7 @@ from jobsched.domain.logs import task_id, task_stream
 from jobsched.domain.targets import TargetFailed, parse_target
 from jobsched.ports import FakeClock
 from tests.conftest import T0
+from tests.support import run_envelope
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -46,15 +47,7 @@ def ecs() -> Iterator[tuple[Any, EcsPlace]]:
 
 
 def envelope(attempt: int = 1) -> dict[str, Any]:
-    return {
-        "job_id": RUN_ID.split("-")[0],
-        "run_id": RUN_ID,
-        "tenant": "t",
-        "scheduled_for": "2026-11-30T12:00:00.000Z",
-        "attempt": attempt,
-        "effect_key": f"{RUN_ID}",
-        "payload": {"n": 1},
-    }
+    return run_envelope(RUN_ID, attempt)
 
 
 class Ctx:

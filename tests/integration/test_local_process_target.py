@@ -20,7 +20,7 @@ from jobsched.domain.targets import TargetFailed, parse_target
 from jobsched.errors import ValidationFailed
 from jobsched.handlers import registry
 from jobsched.logcontext import current_run, run_scope
-from tests.support import poll_until
+from tests.support import poll_until, run_envelope
 
 RUN_ID = "job_01m8zhesy6bj7zncxmyxbf1xq8-1796043600000"
 SIZE = Resources(cpu=512, memory_mib=1024)
@@ -28,15 +28,7 @@ PY = sys.executable
 
 
 def envelope(attempt: int = 1) -> dict[str, Any]:
-    return {
-        "job_id": RUN_ID.split("-")[0],
-        "run_id": RUN_ID,
-        "tenant": "t",
-        "scheduled_for": "2026-11-30T12:00:00.000Z",
-        "attempt": attempt,
-        "effect_key": RUN_ID,
-        "payload": {"n": 1},
-    }
+    return run_envelope(RUN_ID, attempt)
 
 
 class Ctx:
