@@ -216,6 +216,8 @@ class WorkerAgent:
             self.join_runs()
         finally:
             self.drained.set()
+            # Nothing of this worker's is in flight once serve returns: the beat under way ends first.
+            beating.join()
 
     def join_runs(self, timeout: float | None = None) -> None:
         """Wait for the runs taken on threads to finish and report (each up to `timeout` seconds)."""
