@@ -25,6 +25,7 @@ does for the Lambda worker:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -205,7 +206,7 @@ def run_one(environ: Mapping[str, str] | None = None) -> int:
     worker that holds its lease started it: Worker.run_in_own_task); answers the exit code. The run
     and attempt are the JOBSCHED_RUN_ID and JOBSCHED_ATTEMPT its container was given, as a container
     target's task is given them (adapters/targets/ecs.py envelope_environment)."""
-    from jobsched.logcontext import run_scope
+    from jobsched.logcontext import route_stdlib_logs, run_scope
     from jobsched.settings import Settings
     from jobsched.wiring import build, clients
 
@@ -213,6 +214,12 @@ def run_one(environ: Mapping[str, str] | None = None) -> int:
     run_id, attempt = env.get("JOBSCHED_RUN_ID", ""), env.get("JOBSCHED_ATTEMPT", "")
     if not run_id or not attempt.isdigit():
         raise SystemExit("--run needs JOBSCHED_RUN_ID and JOBSCHED_ATTEMPT")
+    # The handler's own `logging` lines as JSON lines with the run's keys on stdout: the task's log
+    # driver sends them to the worker's group (GET /api/runs/{id}/logs finds them by run_id); locally
+    # the worker that started this process logs each line it prints in the run's scope. At INFO
+    # whatever the console's level (WARNING locally): this task's output is the run's lines.
+    logger.setLevel(min(logging.INFO, logger.log_level))
+    route_stdlib_logs(logger)
     settings = Settings.from_env(env)
     _, sqs, _ = clients()
     services = build(settings, sqs=sqs)

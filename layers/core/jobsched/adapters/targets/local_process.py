@@ -202,7 +202,8 @@ class LocalProcessRunner:
             try:
                 process = subprocess.Popen(
                     list(self.spec.command),
-                    cwd=workdir,
+                    # The worker's own task starts where the worker did (its image's WORKDIR on AWS).
+                    cwd=os.getcwd() if self._inherit else workdir,
                     env=environment,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
