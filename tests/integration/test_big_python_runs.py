@@ -6,6 +6,7 @@ lease, once. A run that fits the worker's task still runs in-process: no task.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -29,6 +30,7 @@ from jobsched.domain.status import RunStatus
 from jobsched.handlers import registry
 from jobsched.ports import FakeClock
 from jobsched.services.run import NOTHING_TO_RUN, Delivery, Outcome
+from jobsched.services.task_events import TaskEventOutcome, TaskStopEvents
 from jobsched.settings import Settings
 from jobsched.wiring import Services, compose
 from tests.conftest import T0
@@ -237,3 +239,30 @@ def test_a_python_run_that_fits_the_worker_task_runs_in_process_with_no_task(wor
     assert tasks() == []
     row = svc.runs.get(job_id, times.stored(RUN_AT))
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.ecs_tasks == []
+
+
+def test_a_task_lost_before_its_record_is_recorded_once_by_its_stop_event_first(world: Any) -> None:
+    svc, clock, queue, vcpu = world
+    job_id = python_job(svc, "demo.echo", {"cpu": 4096, "memory_mib": 8192})
+    stops = TaskStopEvents(jobs=svc.jobs, runs=svc.runs, failures=svc.failures, dag=svc.dag, clock=clock)
+    seen: list[TaskEventOutcome] = []
+
+    def dies_and_its_event_comes_first(seconds: float) -> None:
+        client = boto3.client("ecs", region_name=REGION)
+        for task in tasks():
+            task.status = "STOPPED"
+            task.containers[0].exitCode = None
+            task.stopped_reason = "Essential container in task exited"
+            # ECS's event: the task as DescribeTasks has it (overrides and all, less its tags), twice
+            [detail] = client.describe_tasks(cluster="jobsched", tasks=[task.task_arn])["tasks"]
+            detail = json.loads(json.dumps(detail, default=str))
+            seen.extend([stops.stopped(detail), stops.stopped(detail)])
+
+    # When the task dies before recording, and its stop event reaches task_events before the poll
+    assert run_once(svc, clock, queue, dies_and_its_event_comes_first) == [Outcome.FAILED]
+    # Then the event recorded the attempt (its twin and the worker's poll changed nothing): TaskLost
+    assert seen == [TaskEventOutcome.FAILED, TaskEventOutcome.NOT_RUNNING]
+    row = svc.runs.get(job_id, times.stored(RUN_AT))
+    assert row is not None and row.status == RunStatus.FAILED and len(row.attempts) == 1
+    assert row.error is not None and row.error.type == "TaskLost"
+    assert vcpu.used(ACCOUNT_SCOPE) == 0 and vcpu.reservations() == {}
