@@ -142,8 +142,8 @@ class TargetFactory:
     def for_worker_task(self, *, timeout_seconds: float | None = None, resources: Resources) -> Target:
         """The adapter that runs one Python run in a task of the ECS worker's own task definition at
         `resources` (its placed size, bigger than the worker's task): a container run whose command
-        is OWN_TASK_COMMAND, so it is started, followed, timed out, noted and adopted as a container
-        target's task is (EcsTaskRunner), and recorded by its stop event too. On the local stack, the
+        is OWN_TASK_COMMAND, so it is started, followed, timed out and noted as a container target's
+        task is (EcsTaskRunner), and recorded by its stop event too. On the local stack, the
         command in a process of its own (LocalProcessRunner) with this process's environment."""
         if self.local_containers:
             local = EcsTarget.model_construct(
