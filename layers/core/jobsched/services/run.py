@@ -50,6 +50,11 @@ run id so a redelivery of the run keeps the reservation it had:
         back leaves it to lapse at its timeout + slack, released by the next reserver that finds
         a scope full
 
+On the ECS worker, a Python run placed bigger than the worker's own task (domain.compute
+needs_own_task) leases first, then runs as a container run of the worker's own task definition at its
+placed size (TargetSource.for_worker_task), whose task runs the handler and records the attempt under
+this worker's lease (Worker.run_in_own_task: its timeline and crash points).
+
 Over 600 lines on purpose: this is one multi-step path (gate, start markers, fast or leased
 path, heartbeat, record, hand-over) whose crash points are read against the timeline above;
 split, each half would need the other's docstring. The target call goes behind ports.Target.
