@@ -508,7 +508,13 @@ class JobschedScheduler(Construct):
         self.shard_guard = self._shard_guard(shard_count)
         dispatcher_fn.node.add_dependency(self.shard_guard)
         # The dashboard and the alarms (constructs/observability.py), notifying the alert topic.
-        fns = {"api": api_fn, "dispatcher": dispatcher_fn, "worker": worker_fn, "reconciler": reconciler_fn}
+        fns = {
+            "api": api_fn,
+            "dispatcher": dispatcher_fn,
+            "worker": worker_fn,
+            "reconciler": reconciler_fn,
+            "task_events": task_events_fn,
+        }
         self.observability = Observability(
             self,
             "Observability",
@@ -517,6 +523,7 @@ class JobschedScheduler(Construct):
             dead_letter_queue=dead_letter_queue,
             workflows=[failure_workflow, dag_workflow],
             tick=TICK,
+            task_events_dlq=self.ecs.task_events_dlq,
         )
         # CloudWatch alarms publish to the topic, under its key (an AWS-managed SNS key cannot grant that).
         topic.add_to_resource_policy(

@@ -120,7 +120,42 @@ def test_the_ecs_worker_may_run_follow_and_stop_container_tasks_in_its_cluster_o
         s["Condition"] == {"StringEquals": {"ecs:CreateAction": "RunTask"}} for s in tagging
     )
     passing = [s for s in statements if "iam:PassRole" in json.dumps(s["Action"])]
-    assert passing and all("ContainerExecutionRole" in json.dumps(s["Resource"]) for s in passing)
+    assert passing and all(
+        "ContainerExecutionRole" in json.dumps(s["Resource"])
+        or s.get("Condition") == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+        for s in passing
+    )
+
+
+def test_the_ecs_worker_may_run_its_own_definition_at_another_size_passing_only_its_own_roles(
+    synth: Synth,
+) -> None:
+    # A Python run bigger than the worker's task: RunTask of the worker's own family with overrides
+    task = _task_definition(synth)
+    family = synth.stack.ecs.family
+    assert task["Family"] == family
+    [container] = task["ContainerDefinitions"]
+    assert "Memory" not in container  # no hard limit: the task's memory override is the run's
+    env = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert env[c.ECS_WORKER_FAMILY_ENV] == family
+    statements = synth.role_statements(synth.stack.ecs.task_role)
+    # RunTask (any definition, this one's included), DescribeTasks and StopTask: in the cluster only
+    for action in ("ecs:RunTask", "ecs:DescribeTasks", "ecs:StopTask"):
+        allowing = [s for s in statements if action in listed_actions(s)]
+        assert allowing, action
+        assert all(list(s["Condition"]["ArnEquals"]) == ["ecs:cluster"] for s in allowing), action
+    # PassRole of the definition's own task and execution roles, to ECS tasks only
+    own = synth.logical_id(synth.stack.ecs.task_role.node.default_child)
+    execution = synth.logical_id(synth.stack.ecs.task_definition.obtain_execution_role().node.default_child)
+    [passing] = [
+        s
+        for s in statements
+        if "iam:PassRole" in listed_actions(s) and "iam:PassedToService" in json.dumps(s.get("Condition", {}))
+    ]
+    assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+    assert sorted(json.dumps(r) for r in passing["Resource"]) == sorted(
+        json.dumps({"Fn::GetAtt": [logical_id, "Arn"]}) for logical_id in (own, execution)
+    )
 
 
 def test_the_ecs_worker_is_told_where_container_tasks_run(synth: Synth) -> None:

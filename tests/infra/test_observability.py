@@ -94,7 +94,7 @@ def test_the_dashboard_graphs_dispatch_lag_dlq_depth_workflow_failures_errors_an
     assert len([n for n in flows if n[0] == "AWS/States"]) == 4  # both workflows
     for title, metric in (("Function errors", "Errors"), ("Function throttles", "Throttles")):
         plotted = names(widget(synth, title))
-        assert len(plotted) == 4 and {n[:2] for n in plotted} == {("AWS/Lambda", metric)}
+        assert len(plotted) == 5 and {n[:2] for n in plotted} == {("AWS/Lambda", metric)}  # task_events too
 
 
 def test_the_dlq_depth_alarm_fires_on_one_visible_message_and_notifies_the_alert_topic(synth: Synth) -> None:
@@ -102,6 +102,21 @@ def test_the_dlq_depth_alarm_fires_on_one_visible_message_and_notifies_the_alert
     assert (props["Namespace"], props["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
     dlq = props["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
     assert dlq == resources.EXECUTION_DLQ.logical_id
+    assert (props["Statistic"], props["Threshold"], props["ComparisonOperator"]) == (
+        "Maximum",
+        0,
+        "GreaterThanThreshold",
+    )
+    assert props["AlarmActions"] == [TOPIC]
+
+
+def test_the_task_events_dlq_is_graphed_and_alarms_on_one_parked_event(synth: Synth) -> None:
+    (depth,) = names(widget(synth, "Stopped-task events dead-letter queue depth"))
+    assert depth[:2] == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    props = alarm(synth, "TaskEventsDeadLetters")
+    assert (props["Namespace"], props["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    dlq = props["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
+    assert dlq == resources.TASK_EVENTS_DLQ.logical_id
     assert (props["Statistic"], props["Threshold"], props["ComparisonOperator"]) == (
         "Maximum",
         0,
@@ -133,8 +148,8 @@ def test_the_failure_rate_alarm_is_failed_over_finished_attempts(synth: Synth) -
 @pytest.mark.parametrize(
     ("name", "metric", "count"),
     [
-        ("FunctionErrors", "Errors", 4),
-        ("FunctionThrottles", "Throttles", 4),
+        ("FunctionErrors", "Errors", 5),
+        ("FunctionThrottles", "Throttles", 5),
         ("WorkflowFailures", "ExecutionsFailed", 2),
         ("WorkflowFailures", "ExecutionsTimedOut", 2),
     ],

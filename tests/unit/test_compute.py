@@ -15,6 +15,7 @@ from jobsched.domain.compute import (
     DoesNotFit,
     Resources,
     fargate_size,
+    needs_own_task,
     place,
 )
 
@@ -97,3 +98,19 @@ def test_the_cost_table_prices_a_1_minute_fargate_run_beside_a_lambda_run() -> N
     fargate_minute = (0.25 * 0.03238 + 0.5 * 0.00356) / 60
     assert rows["fargate_1min"]["usd_per_million"] == pytest.approx(fargate_minute * 1e6)
     assert rows["lambda_1min"]["usd_per_million"] == pytest.approx(0.20 + 15 * 0.0000133334 * 1e6)
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory", "own_task"),
+    [
+        (256, 512, False),  # the smallest Fargate size: in the worker's task
+        (resources.ECS_WORKER_CPU, resources.ECS_WORKER_MEMORY_MIB, False),  # the worker's own size
+        (1024, 3 * 1024, True),  # more memory than the worker's task
+        (2048, 4 * 1024, True),  # more CPU
+        (4096, 8 * 1024, True),
+    ],
+)
+def test_a_python_run_bigger_than_the_ecs_worker_task_needs_a_task_of_its_own(
+    cpu: int, memory: int, own_task: bool
+) -> None:
+    assert needs_own_task(Resources(cpu=cpu, memory_mib=memory)) is own_task

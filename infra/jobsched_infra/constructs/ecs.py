@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import jsii
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
@@ -118,9 +118,13 @@ class EcsWorkers(Construct):
             assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
             description="jobsched ECS worker: the worker's own calls, granted by the stack",
         )
+        # A family of its own name: the worker runs a Python run bigger than its task in a task of
+        # this family's latest revision (the worker cannot be told its own ARN: a circular reference).
+        self.family = f"{Stack.of(self).stack_name}-EcsWorker"
         self.task_definition = ecs.FargateTaskDefinition(
             self,
             "TaskDefinition",
+            family=self.family,
             cpu=resources.ECS_WORKER_CPU,
             memory_limit_mib=resources.ECS_WORKER_MEMORY_MIB,
             task_role=self.task_role,
@@ -151,6 +155,7 @@ class EcsWorkers(Construct):
         )
         queue.grant_consume_messages(self.task_role)
         self._container_targets(log_retention)
+        self._own_tasks()
         minute = Duration.minutes(1)
         depth = cloudwatch.MathExpression(
             expression="visible + inflight",
@@ -298,6 +303,24 @@ class EcsWorkers(Construct):
             (c.ECS_LOG_GROUP_ENV, self.container_log_group.log_group_name),
         ):
             self.container.add_environment(name, value)
+
+    def _own_tasks(self) -> None:
+        """A Python run bigger than the worker's task runs in a task of the worker's own definition at
+        its placed size (jobsched.adapters.targets.TargetFactory.for_worker_task): RunTask, DescribeTasks
+        and StopTask in this cluster are the container targets' grants already (RunTask on any
+        definition, the cluster its condition); what more it takes is passing the definition's own two
+        roles (its task role: itself; its execution role: the image pull and the logs) to ECS tasks,
+        and no other role. The task definition's container has no hard memory limit, so the task's
+        memory override is the run's. The worker is told the family."""
+        execution_role = self.task_definition.obtain_execution_role()
+        self.task_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[self.task_role.role_arn, execution_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+            )
+        )
+        self.container.add_environment(c.ECS_WORKER_FAMILY_ENV, self.family)
 
     def track_stopped_tasks(
         self, *, function: lambda_.IFunction, dead_letter_queue: sqs.IQueue

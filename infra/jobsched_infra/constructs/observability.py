@@ -12,7 +12,12 @@ Alarms, what each means and why its threshold:
   hand every tick over ahead of time (lag 0). Missing data breaches: every pass emits the lag,
   even an idle one, so no data means no pass ran.
 - FailureRate > FAILURE_RATE_PERCENT: failed attempts over finished attempts (metric math).
-- FunctionErrors, FunctionThrottles > 0: summed over the four functions (metric math).
+- FunctionErrors, FunctionThrottles > 0: summed over the functions (metric math): api, dispatcher,
+  worker, reconciler and task_events.
+- TaskEventsDeadLetters > 0: AWS/SQS ApproximateNumberOfMessagesVisible of the stopped-task events'
+  DLQ (resources.TASK_EVENTS_DLQ): an event neither EventBridge's retries nor the function's own
+  could record. The ECS worker's poll records its run anyway (a parked event costs latency, never
+  the run), but one there means the function fails: its cause is in the function's logs.
 - WorkflowFailures > 0: failed or timed-out executions of the failure and DAG workflows (a dead
   letter is a workflow that succeeded; a failed one is the bad path itself failing).
 """
@@ -41,7 +46,8 @@ WINDOW = Duration.minutes(5)
 
 class Observability(Construct):
     """The dashboard and the alarms; props keyword-only. `functions`: name (api, dispatcher, worker,
-    reconciler) -> function; `tick`: the dispatcher's tick (the lag alarm is two of them)."""
+    reconciler, task_events) -> function; `tick`: the dispatcher's tick (the lag alarm is two of them);
+    `task_events_dlq`: the stopped-task events' dead-letter queue (None: no alarm on it)."""
 
     def __init__(
         self,
@@ -53,6 +59,7 @@ class Observability(Construct):
         dead_letter_queue: sqs.IQueue,
         workflows: Sequence[sfn.IStateMachine],
         tick: Duration,
+        task_events_dlq: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.action = cw_actions.SnsAction(topic)
@@ -148,6 +155,20 @@ class Observability(Construct):
                 "WorkflowFailures", failed_flows, 0, above, "a failure or DAG workflow execution failed"
             ),
         }
+        if task_events_dlq is not None:
+            parked = task_events_dlq.metric_approximate_number_of_messages_visible(
+                statistic="Maximum", period=Duration.minutes(1)
+            )
+            self.dashboard.add_widgets(
+                cw.GraphWidget(title="Stopped-task events dead-letter queue depth", left=[parked], width=12)
+            )
+            self.alarms["TaskEventsDeadLetters"] = self.alarm(
+                "TaskEventsDeadLetters",
+                parked,
+                0,
+                above,
+                "a stopped ECS task's event could not be recorded (functions/task_events failed)",
+            )
 
     @staticmethod
     def metric(name: str, service: str, *, statistic: str = "Sum", period: Duration = WINDOW) -> cw.Metric:

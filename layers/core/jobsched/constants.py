@@ -32,6 +32,9 @@ ECS_EXECUTION_ROLE_ARN_ENV = "JOBSCHED_ECS_EXECUTION_ROLE_ARN"
 # The log group of container targets' output (tasks of the task definitions jobsched registers for
 # images): the ECS worker writes it into them, the API reads it back (GET /api/runs/{id}/logs).
 ECS_LOG_GROUP_ENV = "JOBSCHED_ECS_LOG_GROUP"
+# The ECS worker's own task definition family: a Python run bigger than its task runs in a task of
+# this definition of its own, at its placed size (jobsched.adapters.targets.TargetFactory.for_worker_task).
+ECS_WORKER_FAMILY_ENV = "JOBSCHED_ECS_WORKER_FAMILY"
 # "local": container targets run their command as a local process (the local stack: no Docker);
 # unset or "ecs": a Fargate task in ECS_CLUSTER_ENV.
 CONTAINER_RUNNER_ENV = "JOBSCHED_CONTAINER_RUNNER"

@@ -25,12 +25,13 @@ does for the Lambda worker:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -200,14 +201,47 @@ def watch_parent(
             return
 
 
+def run_one(environ: Mapping[str, str] | None = None) -> int:
+    """`--run`: this task runs one attempt of one Python run bigger than the worker's own task (the
+    worker that holds its lease started it: Worker.run_in_own_task); answers the exit code. The run
+    and attempt are the JOBSCHED_RUN_ID and JOBSCHED_ATTEMPT its container was given, as a container
+    target's task is given them (adapters/targets/ecs.py envelope_environment)."""
+    from jobsched.logcontext import route_stdlib_logs, run_scope
+    from jobsched.settings import Settings
+    from jobsched.wiring import build, clients
+
+    env = os.environ if environ is None else environ
+    run_id, attempt = env.get("JOBSCHED_RUN_ID", ""), env.get("JOBSCHED_ATTEMPT", "")
+    if not run_id or not attempt.isdigit():
+        raise SystemExit("--run needs JOBSCHED_RUN_ID and JOBSCHED_ATTEMPT")
+    # The handler's own `logging` lines as JSON lines with the run's keys on stdout: the task's log
+    # driver sends them to the worker's group (GET /api/runs/{id}/logs finds them by run_id); locally
+    # the worker that started this process logs each line it prints in the run's scope. At INFO
+    # whatever the console's level (WARNING locally): this task's output is the run's lines.
+    logger.setLevel(min(logging.INFO, logger.log_level))
+    route_stdlib_logs(logger)
+    settings = Settings.from_env(env)
+    _, sqs, _ = clients()
+    services = build(settings, sqs=sqs)
+    job_id = env.get("JOBSCHED_JOB_ID") or run_id.rpartition("-")[0]
+    with run_scope(job_id=job_id, run_id=run_id, tenant=env.get("JOBSCHED_TENANT")):
+        return services.worker.run_in_own_task(run_id, int(attempt))
+
+
 def main() -> int:
-    """The container's entry point: build the services from the environment and serve until SIGTERM."""
+    """The container's entry point: build the services from the environment and serve until SIGTERM
+    (`--run`: run one run in this task instead, run_one)."""
     from jobsched import constants as c
     from jobsched.adapters.targets import TargetFactory
     from jobsched.services.operations import OperationService
     from jobsched.settings import Settings
     from jobsched.wiring import build, clients
 
+    if "--run" in sys.argv[1:]:
+        code = run_one()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return code
     settings = Settings.from_env()
     if settings.worker_lane != "ecs" or not settings.ecs_queue_url:
         raise SystemExit(f"{c.WORKER_LANE_ENV}=ecs and {c.ECS_QUEUE_URL_ENV} are required")

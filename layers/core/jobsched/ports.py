@@ -563,6 +563,14 @@ class TargetSource(Protocol):
         `resources`, the run's placed size, sizes a container target's task."""
         ...
 
+    def for_worker_task(
+        self, *, timeout_seconds: float | None = None, resources: compute.Resources
+    ) -> Target:
+        """The adapter that runs one Python run in a task of the ECS worker's own definition at
+        `resources` (a container run of OWN_TASK_COMMAND); TargetFailed(TargetUnavailable) if none
+        can be started here."""
+        ...
+
     def check(self, spec: TargetSpec) -> None:
         """Raise ValidationFailed naming `target.<field>` if this deployment may never call `spec`
         (an http URL whose host is refused by the deployment's AddressPolicy; on the local stack, a

@@ -90,6 +90,9 @@ class Settings(BaseModel):
     ecs_execution_role_arn: str = ""
     # Where image tasks' output goes (awslogs), and where GET /api/runs/{id}/logs reads it; "": none.
     ecs_log_group: str = ""
+    # The ECS worker's own task definition family (its latest revision runs a Python run bigger than
+    # the worker's task in a task of its own); "": such a run fails with TargetUnavailable.
+    ecs_worker_family: str = ""
     # "local" (the local stack only): container targets run their command as a local process,
     # since there is no Docker to run the image (jobsched.adapters.targets.local_process).
     container_runner: Literal["ecs", "local"] = "ecs"
@@ -128,6 +131,7 @@ class Settings(BaseModel):
             "ecs_cluster": c.ECS_CLUSTER_ENV,
             "ecs_execution_role_arn": c.ECS_EXECUTION_ROLE_ARN_ENV,
             "ecs_log_group": c.ECS_LOG_GROUP_ENV,
+            "ecs_worker_family": c.ECS_WORKER_FAMILY_ENV,
             "container_runner": c.CONTAINER_RUNNER_ENV,
         }
         raw["demo_handlers"] = env.get(c.DEMO_HANDLERS_ENV, "").strip().lower() == "true"
@@ -193,6 +197,8 @@ class Settings(BaseModel):
             env[c.ECS_EXECUTION_ROLE_ARN_ENV] = self.ecs_execution_role_arn
         if self.ecs_log_group:
             env[c.ECS_LOG_GROUP_ENV] = self.ecs_log_group
+        if self.ecs_worker_family:
+            env[c.ECS_WORKER_FAMILY_ENV] = self.ecs_worker_family
         if self.container_runner != "ecs":
             env[c.CONTAINER_RUNNER_ENV] = self.container_runner
         return env

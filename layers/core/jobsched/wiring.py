@@ -105,6 +105,7 @@ def target_factory(
             security_groups=settings.ecs_security_groups,
             execution_role_arn=settings.ecs_execution_role_arn,
             log_group=settings.ecs_log_group,
+            worker_family=settings.ecs_worker_family,
         )
     return TargetFactory(
         handlers=handlers,

@@ -24,26 +24,28 @@ from jobsched.services.run import Delivery, Outcome
 from tests.unit.services.conftest import T0, World
 
 RUN_AT = T0 + timedelta(hours=1)
-ACCOUNT_WAIT = "waited for Fargate capacity: the account's vCPU quota (4 vCPU) is reserved"
+ACCOUNT_WAIT = "waited for Fargate capacity: the account's vCPU quota (2 vCPU) is reserved"
 
 
 @pytest.fixture
 def ecs(world: World) -> MemoryFargateVcpuStore:
-    """The world's worker as the ECS worker, with an account quota of 4 vCPU."""
+    """The world's worker as the ECS worker, with an account quota of 2 vCPU."""
     worker = world.svc.worker
-    worker.settings = worker.settings.model_copy(update={"worker_lane": "ecs", "fargate_vcpu_quota": 4})
+    worker.settings = worker.settings.model_copy(update={"worker_lane": "ecs", "fargate_vcpu_quota": 2})
     worker.fargate_vcpu = store = MemoryFargateVcpuStore()
     return store
 
 
 def big_jobs(world: World, count: int, *, tenant: str = "t", handler: str = "demo.echo") -> list[str]:
-    """One-offs placed on Fargate at 2 vCPU / 4 GB (a 600 s timeout, 2048 CPU units)."""
+    """One-offs placed on Fargate at 1 vCPU / 2 GB (a 600 s timeout, 1024 CPU units): the ECS worker's
+    own task size, so they run in-process (a bigger one gets a task of its own:
+    tests/integration/test_big_python_runs.py)."""
     request = CreateJobRequest(
         type="one_off",
         handler=handler,
         run_at=RUN_AT,
         timeout_seconds=600,
-        resources=Resources(cpu=2048, memory_mib=4096),
+        resources=Resources(cpu=1024, memory_mib=2048),
     )
     submit = world.svc.job_service.submit
     return [submit(request, tenant=tenant, idempotency_key=None).job_id for _ in range(count)]
@@ -57,7 +59,7 @@ def hand_over(world: World) -> None:
 def occupy(store: MemoryFargateVcpuStore, run: str, cpu: int, *, lapses_in: float = 3600) -> None:
     """Another run's reservation (its task running elsewhere)."""
     now = RUN_AT
-    account = Scope(name=ACCOUNT_SCOPE, limit=4096)
+    account = Scope(name=ACCOUNT_SCOPE, limit=2048)
     assert (
         store.reserve(run, cpu=cpu, scopes=(account,), until=now + timedelta(seconds=lapses_in), now=now)
         is None
@@ -81,21 +83,21 @@ def test_the_handler_runs_while_its_vcpu_is_reserved(world: World, ecs: MemoryFa
     big_jobs(world, 1, handler="unit.look")
     hand_over(world)
     assert world.deliver() == [Outcome.SUCCEEDED]
-    assert seen == [2048] and ecs.used(ACCOUNT_SCOPE) == 0
+    assert seen == [1024] and ecs.used(ACCOUNT_SCOPE) == 0
 
 
 def test_a_run_that_cannot_reserve_waits_queued_with_its_wait_in_its_history_then_runs(
     world: World, ecs: MemoryFargateVcpuStore
 ) -> None:
-    # Given 3 of the account's 4 vCPU reserved by another run
-    occupy(ecs, "other", 3072)
+    # Given 1.5 of the account's 2 vCPU reserved by another run
+    occupy(ecs, "other", 1536)
     [job] = big_jobs(world, 1)
     hand_over(world)
     # When its run is delivered, then it waits: acknowledged, a delayed copy carries it
     assert world.deliver() == [Outcome.WAITING]
     row = world.runs.get(job, RUN_AT)
     assert row is not None and row.status == RunStatus.PENDING and row.reason == ACCOUNT_WAIT
-    assert ecs.used(ACCOUNT_SCOPE) == 3072
+    assert ecs.used(ACCOUNT_SCOPE) == 1536
     assert world.queue.receive() == []  # the copy is delayed
     # When the other run gives its vCPU back, the copy runs once, on attempt 1
     assert ecs.release("other")
@@ -111,8 +113,8 @@ def test_a_run_that_cannot_reserve_waits_queued_with_its_wait_in_its_history_the
 def test_a_dead_runs_reservation_lapses_and_the_waiting_run_goes_on(
     world: World, ecs: MemoryFargateVcpuStore
 ) -> None:
-    # Given a run that died holding 3 vCPU, its reservation lapsing in 60 s
-    occupy(ecs, "dead", 3072, lapses_in=60)
+    # Given a run that died holding 1.5 vCPU, its reservation lapsing in 60 s
+    occupy(ecs, "dead", 1536, lapses_in=60)
     [job] = big_jobs(world, 1)
     hand_over(world)
     assert world.deliver() == [Outcome.WAITING]
@@ -128,14 +130,14 @@ def test_a_dead_runs_reservation_lapses_and_the_waiting_run_goes_on(
 def test_a_tenants_max_fargate_cpu_caps_its_runs_within_the_account(
     world: World, ecs: MemoryFargateVcpuStore
 ) -> None:
-    # Given tenant "t" capped at 2 vCPU with 2 vCPU of it reserved (a run of its own elsewhere), and a
-    # run each of "t" and of "u" (no cap), the account having 2 vCPU free
-    store = MemoryQuotaStore({"t": Quota(max_fargate_cpu=2048)})
+    # Given tenant "t" capped at 1 vCPU with 1 vCPU of it reserved (a run of its own elsewhere), and a
+    # run each of "t" and of "u" (no cap), the account having 1 vCPU free
+    store = MemoryQuotaStore({"t": Quota(max_fargate_cpu=1024)})
     limits = world.svc.worker.limits
     world.svc.worker.quotas = TenantQuotas(store=store, limits=limits, clock=world.clock)  # type: ignore[arg-type]
-    scopes = (Scope(name=ACCOUNT_SCOPE, limit=4096), Scope(name=tenant_scope("t"), limit=2048))
+    scopes = (Scope(name=ACCOUNT_SCOPE, limit=2048), Scope(name=tenant_scope("t"), limit=1024))
     assert (
-        ecs.reserve("t-elsewhere", cpu=2048, scopes=scopes, until=RUN_AT + timedelta(hours=1), now=RUN_AT)
+        ecs.reserve("t-elsewhere", cpu=1024, scopes=scopes, until=RUN_AT + timedelta(hours=1), now=RUN_AT)
         is None
     )
     [capped] = big_jobs(world, 1, tenant="t")
@@ -148,17 +150,17 @@ def test_a_tenants_max_fargate_cpu_caps_its_runs_within_the_account(
     row = world.runs.get(capped, RUN_AT)
     assert row is not None and row.status == RunStatus.PENDING
     assert row.reason == (
-        "waited for Fargate capacity: the tenant's quota max_fargate_cpu (2048 CPU units) is reserved"
+        "waited for Fargate capacity: the tenant's quota max_fargate_cpu (1024 CPU units) is reserved"
     )
     done = world.runs.get(free, RUN_AT)
     assert done is not None and done.status == RunStatus.SUCCEEDED
-    assert ecs.used(tenant_scope("t")) == 2048 and ecs.used(ACCOUNT_SCOPE) == 2048
+    assert ecs.used(tenant_scope("t")) == 1024 and ecs.used(ACCOUNT_SCOPE) == 1024
 
 
 def test_a_lambda_placed_run_reserves_nothing(world: World, ecs: MemoryFargateVcpuStore) -> None:
     request = CreateJobRequest(type="one_off", handler="demo.echo", run_at=RUN_AT)
     world.svc.job_service.submit(request, tenant="t", idempotency_key=None)
-    occupy(ecs, "all", 4096)
+    occupy(ecs, "all", 2048)
     hand_over(world)
     assert world.deliver() == [Outcome.SUCCEEDED]
 
@@ -166,7 +168,7 @@ def test_a_lambda_placed_run_reserves_nothing(world: World, ecs: MemoryFargateVc
 def test_racing_ecs_workers_never_reserve_more_than_the_account_quota(
     world: World, ecs: MemoryFargateVcpuStore
 ) -> None:
-    # Given 5 runs of 2 vCPU each against 4 vCPU, whose handler stays in until told to finish
+    # Given 5 runs of 1 vCPU each against 2 vCPU, whose handler stays in until told to finish
     lock = threading.Condition()
     state = {"active": 0, "peak": 0, "most_reserved": 0}
     finish = threading.Event()
@@ -206,11 +208,11 @@ def test_racing_ecs_workers_never_reserve_more_than_the_account_quota(
     finish.set()
     for t in threads:
         t.join(timeout=30)
-    # And the waiting copies run later, never more than 4 vCPU reserved at once, all succeeding once
+    # And the waiting copies run later, never more than 2 vCPU reserved at once, all succeeding once
     for _ in range(10):
         world.clock.advance(30)
         world.deliver()
-    assert state["peak"] == 2 and state["most_reserved"] <= 4096
+    assert state["peak"] == 2 and state["most_reserved"] <= 2048
     for j in jobs:
         row = world.runs.get(j, RUN_AT)
         assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 1

@@ -79,6 +79,8 @@ class DoesNotFit(ValueError):
 
 
 LAMBDA_WORKER = Resources(cpu=LAMBDA_WORKER_CPU, memory_mib=resources.WORKER_MEMORY_MIB)
+ECS_WORKER = Resources(cpu=resources.ECS_WORKER_CPU, memory_mib=resources.ECS_WORKER_MEMORY_MIB)
+"""The ECS worker's own task size (its task definition): the most a Python run gets inside it."""
 
 
 def lambda_fits(timeout_seconds: int | None, wanted: Resources | None) -> bool:
@@ -88,6 +90,17 @@ def lambda_fits(timeout_seconds: int | None, wanted: Resources | None) -> bool:
     if wanted is None:
         return True
     return wanted.memory_mib <= LAMBDA_WORKER.memory_mib and wanted.cpu <= LAMBDA_WORKER.cpu
+
+
+def needs_own_task(placed: Resources) -> bool:
+    """Whether an ECS-placed Python run is bigger than the ECS worker's task (more CPU or more memory),
+    so the worker runs it in a Fargate task of its own at its placed size instead of in-process.
+
+    The rule is the task's size, not a run's share of it (the worker runs several at once): a share
+    would send most runs to a task of their own, each paying a task's start (about a minute), while a
+    run within the task's size gets at least what it asked whenever the task's other runs are idle.
+    """
+    return placed.cpu > ECS_WORKER.cpu or placed.memory_mib > ECS_WORKER.memory_mib
 
 
 def fargate_size(wanted: Resources | None) -> Resources:

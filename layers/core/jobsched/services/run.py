@@ -50,6 +50,11 @@ run id so a redelivery of the run keeps the reservation it had:
         back leaves it to lapse at its timeout + slack, released by the next reserver that finds
         a scope full
 
+On the ECS worker, a Python run placed bigger than the worker's own task (domain.compute
+needs_own_task) leases first, then runs as a container run of the worker's own task definition at its
+placed size (TargetSource.for_worker_task), whose task runs the handler and records the attempt under
+this worker's lease (Worker.run_in_own_task: its timeline and crash points).
+
 Over 600 lines on purpose: this is one multi-step path (gate, start markers, fast or leased
 path, heartbeat, record, hand-over) whose crash points are read against the timeline above;
 split, each half would need the other's docstring. The target call goes behind ports.Target.
@@ -74,10 +79,11 @@ from aws_lambda_powertools import Logger
 from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch, is_late_watch
+from jobsched.domain.compute import needs_own_task
 from jobsched.domain.fargate_vcpu import LAPSE_SLACK_SECONDS, MAX_RUN_SECONDS
 from jobsched.domain.fargate_vcpu import scopes as vcpu_scopes
 from jobsched.domain.fargate_vcpu import wait_reason as vcpu_wait_reason
-from jobsched.domain.keys import run_id_for
+from jobsched.domain.keys import parse_run_id, run_id_for
 from jobsched.domain.limits import TENANT_KEY, key_wait_seconds, tenant_wait_reason, wait_reason
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
@@ -136,6 +142,8 @@ RECORD_TRIES = 4
 # The lease owner and worker written on a run whose holder's start marker a later run took over
 # (Worker._keep_dead_holders_start): its worker is not known, only that it died or stalled.
 DEAD_HOLDER = "dead-holder"
+# run_in_own_task's exit code when its attempt is not there to run (recorded, taken over, gone).
+NOTHING_TO_RUN = 3
 LOST_MESSAGE = "a worker died holding this run and the job is not idempotent: not re-run automatically"
 CANCELLED_LOST = (
     "a worker died after this run started, before recording it; the job was cancelled since: not re-run"
@@ -683,6 +691,95 @@ class Worker:
         lane = self.settings.worker_lane
         return lane == "lambda" and bool(self.settings.ecs_queue_url) and job.placement().runs_on != lane
 
+    def _in_own_task(self, job: Job) -> bool:
+        """Whether this is the ECS worker and the job is a Python run placed bigger than its task
+        (domain.compute.needs_own_task): it runs in a Fargate task of its own (run_in_own_task)."""
+        if self.settings.worker_lane != "ecs" or not isinstance(job.target, PythonTarget):
+            return False
+        placement = job.placement()
+        return placement.runs_on == "ecs" and needs_own_task(placement.resources)
+
+    def run_in_own_task(self, run_id: str, attempt: int) -> int:
+        """Run one attempt of a Python run in this process, a task of its own that the ECS worker
+        holding the run's lease started (`python -m jobsched.ecsworker --run`); answers the exit code.
+
+            read the job and the run row (consistent): RUNNING on `attempt`, under a lease?
+                │ no ──> exit NOTHING_TO_RUN: recorded already, taken over, or gone; nothing ran
+                v
+            the handler, through the run path's _call, with a RunContext on that lease (progress and
+                checkpoints written under it, ctx.last_checkpoint from the row, ctx.cancelled read
+                at each ctx.heartbeat()); the lease itself is the ECS worker's to renew
+                v
+            record the attempt under that lease (its real result or error), then settle it (a
+                failure handed to the failure workflow, a success settled): as a task's stop event
+                records (services/task_events.py), the first recorder wins
+                v
+            exit 0 if the handler succeeded, else 1
+
+        Who records: this process, first, with the handler's own result or error. The ECS worker's
+        poll (or the task's stop event) sees the task STOPPED and records from its exit code only if
+        this record did not apply (it died before it, or the store failed): its own record is then
+        refused, and it finds the attempt recorded under its lease (_recorded_for_us), settles again
+        (a no-op) and frees the run's markers and vCPU. One record per attempt, whoever writes it.
+
+        Crash points:
+            the task dies before its record -> STOPPED with no exit code (TaskLost) or a code: the
+                worker's poll or the stop event records that, and the job's policy retries it
+            the task dies after its record, before settling -> the worker settles it when it finds
+                the attempt recorded (or the redelivery's _refused hands it over)
+            the worker dies while the task runs -> the task still records under the dead worker's
+                lease unless a takeover leased the run since (then its record is refused and the
+                takeover's attempt, a task of its own, stands): at least once, under one effect key
+        """
+        job_id, scheduled_for = parse_run_id(run_id)
+        sf = times.stored(scheduled_for)
+        job = self.jobs.get_job(job_id)
+        row = self.runs.get(job_id, sf, consistent=True)
+        if (
+            job is None
+            or row is None
+            or row.status != RunStatus.RUNNING
+            or row.attempt != attempt
+            or row.lease_owner is None
+            or not isinstance(job.target, PythonTarget)
+        ):
+            logger.warning("nothing to run in this task", extra={"run_id": run_id, "attempt": attempt})
+            return NOTHING_TO_RUN
+        owner = row.lease_owner
+        cancel = {"requested": row.cancel_requested_at is not None}
+
+        def beat() -> None:  # the lease is the ECS worker's; a beat here reads the cancel mark
+            now_row = self.runs.get(job_id, sf, consistent=False)
+            cancel["requested"] = now_row is not None and now_row.cancel_requested_at is not None
+
+        def note(progress: str | None, checkpoint: str | None) -> bool:
+            return self.runs.save_progress(
+                job_id, sf, owner=owner, now=self.clock.now(), progress=progress, checkpoint=checkpoint
+            )
+
+        context = RunContext(
+            job_id=job_id,
+            run_id=run_id,
+            tenant=job.tenant,
+            scheduled_for=scheduled_for,
+            attempt=attempt,
+            effect_key=run_id,
+            beat=beat,
+            cancel_requested=lambda: cancel["requested"],
+            note=note,
+            last_checkpoint=row.checkpoint,
+        )
+        started = row.started_at or self.clock.now()
+        result, error, _ = self._call(job, context, self.registry.target(job.target.handler))
+        end = self._outcome(started, max(started, self.clock.now()), attempt, result, error)
+        done = self._record(lambda: self.runs.record(job_id, sf, owner=owner, end=end), end)
+        if done.applied:
+            self.crash("run.own_task_after_record")
+            recorded = self.runs.get(job_id, sf, consistent=True)
+            if recorded is not None:
+                settle_recorded(job, recorded, failures=self.failures, dag=self.dag, now=end.finished_at)
+        return 0 if error is None else 1
+
     def _forward(
         self, message: RunMessage, job: Job, *, held: bool, counted: bool, message_id: str
     ) -> Outcome:
@@ -962,7 +1059,14 @@ class Worker:
         # (tests/sim seed 86, buffer_one).
         row = self.runs.get(job.job_id, sf, consistent=self._holds_slot(job, kind))
         created = NewRun(job.job_id, job.tenant, sf, kind)
-        if self.fast_path and job.idempotent and (row is None or row.status == RunStatus.PENDING):
+        # A run in a task of its own leases first: the task records its outcome under that lease
+        # (run_in_own_task), so the lease row must exist before RunTask.
+        if (
+            self.fast_path
+            and job.idempotent
+            and not self._in_own_task(job)
+            and (row is None or row.status == RunStatus.PENDING)
+        ):
             return self._run_fast(job, sf, delivery, row, created, kind=kind, keys=keys)
         return self._run_leased(job, sf, delivery, created, kind=kind, keys=keys)
 
@@ -1332,20 +1436,29 @@ class Worker:
     def _target(self, job: Job) -> Target:
         """The adapter of the job's target: the registry's handler, or TargetFactory.for_spec's."""
         spec = job.target
+        # A stepfunctions target that waits stops its execution a little before the job's timeout
+        # (so does a container's task), so the run path's own Timeout (above) is the backstop.
+        timeout = job.retry.timeout_seconds
+        if isinstance(spec, PythonTarget) and self._in_own_task(job):
+            if self.targets is None:
+                raise TargetFailed("no ECS tasks in this process", error_type="TargetUnavailable")
+            return self.targets.for_worker_task(
+                timeout_seconds=None if timeout is None else timeout * 0.95,
+                resources=job.placement().resources,
+            )
         if isinstance(spec, PythonTarget):
             return self.registry.target(spec.handler)
         if self.targets is None:
             raise TargetFailed(f"no {spec.type} targets in this process", error_type="TargetUnavailable")
-        # A stepfunctions target that waits stops its execution a little before the job's timeout,
-        # so the run path's own Timeout (above) is the backstop, not the rule.
-        timeout = job.retry.timeout_seconds
         return self.targets.for_spec(
             spec,
             timeout_seconds=None if timeout is None else timeout * 0.95,
             resources=job.placement().resources,
         )
 
-    def _call(self, job: Job, ctx: RunContext) -> tuple[object, tuple[str, str] | None, float | None]:
+    def _call(
+        self, job: Job, ctx: RunContext, target: Target | None = None
+    ) -> tuple[object, tuple[str, str] | None, float | None]:
         envelope = {
             "job_id": ctx.job_id,
             "run_id": ctx.run_id,
@@ -1356,7 +1469,7 @@ class Worker:
             "payload": job.payload,
         }
         try:
-            return self._target(job).invoke(envelope, ctx), None, None
+            return (target or self._target(job)).invoke(envelope, ctx), None, None
         except Exception as exc:  # a target's failure is data about the run, not a worker fault
             logger.info("target failed", extra={"job_id": ctx.job_id, "error": repr(exc)})
             message = (str(exc) or type(exc).__name__)[:MAX_ERROR_CHARS]

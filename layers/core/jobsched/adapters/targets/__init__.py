@@ -6,6 +6,7 @@ it the tenant's signing secrets, the assumed roles and the address policy).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,11 @@ from jobsched.domain.targets import (
 from jobsched.errors import ValidationFailed
 from jobsched.handlers import HandlerRegistry
 from jobsched.ports import Clock, SystemClock, Target
+
+# What a task of the ECS worker's own task definition runs for one Python run bigger than the worker's
+# task (jobsched.ecsworker's --run: the run named by the JOBSCHED_RUN_ID and _ATTEMPT it is given).
+OWN_TASK_ARGS = ("-m", "jobsched.ecsworker", "--run")
+OWN_TASK_COMMAND = ("python", *OWN_TASK_ARGS)  # the image's python (functions/ecs_worker/Dockerfile)
 
 __all__ = [
     "AddressPolicy",
@@ -132,6 +138,53 @@ class TargetFactory:
         if isinstance(spec, StepFunctionsTarget):
             return StepFunctionsStarter(spec, roles=roles, timeout_seconds=timeout_seconds, clock=self.clock)
         raise TypeError(f"no adapter for {type(spec).__name__}")
+
+    def for_worker_task(self, *, timeout_seconds: float | None = None, resources: Resources) -> Target:
+        """The adapter that runs one Python run in a task of the ECS worker's own task definition at
+        `resources` (its placed size, bigger than the worker's task): a container run whose command
+        is OWN_TASK_COMMAND, so it is started, followed, timed out and noted as a container target's
+        task is (EcsTaskRunner), and recorded by its stop event too. On the local stack, the
+        command in a process of its own (LocalProcessRunner) with this process's environment."""
+        if self.local_containers:
+            local = EcsTarget.model_construct(
+                type="ecs",
+                image=None,
+                task_definition_arn="the ECS worker's own task definition",
+                command=[sys.executable, *OWN_TASK_ARGS],
+                environment={},
+            )
+            return LocalProcessRunner(
+                local,
+                resources=resources,
+                timeout_seconds=timeout_seconds,
+                processes=self.processes,
+                clock=self.clock,
+                inherit_environment=True,
+            )
+        if self.ecs is None or self.ecs_place is None or not self.ecs_place.worker_family:
+            raise TargetFailed(
+                "a Python run bigger than the ECS worker's task needs a task of its own, and no ECS "
+                "worker task definition is wired here",
+                error_type="TargetUnavailable",
+            )
+        # Built, not validated: a family (its latest revision), not a caller's ARN with a revision.
+        own = EcsTarget.model_construct(
+            type="ecs",
+            image=None,
+            task_definition_arn=self.ecs_place.worker_family,
+            command=list(OWN_TASK_COMMAND),
+            environment={},
+        )
+        if self._ecs_client is None:
+            self._ecs_client = self.ecs()
+        return EcsTaskRunner(
+            own,
+            client=self._ecs_client,
+            place=self.ecs_place,
+            resources=resources,
+            timeout_seconds=timeout_seconds,
+            clock=self.clock,
+        )
 
     def close(self) -> None:
         """Stop what this process's targets started that still runs: the local container processes,

@@ -77,6 +77,8 @@ class EcsPlace:
     assign_public_ip: bool = True  # the cluster's VPC has public subnets and no NAT (constructs/ecs.py)
     log_group: str = ""
     """Where image tasks' output goes (awslogs); "": nowhere (their task definitions log nothing)."""
+    worker_family: str = ""
+    """The ECS worker's own task definition family (TargetFactory.for_worker_task); "": none."""
 
 
 class EcsTaskRunner:

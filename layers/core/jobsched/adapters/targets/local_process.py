@@ -159,9 +159,13 @@ class LocalProcessRunner:
         stop_grace_seconds: float | None = None,
         processes: LocalProcesses | None = None,
         clock: Clock | None = None,
+        inherit_environment: bool = False,
     ) -> None:
         self.spec = spec
         self._resources = resources
+        # The ECS worker's own task (TargetFactory.for_worker_task): its container has the worker's
+        # environment (the task definition's on AWS), so the process gets this one's, not PATH alone.
+        self._inherit = inherit_environment
         self._timeout = timeout_seconds or DEFAULT_TIMEOUT_SECONDS
         self._poll = poll_seconds
         # Within the 5% of the job's timeout the run path leaves (services/run.py _target), so the
@@ -183,7 +187,7 @@ class LocalProcessRunner:
                 error_type="TargetUnavailable",
             )
         override = container_override(self.spec, envelope, IMAGE_CONTAINER)
-        environment = {"PATH": os.environ.get("PATH", os.defpath)}
+        environment = dict(os.environ) if self._inherit else {"PATH": os.environ.get("PATH", os.defpath)}
         environment.update({e["name"]: e["value"] for e in override["environment"]})
         source = self.spec.image or self.spec.task_definition_arn
         container_lines.info(
@@ -198,7 +202,8 @@ class LocalProcessRunner:
             try:
                 process = subprocess.Popen(
                     list(self.spec.command),
-                    cwd=workdir,
+                    # The worker's own task starts where the worker did (its image's WORKDIR on AWS).
+                    cwd=os.getcwd() if self._inherit else workdir,
                     env=environment,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
