@@ -62,7 +62,10 @@ class Ctx:
         self.tasks.append(task_arn)
 
 
-def runner(client: Any, place: EcsPlace, clock: FakeClock, on_poll: Any, **spec: Any) -> EcsTaskRunner:
+def runner(
+    client: Any, place: EcsPlace, clock: FakeClock, on_poll: Any, adopt_earlier_attempts: bool = True,
+    **spec: Any,
+) -> EcsTaskRunner:
     target = parse_target({"type": "ecs", **spec})
 
     def sleep(seconds: float) -> None:
@@ -78,6 +81,7 @@ def runner(client: Any, place: EcsPlace, clock: FakeClock, on_poll: Any, **spec:
         poll_seconds=5,
         clock=clock,
         sleep=sleep,
+        adopt_earlier_attempts=adopt_earlier_attempts,
     )
 
 
@@ -86,8 +90,8 @@ def moto_tasks() -> dict[str, Any]:
 
 
 def stop_all(exit_code: int | None) -> None:
-    for task in moto_tasks().values():
-        task.status = "STOPPED"
+    for task in moto_tasks().values():  # as a task that ends: ECS sets both statuses
+        task.status = task.desired_status = "STOPPED"
         task.containers[0].exitCode = exit_code
 
 
@@ -156,9 +160,36 @@ def test_a_takeover_adopts_the_attempts_task_and_a_retry_starts_its_own(ecs: tup
     ctx = Ctx()
     assert invoke(again, 1, ctx)["task_arn"] == first_arn and len(moto_tasks()) == 1
     assert ctx.tasks == [first_arn]  # the adopter notes it too (its dead worker may not have)
-    # And attempt 2 (a retry) starts a task of its own
+    # And attempt 2 (a retry: attempt 1's task has stopped) starts a task of its own
     retry = runner(client, place, clock, lambda: stop_all(0), image="busybox:1")
     assert invoke(retry, 2)["task_arn"] != first_arn and len(moto_tasks()) == 2
+
+
+def test_a_takeover_as_the_next_attempt_follows_the_dead_workers_running_task(
+    ecs: tuple[Any, EcsPlace],
+) -> None:
+    client, place = ecs
+    clock = FakeClock(T0)
+    # Given attempt 1's task, still running, started by a worker that died
+    first_arn = runner(client, place, clock, lambda: None, image="busybox:1")._start(envelope(1))
+    # When the run path takes the run over as attempt 2 (a lapsed lease: attempt + 1)
+    takeover = runner(client, place, clock, lambda: stop_all(0), image="busybox:1")
+    ctx = Ctx()
+    # Then it follows attempt 1's container to its end instead of starting a second beside it
+    assert invoke(takeover, 2, ctx)["task_arn"] == first_arn and len(moto_tasks()) == 1
+    assert ctx.tasks == [first_arn]
+
+
+def test_the_ecs_workers_own_task_is_never_adopted_by_a_later_attempt(ecs: tuple[Any, EcsPlace]) -> None:
+    client, place = ecs
+    clock = FakeClock(T0)
+    # Given attempt 1's task still running; its runner records under the lease a takeover moved
+    runner(client, place, clock, lambda: None, image="busybox:1")._start(envelope(1))
+    # When attempt 2 runs with earlier attempts' tasks not to be adopted (the worker's own tasks)
+    own = runner(client, place, clock, lambda: stop_all(0), image="busybox:1", adopt_earlier_attempts=False)
+    # Then it starts a task of its own
+    invoke(own, 2)
+    assert len(moto_tasks()) == 2
 
 
 def test_a_task_definition_arn_runs_its_first_container_with_the_overrides(ecs: tuple[Any, EcsPlace]) -> None:

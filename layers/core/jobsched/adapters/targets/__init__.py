@@ -184,6 +184,7 @@ class TargetFactory:
             resources=resources,
             timeout_seconds=timeout_seconds,
             clock=self.clock,
+            adopt_earlier_attempts=False,
         )
 
     def close(self) -> None:

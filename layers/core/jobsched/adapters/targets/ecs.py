@@ -1,6 +1,8 @@
 """The ecs target (container jobs): one Fargate task per attempt, started and followed by the ECS worker.
 
-    adopt: ListTasks startedBy=<run> (running and stopped) ──> one tagged with this attempt? follow it
+    adopt: ListTasks startedBy=<run> (running and stopped) ──> one tagged with this attempt, or
+        │ an earlier attempt's still meant to run (a takeover: attempt + 1 after its worker died)?
+        │ follow it
         │ none (the usual case)
         v
     RunTask (FARGATE, cpu/memory overrides from the run's placed size, the command and environment,
@@ -61,6 +63,12 @@ DEFAULT_TIMEOUT_SECONDS = 3600
 MAX_ENVIRONMENT_BYTES = 8192  # RunTask's containerOverrides limit
 
 
+def _before(tags: Mapping[str, Any], attempt: str) -> bool:
+    """Whether a task's `jobsched:attempt` tag names an attempt before `attempt`."""
+    tagged = str(tags.get("jobsched:attempt", ""))
+    return tagged.isdigit() and attempt.isdigit() and int(tagged) < int(attempt)
+
+
 def image_family(image: str) -> str:
     """The task definition family jobsched registers for an image (one per image)."""
     return "jobsched-" + hashlib.sha256(image.encode()).hexdigest()[:16]
@@ -95,8 +103,13 @@ class EcsTaskRunner:
         poll_seconds: float = 5.0,
         clock: Clock | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        adopt_earlier_attempts: bool = True,
     ) -> None:
         self.spec = spec
+        # False for the ECS worker's own tasks (TargetFactory.for_worker_task): such a task records
+        # its attempt under the lease it was started on, which a takeover has moved, so the takeover
+        # runs a task of its own.
+        self._adopt_earlier = adopt_earlier_attempts
         self._ecs = client
         self._place = place
         self._resources = resources
@@ -136,7 +149,12 @@ class EcsTaskRunner:
             self._sleep(self._poll)
 
     def _adopt(self, run_id: str, attempt: str) -> str | None:
-        """This attempt's task, if a worker that died started it already."""
+        """This attempt's task, if a worker that died started it already; else an earlier attempt's
+        task still meant to run (desiredStatus RUNNING, not STOPPED yet). The run path takes a dead
+        worker's run over as attempt + 1, and its container runs on: following it keeps one
+        container per run, where starting a second would run the two side by side. A retry never
+        finds one: an attempt is recorded failed only once its task stopped, or was told to stop
+        (Timeout: StopTask)."""
         arns: list[str] = []
         for status in ("RUNNING", "STOPPED"):
             with target_call("ECS ListTasks"):
@@ -148,11 +166,17 @@ class EcsTaskRunner:
             return None
         with target_call("ECS DescribeTasks"):
             tasks = self._ecs.describe_tasks(cluster=self._place.cluster, tasks=arns, include=["TAGS"])
+        earlier: str | None = None
         for task in tasks.get("tasks", []):
             tags = {t.get("key"): t.get("value") for t in task.get("tags") or []}
-            if tags.get("jobsched:run_id") == run_id and tags.get("jobsched:attempt") == attempt:
+            if tags.get("jobsched:run_id") != run_id:
+                continue
+            if tags.get("jobsched:attempt") == attempt:
                 return str(task["taskArn"])
-        return None
+            running = task.get("desiredStatus") == "RUNNING" and task.get("lastStatus") != "STOPPED"
+            if self._adopt_earlier and running and _before(tags, attempt):
+                earlier = str(task["taskArn"])
+        return earlier
 
     def _start(self, envelope: Mapping[str, Any]) -> str:
         definition, container = self._definition()
