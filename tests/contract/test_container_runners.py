@@ -24,7 +24,7 @@ from moto.moto_api import state_manager
 from jobsched.adapters.targets.ecs import EcsPlace, EcsTaskRunner
 from jobsched.adapters.targets.local_process import LocalProcesses, LocalProcessRunner, container_lines
 from jobsched.domain.compute import Resources
-from jobsched.domain.targets import TargetFailed, parse_target
+from jobsched.domain.targets import TargetFailed, final_error_type, parse_target
 from jobsched.logcontext import run_scope
 from jobsched.ports import FakeClock, Target
 from tests.conftest import T0
@@ -45,6 +45,8 @@ ENDS = ("exit 0", "exit 3", "no exit code", "hangs")
 
 
 class Ctx:
+    cancelled = False
+
     def heartbeat(self, progress: Any = None) -> None:
         pass
 
@@ -87,6 +89,8 @@ class Fargate(Runners):
         def sleep(seconds: float) -> None:  # each poll: the container ends as `end` says
             clock.advance(seconds)
             for task in self.tasks():
+                if end == "hangs" and task.desired_status == "STOPPED":
+                    task.containers[0].exitCode = 143  # StopTask's SIGTERM ended it (128 + 15)
                 if end == "hangs" or task.last_status == "STOPPED":
                     continue
                 task.last_status = "STOPPED"
@@ -178,9 +182,15 @@ def runners(request: pytest.FixtureRequest) -> Iterator[Runners]:
             state_manager.unset_transition("ecs::task")
 
 
-def invoke(target: Target) -> Any:
+class CancelledCtx(Ctx):
+    """A run whose cancel (POST /api/runs/{id}/cancel) its heartbeat has read."""
+
+    cancelled = True
+
+
+def invoke(target: Target, ctx: Ctx | None = None) -> Any:
     with run_scope(job_id=RUN_ID.split("-")[0], run_id=RUN_ID, tenant="t"):
-        return target.invoke(ENVELOPE, Ctx())  # type: ignore[arg-type]
+        return target.invoke(ENVELOPE, ctx or Ctx())  # type: ignore[arg-type]
 
 
 def test_exit_0_succeeds_with_the_targets_environment_and_the_envelope(runners: Runners) -> None:
@@ -209,4 +219,18 @@ def test_an_end_other_than_exit_0_fails_the_attempt_with_its_error_type(
         invoke(runners.runner(end))
     assert failed.value.error_type == error_type and says in str(failed.value)
     # And nothing is left running (a timed-out task was stopped)
+    assert runners.still_running() == 0
+
+
+def test_a_cancelled_runs_container_is_stopped_and_the_attempt_is_cancelled_never_retried(
+    runners: Runners,
+) -> None:
+    # Given a container that would run past any wait, whose run is cancelled while it runs
+    # When the runner follows it
+    with pytest.raises(TargetFailed) as failed:
+        invoke(runners.runner("hangs"), CancelledCtx())
+    # Then the container was stopped for it (StopTask; SIGTERM locally), and the attempt failed with
+    # Cancelled, an error type no retry policy retries
+    assert failed.value.error_type == "Cancelled" and "cancel" in str(failed.value)
+    assert final_error_type(failed.value.error_type)
     assert runners.still_running() == 0

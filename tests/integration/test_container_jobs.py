@@ -24,6 +24,7 @@ from jobsched.domain.status import RunStatus
 from jobsched.handlers import registry
 from jobsched.ports import FakeClock
 from jobsched.services.run import Delivery, Outcome
+from jobsched.services.runs import RunService
 from jobsched.settings import Settings
 from jobsched.wiring import Services, compose
 from tests.conftest import T0
@@ -149,4 +150,33 @@ def test_a_container_that_exits_3_fails_its_attempt_with_exit_code(world: Any) -
     assert row is not None and row.status == RunStatus.FAILED
     assert row.error is not None and row.error.type == "ExitCode" and "exit code 3" in row.error.message
     assert len(row.ecs_tasks) == 1 and row.ecs_tasks[0] in row.error.message  # a failed attempt's too
+    assert vcpu.used(ACCOUNT_SCOPE) == 0
+
+
+def test_a_cancel_stops_the_running_container_and_its_run_ends_cancelled_never_retried(world: Any) -> None:
+    svc, clock, queue, vcpu = world
+    job_id = container_job(svc, ["sh", "-c", "sleep 3600"])  # max_attempts 2: a failure would retry
+    run_id = f"{job_id}-{int(RUN_AT.timestamp() * 1000)}"
+    answers: list[bool] = []
+
+    def sleep(seconds: float) -> None:
+        # Given the container runs; on the first poll its run is cancelled (POST /api/runs/{id}/cancel)
+        if not answers:
+            answers.append(RunService(job_service=svc.job_service).cancel(run_id, tenant="t").stopping)
+        for task in ecs_backends["123456789012"][REGION].tasks.get("jobsched", {}).values():
+            if task.desired_status == "STOPPED":  # StopTask's SIGTERM ends the container: 128 + 15
+                task.containers[0].exitCode = 143
+
+    # When the worker follows the task
+    assert run_once(svc, clock, queue, sleep) == [Outcome.FAILED]
+    # Then the cancel was answered "asked to stop" (it was running), and the task was stopped for it
+    assert answers == [True]
+    [task] = ecs_backends["123456789012"][REGION].tasks["jobsched"].values()
+    assert task.desired_status == "STOPPED" and task.stopped_reason == "jobsched: cancelled"
+    # And the run ended as its task did, Cancelled, handed to the failure workflow as not retryable
+    row = svc.runs.get(job_id, RUN_AT)
+    assert row is not None and row.status == RunStatus.FAILED and row.attempt == 1
+    assert row.error is not None and row.error.type == "Cancelled"
+    [failure] = svc.failures.state_machines.started.values()
+    assert failure["retryable"] is False
     assert vcpu.used(ACCOUNT_SCOPE) == 0

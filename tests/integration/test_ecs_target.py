@@ -51,6 +51,8 @@ def envelope(attempt: int = 1) -> dict[str, Any]:
 
 
 class Ctx:
+    cancelled = False
+
     def __init__(self) -> None:
         self.beats = 0
         self.tasks: list[str] = []
@@ -63,7 +65,7 @@ class Ctx:
 
 
 def runner(
-    client: Any, place: EcsPlace, clock: FakeClock, on_poll: Any, adopt_earlier_attempts: bool = True,
+    client: Any, place: EcsPlace, clock: FakeClock, on_poll: Any, worker_task: bool = False,
     **spec: Any,
 ) -> EcsTaskRunner:
     target = parse_target({"type": "ecs", **spec})
@@ -81,7 +83,7 @@ def runner(
         poll_seconds=5,
         clock=clock,
         sleep=sleep,
-        adopt_earlier_attempts=adopt_earlier_attempts,
+        worker_task=worker_task,
     )
 
 
@@ -186,7 +188,7 @@ def test_the_ecs_workers_own_task_is_never_adopted_by_a_later_attempt(ecs: tuple
     # Given attempt 1's task still running; its runner records under the lease a takeover moved
     runner(client, place, clock, lambda: None, image="busybox:1")._start(envelope(1))
     # When attempt 2 runs with earlier attempts' tasks not to be adopted (the worker's own tasks)
-    own = runner(client, place, clock, lambda: stop_all(0), image="busybox:1", adopt_earlier_attempts=False)
+    own = runner(client, place, clock, lambda: stop_all(0), image="busybox:1", worker_task=True)
     # Then it starts a task of its own
     invoke(own, 2)
     assert len(moto_tasks()) == 2

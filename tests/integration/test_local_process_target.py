@@ -32,6 +32,8 @@ def envelope(attempt: int = 1) -> dict[str, Any]:
 
 
 class Ctx:
+    cancelled = False
+
     def __init__(self) -> None:
         self.beats = 0
 

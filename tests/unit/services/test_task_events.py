@@ -124,6 +124,34 @@ def test_it_maps_a_stopped_task_exactly_as_the_worker_poll_does() -> None:
 
 
 @pytest.mark.parametrize(
+    ("reason", "code", "error_type", "says"),
+    [
+        ("jobsched: cancelled", 143, "Cancelled", "stopped by its run's cancel (exit code 143)"),
+        ("jobsched: cancelled", None, "Cancelled", "stopped by its run's cancel (no exit code)"),
+        ("jobsched: over 60 s", 137, "Timeout", "stopped over 60 s, exit code 137"),
+        ("Essential container in task exited", 143, "ExitCode", "exit code 143"),
+    ],
+)
+def test_a_task_jobsched_stopped_ends_as_why_it_stopped_it_in_both_readers(
+    reason: str, code: int | None, error_type: str, says: str
+) -> None:
+    # Given a stopped task whose stop reason is jobsched's own StopTask reason (or not)
+    task = dict(stopped_event("exit3", run_id="j-1")["detail"])
+    task["stoppedReason"] = reason
+    task["containers"] = [{**task["containers"][0], "exitCode": code}]
+    # Then it failed for that reason, whichever reader (the worker's poll, the stop event) reads it
+    with pytest.raises(TargetFailed) as failed:
+        task_ended(TASK_ARN, task)
+    assert failed.value.error_type == error_type and says in str(failed.value)
+
+
+def test_a_task_that_exits_0_after_its_cancel_succeeds() -> None:
+    task = dict(stopped_event("exit0", run_id="j-1")["detail"])
+    task["stoppedReason"] = "jobsched: cancelled"
+    assert task_ended(TASK_ARN, task) == {"task_arn": TASK_ARN, "exit_code": 0}
+
+
+@pytest.mark.parametrize(
     ("name", "status", "error_type"),
     [
         ("exit0", RunStatus.SUCCEEDED, None),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobsched.domain.targets import TargetFailed
+from jobsched.domain.targets import CANCELLED, TargetFailed
 
 STARTED_BY_CHARS = 36
 TASK_LOST = "TaskLost"
@@ -21,6 +21,10 @@ EXIT_CODE = "ExitCode"
 MAX_REASON_CHARS = 2000
 EVENT_SOURCE = "aws.ecs"
 EVENT_DETAIL_TYPE = "ECS Task State Change"
+# StopTask's reasons, which ECS keeps as the task's stoppedReason, so both readers (the worker's
+# poll and the stop event) tell a task jobsched stopped from one that failed by itself.
+CANCEL_STOP_REASON = "jobsched: cancelled"
+TIMEOUT_STOP_PREFIX = "jobsched: over "
 SERVICE_STARTED_BY_PREFIX = "ecs-svc/"
 """What ECS puts in startedBy for a service's tasks (the ECS worker's own): never a container target's."""
 
@@ -34,9 +38,19 @@ def started_by(run_id: str) -> str:
 
 def task_ended(task_arn: str, task: Mapping[str, Any]) -> dict[str, Any]:
     """A STOPPED task's outcome: {"task_arn", "exit_code": 0} for its first container's exit code 0;
-    TargetFailed(ExitCode, "exit code N") for any other code; TargetFailed(TaskLost) for none."""
+    TargetFailed(ExitCode, "exit code N") for any other code; TargetFailed(TaskLost) for none. A task
+    jobsched stopped and that did not exit 0 failed for that: TargetFailed(Cancelled) after its run's
+    cancel, TargetFailed(Timeout) past its timeout, whichever reader records it."""
     containers = list(task.get("containers") or [])
     code = containers[0].get("exitCode") if containers else None
+    reason = str(task.get("stoppedReason") or "")
+    if code is None or int(code) != 0:
+        said = "no exit code" if code is None else f"exit code {int(code)}"
+        if reason == CANCEL_STOP_REASON:
+            raise TargetFailed(f"{task_arn}: stopped by its run's cancel ({said})", error_type=CANCELLED)
+        if reason.startswith(TIMEOUT_STOP_PREFIX):
+            message = f"{task_arn}: stopped {reason.removeprefix('jobsched: ')}, {said}"
+            raise TargetFailed(message[:MAX_REASON_CHARS], error_type="Timeout")
     if code is None:
         reason = task.get("stoppedReason") or "no exit code"
         raise TargetFailed(

@@ -473,6 +473,9 @@ def is_metadata(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 # HTTP statuses that say "try again later" (RFC 9110 408, RFC 8470 425, RFC 6585 429).
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 ADDRESS_REFUSED = "AddressRefused"
+# A container stopped because its run was cancelled (POST /api/runs/{id}/cancel): what it did is
+# its outcome, and a cancel is never answered with another attempt.
+CANCELLED = "Cancelled"
 _FINAL_HTTP = re.compile(r"^HTTP[34]\d\d$")
 
 
@@ -480,10 +483,11 @@ def final_error_type(error_type: str) -> bool:
     """Whether an attempt that failed with `error_type` is never retried, whatever the job's policy.
 
     A target's final answer: an HTTP 3xx that was not followed or a 4xx other than 408/425/429
-    (`HTTP<code>`), or an address the SSRF guard refused. Derived from the stored error type, so a
-    worker that died between recording the failure and handing it over decides the same way.
+    (`HTTP<code>`), an address the SSRF guard refused, or a container its run's cancel stopped.
+    Derived from the stored error type, so a worker that died between recording the failure and
+    handing it over decides the same way.
     """
-    if error_type == ADDRESS_REFUSED:
+    if error_type in (ADDRESS_REFUSED, CANCELLED):
         return True
     return bool(_FINAL_HTTP.match(error_type)) and int(error_type[4:]) not in RETRYABLE_STATUSES
 

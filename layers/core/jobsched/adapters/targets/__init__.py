@@ -184,7 +184,7 @@ class TargetFactory:
             resources=resources,
             timeout_seconds=timeout_seconds,
             clock=self.clock,
-            adopt_earlier_attempts=False,
+            worker_task=True,
         )
 
     def close(self) -> None:

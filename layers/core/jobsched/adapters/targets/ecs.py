@@ -16,6 +16,9 @@
         any other code          ──> TargetFailed(ExitCode, "exit code N")
         no exit code, or gone   ──> TargetFailed(TaskLost): retried like a lost worker
         timeout_seconds passed  ──> StopTask, TargetFailed(Timeout)
+        the run cancelled       ──> StopTask (SIGTERM), followed on: exit 0 succeeds, else
+                                    TargetFailed(Cancelled), never retried (the worker's own task:
+                                    not stopped, its handler sees ctx.cancelled)
 
 Completion is tracked twice, and the first to record the attempt wins (a conditional write of the
 attempt on the run row; the other finds it recorded and does nothing twice):
@@ -51,9 +54,9 @@ from typing import Any
 
 from jobsched.adapters.targets._aws import target_call
 from jobsched.domain.compute import Resources
+from jobsched.domain.ecs_tasks import CANCEL_STOP_REASON, TIMEOUT_STOP_PREFIX, task_ended
 from jobsched.domain.ecs_tasks import TASK_LOST as TASK_LOST  # the local process runner's too
 from jobsched.domain.ecs_tasks import started_by as started_by
-from jobsched.domain.ecs_tasks import task_ended
 from jobsched.domain.logs import CONTAINER_STREAM_PREFIX, IMAGE_CONTAINER
 from jobsched.domain.targets import EcsTarget, TargetFailed
 from jobsched.handlers import RunContext
@@ -103,13 +106,14 @@ class EcsTaskRunner:
         poll_seconds: float = 5.0,
         clock: Clock | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        adopt_earlier_attempts: bool = True,
+        worker_task: bool = False,
     ) -> None:
         self.spec = spec
-        # False for the ECS worker's own tasks (TargetFactory.for_worker_task): such a task records
-        # its attempt under the lease it was started on, which a takeover has moved, so the takeover
-        # runs a task of its own.
-        self._adopt_earlier = adopt_earlier_attempts
+        # True for the ECS worker's own task running a Python run (TargetFactory.for_worker_task).
+        # It records its attempt under the lease it was started on, which a takeover has moved, so a
+        # takeover runs a task of its own instead of adopting it; and its handler sees a cancel as
+        # ctx.cancelled (cooperative, as every Python handler), so the task is not stopped for it.
+        self._worker_task = worker_task
         self._ecs = client
         self._place = place
         self._resources = resources
@@ -127,6 +131,7 @@ class EcsTaskRunner:
         # that died between RunTask and this note leaves it to the adopter, which notes it again
         # (noting is idempotent).
         ctx.note_task(task_arn)
+        cancelling = False
         while True:
             with target_call("ECS DescribeTasks"):
                 tasks = self._ecs.describe_tasks(cluster=self._place.cluster, tasks=[task_arn]).get(
@@ -138,15 +143,19 @@ class EcsTaskRunner:
             if task.get("lastStatus") == "STOPPED":
                 return task_ended(task_arn, task)
             if self._clock.now() >= deadline:
-                with target_call("ECS StopTask"):
-                    self._ecs.stop_task(
-                        cluster=self._place.cluster,
-                        task=task_arn,
-                        reason=f"jobsched: over {self._timeout:g} s",
-                    )
+                self._stop_task(task_arn, f"{TIMEOUT_STOP_PREFIX}{self._timeout:g} s")
                 raise TargetFailed(f"{task_arn}: stopped after {self._timeout:g} s", error_type="Timeout")
             ctx.heartbeat()
+            if not self._worker_task and not cancelling and ctx.cancelled:
+                # The run's cancel: the container gets SIGTERM (its stopTimeout to finish), and the
+                # task's end, read as task_ended reads it, is the attempt's: Cancelled unless it exits 0.
+                self._stop_task(task_arn, CANCEL_STOP_REASON)
+                cancelling = True
             self._sleep(self._poll)
+
+    def _stop_task(self, task_arn: str, reason: str) -> None:
+        with target_call("ECS StopTask"):
+            self._ecs.stop_task(cluster=self._place.cluster, task=task_arn, reason=reason)
 
     def _adopt(self, run_id: str, attempt: str) -> str | None:
         """This attempt's task, if a worker that died started it already; else an earlier attempt's
@@ -174,7 +183,7 @@ class EcsTaskRunner:
             if tags.get("jobsched:attempt") == attempt:
                 return str(task["taskArn"])
             running = task.get("desiredStatus") == "RUNNING" and task.get("lastStatus") != "STOPPED"
-            if self._adopt_earlier and running and _before(tags, attempt):
+            if not self._worker_task and running and _before(tags, attempt):
                 earlier = str(task["taskArn"])
         return earlier
 

@@ -24,6 +24,8 @@ whatever CPU and memory the machine has.
         any other code          ──> TargetFailed(ExitCode, "exit code N")
         killed by another hand  ──> TargetFailed(TaskLost): no exit code, retried like a lost worker
         timeout_seconds passed  ──> SIGTERM to its group, SIGKILL after the grace, TargetFailed(Timeout)
+        the run cancelled       ──> the same stop; exit 0 succeeds, else TargetFailed(Cancelled), never
+                                    retried (not for the worker's own task: its handler sees ctx.cancelled)
 
 The run path reserves the run's vCPU before invoke() and releases it at the run's outcome, which
 comes after invoke() returns or raises, so after the process is gone (a timeout included: the stop
@@ -57,7 +59,7 @@ from typing import IO, Any
 from jobsched.adapters.targets.ecs import DEFAULT_TIMEOUT_SECONDS, TASK_LOST, container_override
 from jobsched.domain.compute import Resources
 from jobsched.domain.logs import IMAGE_CONTAINER
-from jobsched.domain.targets import EcsTarget, TargetFailed
+from jobsched.domain.targets import CANCELLED, EcsTarget, TargetFailed
 from jobsched.handlers import RunContext
 from jobsched.ports import Clock, SystemClock
 
@@ -227,10 +229,11 @@ class LocalProcessRunner:
             target=context.run, args=(_pump, process.stdout), name="jobsched-container-out", daemon=True
         )
         reader.start()
+        cancelled = False
         while True:
             remaining = (deadline - self._clock.now()).total_seconds()
             if remaining <= 0:
-                self._stop(process)
+                self._stop(process, f"over {self._timeout:g} s")
                 reader.join(READER_JOIN_SECONDS)
                 raise TargetFailed(
                     f"pid {process.pid}: stopped after {self._timeout:g} s", error_type="Timeout"
@@ -238,25 +241,37 @@ class LocalProcessRunner:
             if _exited(process, min(self._poll, remaining)):
                 break
             ctx.heartbeat()
+            # As on AWS, a container target is stopped by its run's cancel; the worker's own task
+            # (a Python run, self._inherit) is not: its handler sees ctx.cancelled.
+            if not self._inherit and ctx.cancelled:
+                self._stop(process, "its run was cancelled")
+                cancelled = True
+                break
         code = _finish(process)
         reader.join(READER_JOIN_SECONDS)
-        if code < 0:
-            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        if cancelled and code != 0:
             raise TargetFailed(
-                f"pid {process.pid}: killed by {name}, with no exit code", error_type=TASK_LOST
+                f"pid {process.pid}: stopped by its run's cancel ({_said(code)})", error_type=CANCELLED
             )
+        if code < 0:
+            raise TargetFailed(f"pid {process.pid}: {_said(code)}, with no exit code", error_type=TASK_LOST)
         if code != 0:
             raise TargetFailed(f"pid {process.pid}: exit code {code}", error_type="ExitCode")
         return {"pid": process.pid, "exit_code": 0}
 
-    def _stop(self, process: subprocess.Popen[bytes]) -> None:
+    def _stop(self, process: subprocess.Popen[bytes], why: str) -> None:
         """As StopTask: SIGTERM, then SIGKILL after the grace; returns once the process is gone."""
-        container_lines.info(
-            "jobsched local: over %g s: SIGTERM, SIGKILL after %g s", self._timeout, self._grace
-        )
+        container_lines.info("jobsched local: %s: SIGTERM, SIGKILL after %g s", why, self._grace)
         _signal_group(process, signal.SIGTERM)
         _exited(process, self._grace)
         _finish(process)
+
+
+def _said(code: int) -> str:
+    """A process's end as a message says it: "exit code N" or "killed by SIGTERM"."""
+    if code >= 0:
+        return f"exit code {code}"
+    return "killed by " + (signal.Signals(-code).name if -code in signal.valid_signals() else str(-code))
 
 
 def _pump(stream: IO[bytes]) -> None:
