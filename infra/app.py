@@ -37,6 +37,11 @@ kms_keys = app.node.try_get_context("kms") or "customer"
 if kms_keys not in ("customer", "aws-owned"):
     raise SystemExit(f"-c kms must be customer or aws-owned, got {kms_keys!r}")
 waf = str(app.node.try_get_context("waf") or "false").lower() == "true"
+# The roles callers' own container task definitions name, which RunTask must pass:
+# `-c container_task_roles=arn:aws:iam::123456789012:role/report-task[,...]` (none by default).
+container_task_roles = [
+    r.strip() for r in str(app.node.try_get_context("container_task_roles") or "").split(",") if r.strip()
+]
 JobschedStack(
     app,
     "Jobsched",
@@ -47,6 +52,7 @@ JobschedStack(
     description="jobsched: a serverless distributed job scheduler",
     kms_keys=kms_keys,
     waf=waf,
+    container_task_roles=container_task_roles,
     **options,
 )
 app.synth()

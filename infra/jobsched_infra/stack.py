@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +57,8 @@ TICK = Duration.minutes(1)
 # that is not below it). The heartbeat extends live leases only.
 WORKER_TIMEOUT = Duration.seconds(resources.WORKER_TIMEOUT_SECONDS)
 DISPATCHER_TIMEOUT = Duration.seconds(60)
+# A role a caller's task definition may name (`-c container_task_roles=`), in any partition.
+ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+")
 # Runs one ECS worker task executes at once (its size: resources.ECS_WORKER_CPU / _MEMORY_MIB).
 ECS_WORKER_CONCURRENCY = 4
 API_TIMEOUT = Duration.seconds(10)
@@ -123,8 +126,15 @@ class JobschedScheduler(Construct):
         worker_invocations: int = resources.WORKER_EVENT_SOURCE.max_invocations,
         waf: bool = False,
         fargate_vcpu_quota: int = DEFAULT_FARGATE_VCPU_QUOTA,
+        container_task_roles: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
+        for arn in container_task_roles:
+            if not ROLE_ARN.fullmatch(arn):
+                raise ValueError(
+                    f"container_task_roles: {arn!r} is not an IAM role ARN "
+                    "(arn:aws:iam::<account>:role/<name>)"
+                )
         if layer_dir is None:
             layer_dir = build_layer(
                 Path(tempfile.mkdtemp(prefix="jobsched-layer-")),
@@ -254,6 +264,7 @@ class JobschedScheduler(Construct):
             queue=ecs_queue,
             layer_dir=layer_dir,
             handler_dir=handler_dir,
+            container_task_roles=container_task_roles,
             environment=env(
                 "ecs-worker",
                 **{c.WORKER_LANE_ENV: "ecs", c.WORKER_CONCURRENCY_ENV: str(ECS_WORKER_CONCURRENCY)},
@@ -809,6 +820,7 @@ class JobschedStack(Stack):
         worker_invocations: int = resources.WORKER_EVENT_SOURCE.max_invocations,
         waf: bool = False,
         fargate_vcpu_quota: int = DEFAULT_FARGATE_VCPU_QUOTA,
+        container_task_roles: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -826,6 +838,7 @@ class JobschedStack(Stack):
             worker_invocations=worker_invocations,
             waf=waf,
             fargate_vcpu_quota=fargate_vcpu_quota,
+            container_task_roles=container_task_roles,
         )
         scheduler = self.scheduler
         self.api, self.dispatch, self.workers, self.reconciler = (

@@ -7,6 +7,7 @@ behind maxReceiveCount, and the guard that refuses a lowered shard count.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,10 +43,42 @@ def synth() -> Synth:
 
 @pytest.fixture(scope="module")
 def variant(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The stack as `cdk deploy -c waf=true -c kms=aws-owned -c worker_invocations=120` makes it."""
+    """The stack as `cdk deploy -c waf=true -c kms=aws-owned -c worker_invocations=120
+    -c container_task_roles=<REPORT_ROLE>` makes it."""
     return synthesize(
-        tmp_path_factory.mktemp("variant"), waf=True, kms_keys="aws-owned", worker_invocations=120
+        tmp_path_factory.mktemp("variant"),
+        waf=True,
+        kms_keys="aws-owned",
+        worker_invocations=120,
+        container_task_roles=[REPORT_ROLE],
     )
+
+
+REPORT_ROLE = "arn:aws:iam::123456789012:role/report-task"
+
+
+def _pass_role_statements(synth: Synth) -> list[dict[str, Any]]:
+    role = synth.stack.scheduler.ecs.task_role
+    return [s for s in synth.role_statements(role) if "iam:PassRole" in listed_actions(s)]
+
+
+def test_the_ecs_worker_passes_no_callers_role_unless_the_deployer_lists_it(
+    synth: Synth, variant: Synth
+) -> None:
+    # Given no container_task_roles, no statement names any role but the stack's own
+    assert REPORT_ROLE not in json.dumps(_pass_role_statements(synth))
+    # When the deployer lists a caller's role, the worker may pass exactly it, to ECS tasks only
+    # (CDK merges it with the statement passing the worker's own two roles, the same condition)
+    [listed] = [s for s in _pass_role_statements(variant) if REPORT_ROLE in json.dumps(s["Resource"])]
+    named = listed["Resource"] if isinstance(listed["Resource"], list) else [listed["Resource"]]
+    assert [r for r in named if isinstance(r, str)] == [REPORT_ROLE]
+    assert all(isinstance(r, str) or "Fn::GetAtt" in r for r in named)
+    assert listed["Condition"] == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+
+
+def test_a_container_task_role_that_is_no_role_arn_fails_the_synth_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="container_task_roles: '\\*'"):
+        synthesize(tmp_path, container_task_roles=["*"])
 
 
 # --- limits -----------------------------------------------------------------------------------

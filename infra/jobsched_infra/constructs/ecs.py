@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -94,8 +94,10 @@ class EcsWorkers(Construct):
         handler_dir: Path | None = None,
         max_tasks: int = 10,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        container_task_roles: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
+        self.container_task_roles = tuple(container_task_roles)
         # Public subnets only, no NAT gateway (its hourly price would dwarf an idle service's zero):
         # the tasks reach SQS, DynamoDB and Step Functions over the internet gateway, TLS only, and
         # take no inbound traffic (their security group allows none).
@@ -295,6 +297,17 @@ class EcsWorkers(Construct):
         role.add_to_policy(
             iam.PolicyStatement(actions=["iam:PassRole"], resources=[self.container_execution_role.role_arn])
         )
+        if self.container_task_roles:
+            # A caller's own task_definition_arn may name its task and execution roles: RunTask passes
+            # them, so the worker may pass exactly those the deployer listed (`-c container_task_roles=`),
+            # to ECS tasks only. None listed: such a definition's RunTask is refused (AccessDenied).
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=list(self.container_task_roles),
+                    conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+                )
+            )
         for name, value in (
             (c.ECS_CLUSTER_ENV, self.cluster.cluster_name),
             (c.ECS_SUBNETS_ENV, ",".join(s.subnet_id for s in self.vpc.public_subnets)),
