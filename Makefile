@@ -18,16 +18,13 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/jobsched local
 
-## test: lint, then the whole suite (unit, integration, infra, slow end-to-end and crash tests) on
-## TEST_WORKERS pytest-xdist processes (a test file stays on one), then the `serial` tests in one process
-TEST_WORKERS ?= 2
+## test: lint, then the whole suite (unit, integration, infra, slow end-to-end and crash tests)
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial"
-	$(BIN)/python -m pytest -q -m serial
+	$(BIN)/python -m pytest -q
 
 ## test-fast: everything but the slow end-to-end tests
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests bench

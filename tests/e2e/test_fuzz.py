@@ -53,7 +53,7 @@ from jobsched.resources import JOBS_TABLE, physical_name
 from tests.e2e.conftest import Stack, start_stack, stop_stack
 from tests.support import live_stack_at_rest, poll_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.serial]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 EXAMPLES = int(os.environ.get("JOBSCHED_FUZZ_EXAMPLES", "30"))
 TENANT = "fuzz"  # the seeded jobs' tenant, used by every operation but POST /api/jobs
