@@ -501,3 +501,27 @@ def run_envelope(run_id: str, attempt: int = 1) -> dict[str, Any]:
         "effect_key": run_id,
         "payload": {"n": 1},
     }
+
+
+def run_once(svc: Any, clock: Any, queue: Any, sleep: Any, at: Any) -> list[Any]:
+    """Dispatch at `at` and process what comes, each ECS task runner polling with `sleep` (moto runs no
+    container: the test's sleep ends its tasks)."""
+    import jobsched.adapters.targets.ecs as ecs_target
+    from jobsched.services.run import Delivery
+
+    original = ecs_target.EcsTaskRunner.__init__
+
+    def patched(self: Any, *args: Any, **kw: Any) -> None:
+        original(self, *args, **{**kw, "sleep": sleep, "poll_seconds": 1})
+
+    ecs_target.EcsTaskRunner.__init__ = patched  # type: ignore[method-assign]
+    try:
+        clock.set(at)
+        svc.dispatcher.dispatch_all()
+        out = []
+        for m in queue.receive():
+            out.append(svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body)))
+            queue.delete(m.receipt_handle)
+        return out
+    finally:
+        ecs_target.EcsTaskRunner.__init__ = original  # type: ignore[method-assign]

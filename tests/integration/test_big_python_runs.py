@@ -17,7 +17,6 @@ from moto import mock_aws
 from moto.ecs.models import ecs_backends
 from moto.moto_api import state_manager
 
-import jobsched.adapters.targets.ecs as ecs_target
 from jobsched.adapters.fargate_vcpu import MemoryFargateVcpuStore
 from jobsched.adapters.memory import MemoryJobStore, MemoryRunQueue, MemoryRunStore, MemoryStateMachines
 from jobsched.adapters.targets import OWN_TASK_COMMAND, EcsPlace, TargetFactory
@@ -29,11 +28,12 @@ from jobsched.domain.keys import run_id_for
 from jobsched.domain.status import RunStatus
 from jobsched.handlers import registry
 from jobsched.ports import FakeClock
-from jobsched.services.run import NOTHING_TO_RUN, Delivery, Outcome
+from jobsched.services.run import NOTHING_TO_RUN, Outcome
 from jobsched.services.task_events import TaskEventOutcome, TaskStopEvents
 from jobsched.settings import Settings
 from jobsched.wiring import Services, compose
 from tests.conftest import T0
+from tests.support import run_once
 
 RUN_AT = T0 + timedelta(hours=1)
 REGION = "us-east-1"
@@ -152,25 +152,6 @@ def the_task_runs(svc: Services, vcpu: MemoryFargateVcpuStore, seen: dict[str, A
     return sleep
 
 
-def run_once(svc: Services, clock: FakeClock, queue: MemoryRunQueue, sleep: Any) -> list[Outcome]:
-    original = ecs_target.EcsTaskRunner.__init__
-
-    def patched(self: Any, *args: Any, **kw: Any) -> None:
-        original(self, *args, **{**kw, "sleep": sleep, "poll_seconds": 1})
-
-    ecs_target.EcsTaskRunner.__init__ = patched  # type: ignore[method-assign]
-    try:
-        clock.set(RUN_AT)
-        svc.dispatcher.dispatch_all()
-        out = []
-        for m in queue.receive():
-            out.append(svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body)))
-            queue.delete(m.receipt_handle)
-        return out
-    finally:
-        ecs_target.EcsTaskRunner.__init__ = original  # type: ignore[method-assign]
-
-
 def test_a_4_vcpu_python_run_gets_a_task_of_its_own_at_its_size_and_succeeds_once(world: Any) -> None:
     svc, clock, queue, vcpu = world
     # Given a Python job asking for 4096 CPU units and 8192 MiB: bigger than the worker's 1024/2048
@@ -179,7 +160,7 @@ def test_a_4_vcpu_python_run_gets_a_task_of_its_own_at_its_size_and_succeeds_onc
     assert (placed.runs_on, placed.resources.cpu, placed.resources.memory_mib) == ("ecs", 4096, 8192)
     seen: dict[str, Any] = {}
     # When the ECS worker takes its run
-    assert run_once(svc, clock, queue, the_task_runs(svc, vcpu, seen)) == [Outcome.SUCCEEDED]
+    assert run_once(svc, clock, queue, the_task_runs(svc, vcpu, seen), RUN_AT) == [Outcome.SUCCEEDED]
     # Then one task of the worker's own definition ran it, at its size, with the --run command
     [task] = tasks()
     run_id = run_id_for(job_id, RUN_AT)
@@ -206,7 +187,7 @@ def test_a_4_vcpu_python_run_gets_a_task_of_its_own_at_its_size_and_succeeds_onc
 def test_a_big_python_run_that_raises_fails_its_attempt_with_the_handlers_error_once(world: Any) -> None:
     svc, clock, queue, vcpu = world
     job_id = python_job(svc, "test.boom", {"cpu": 2048, "memory_mib": 4096})
-    assert run_once(svc, clock, queue, the_task_runs(svc, vcpu, {})) == [Outcome.FAILED]
+    assert run_once(svc, clock, queue, the_task_runs(svc, vcpu, {}), RUN_AT) == [Outcome.FAILED]
     row = svc.runs.get(job_id, times.stored(RUN_AT))
     assert row is not None and row.status == RunStatus.FAILED and row.attempt == 1
     # The handler's own error, not the task's exit code: the task recorded it first
@@ -224,7 +205,7 @@ def test_a_task_that_dies_before_recording_fails_its_attempt_as_task_lost(world:
             task.status = "STOPPED"
             task.containers[0].exitCode = None
 
-    assert run_once(svc, clock, queue, dies) == [Outcome.FAILED]
+    assert run_once(svc, clock, queue, dies, RUN_AT) == [Outcome.FAILED]
     row = svc.runs.get(job_id, times.stored(RUN_AT))
     assert row is not None and row.status == RunStatus.FAILED and row.error is not None
     assert row.error.type == "TaskLost"  # retried by the job's policy, like a lost worker
@@ -235,7 +216,7 @@ def test_a_python_run_that_fits_the_worker_task_runs_in_process_with_no_task(wor
     svc, clock, queue, vcpu = world
     job_id = python_job(svc, "demo.echo", {"cpu": 1024, "memory_mib": 2048})
     assert svc.jobs.get_job(job_id).placement().runs_on == "ecs"
-    assert run_once(svc, clock, queue, the_task_runs(svc, vcpu, {})) == [Outcome.SUCCEEDED]
+    assert run_once(svc, clock, queue, the_task_runs(svc, vcpu, {}), RUN_AT) == [Outcome.SUCCEEDED]
     assert tasks() == []
     row = svc.runs.get(job_id, times.stored(RUN_AT))
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.ecs_tasks == []
@@ -259,7 +240,7 @@ def test_a_task_lost_before_its_record_is_recorded_once_by_its_stop_event_first(
             seen.extend([stops.stopped(detail), stops.stopped(detail)])
 
     # When the task dies before recording, and its stop event reaches task_events before the poll
-    assert run_once(svc, clock, queue, dies_and_its_event_comes_first) == [Outcome.FAILED]
+    assert run_once(svc, clock, queue, dies_and_its_event_comes_first, RUN_AT) == [Outcome.FAILED]
     # Then the event recorded the attempt (its twin and the worker's poll changed nothing): TaskLost
     assert seen == [TaskEventOutcome.FAILED, TaskEventOutcome.NOT_RUNNING]
     row = svc.runs.get(job_id, times.stored(RUN_AT))

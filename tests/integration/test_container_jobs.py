@@ -23,11 +23,12 @@ from jobsched.domain.fargate_vcpu import ACCOUNT_SCOPE
 from jobsched.domain.status import RunStatus
 from jobsched.handlers import registry
 from jobsched.ports import FakeClock
-from jobsched.services.run import Delivery, Outcome
+from jobsched.services.run import Outcome
 from jobsched.services.runs import RunService
 from jobsched.settings import Settings
 from jobsched.wiring import Services, compose
 from tests.conftest import T0
+from tests.support import run_once
 
 RUN_AT = T0 + timedelta(hours=1)
 REGION = "us-east-1"
@@ -108,32 +109,11 @@ def exit_with(code: int) -> Any:
     return sleep
 
 
-def run_once(svc: Services, clock: FakeClock, queue: MemoryRunQueue, sleep: Any) -> list[Outcome]:
-    import jobsched.adapters.targets.ecs as ecs_target
-
-    original = ecs_target.EcsTaskRunner.__init__
-
-    def patched(self: Any, *args: Any, **kw: Any) -> None:
-        original(self, *args, **{**kw, "sleep": sleep, "poll_seconds": 1})
-
-    ecs_target.EcsTaskRunner.__init__ = patched  # type: ignore[method-assign]
-    try:
-        clock.set(RUN_AT)
-        svc.dispatcher.dispatch_all()
-        out = []
-        for m in queue.receive():
-            out.append(svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body)))
-            queue.delete(m.receipt_handle)
-        return out
-    finally:
-        ecs_target.EcsTaskRunner.__init__ = original  # type: ignore[method-assign]
-
-
 def test_a_container_that_exits_0_succeeds_on_a_task_of_the_runs_size(world: Any) -> None:
     svc, clock, queue, vcpu = world
     job_id = container_job(svc, ["sh", "-c", "echo done"])
     assert svc.jobs.get_job(job_id).placement().runs_on == "ecs"
-    assert run_once(svc, clock, queue, exit_with(0)) == [Outcome.SUCCEEDED]
+    assert run_once(svc, clock, queue, exit_with(0), RUN_AT) == [Outcome.SUCCEEDED]
     row = svc.runs.get(job_id, RUN_AT)
     assert row is not None and row.status == RunStatus.SUCCEEDED and row.attempt == 1
     [task] = ecs_backends["123456789012"][REGION].tasks["jobsched"].values()
@@ -145,7 +125,7 @@ def test_a_container_that_exits_0_succeeds_on_a_task_of_the_runs_size(world: Any
 def test_a_container_that_exits_3_fails_its_attempt_with_exit_code(world: Any) -> None:
     svc, clock, queue, vcpu = world
     job_id = container_job(svc, ["sh", "-c", "echo oops; exit 3"])
-    assert run_once(svc, clock, queue, exit_with(3)) == [Outcome.FAILED]
+    assert run_once(svc, clock, queue, exit_with(3), RUN_AT) == [Outcome.FAILED]
     row = svc.runs.get(job_id, RUN_AT)
     assert row is not None and row.status == RunStatus.FAILED
     assert row.error is not None and row.error.type == "ExitCode" and "exit code 3" in row.error.message
@@ -168,7 +148,7 @@ def test_a_cancel_stops_the_running_container_and_its_run_ends_cancelled_never_r
                 task.containers[0].exitCode = 143
 
     # When the worker follows the task
-    assert run_once(svc, clock, queue, sleep) == [Outcome.FAILED]
+    assert run_once(svc, clock, queue, sleep, RUN_AT) == [Outcome.FAILED]
     # Then the cancel was answered "asked to stop" (it was running), and the task was stopped for it
     assert answers == [True]
     [task] = ecs_backends["123456789012"][REGION].tasks["jobsched"].values()
