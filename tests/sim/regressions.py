@@ -22,7 +22,8 @@ test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard t
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
-test_worker_crash_after_handler.py; seed 230: test_pause_edit.py.
+test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seeds 1260, 49 (stuck FAILED):
+test_worker_first_beat_attempt.py.
 """
 
 from __future__ import annotations
@@ -145,5 +146,15 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "the same for a buffer_one run's slot: the throttled redelivery of a run whose fast-path"
         " handler had run gave the slot back, and the next tick's run took it; the receive after that"
         " found the slot taken and recorded the run SKIPPED (now a started run's hold is kept)",
+    ),
+    (
+        1260, 5, 10, "2026-11-30T12:02:34.370Z stuck FAILED",
+        "fast path: a retry read stale (absent) ran past its first beat, whose lease write counted attempt"
+        " 2; its failure was handed over as attempt 1, a no-op by name (now the lease write's attempt)",
+    ),
+    (
+        49, 5, 10, "2026-11-30T12:06:50.000Z stuck FAILED",
+        "fast path: two copies of a run; one's failure re-armed it while the other's handler ran, whose"
+        " first beat then leased it as attempt 2 and handed its failure over as attempt 1 (now: as 1260)",
     ),
 ]  # fmt: skip

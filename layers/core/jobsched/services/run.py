@@ -1099,11 +1099,18 @@ class Worker:
         started = self.clock.now()
         self._started(sf, started, attempt=attempt, kind=kind)
 
+        # The (attempt, replays) the first beat's lease write counted, when it applied: see below.
+        counted: list[tuple[int, int]] = []
+
         def persist_lease(until: datetime) -> bool:
             lease = Lease(owner=owner, message=delivery.message_id, worker=self.worker_id, until=until)
-            return self.runs.persist_running(
+            done = self.runs.persist_running(
                 job.job_id, sf, lease=lease, started_at=started, now=self.clock.now(), create=created
-            ).applied
+            )
+            if done.applied:
+                before = done.previous  # None: the write created the row
+                counted.append(((before.attempt if before else 0) + 1, before.replays if before else 0))
+            return done.applied
 
         # A retried run (re-armed PENDING) resumes from the checkpoint on the row read above: an
         # eventually consistent read, which may show an older one (the re-arm came backoff seconds
@@ -1119,6 +1126,14 @@ class Worker:
             resume=row,
             keys=keys,
         )
+        if heartbeat.persisted and counted:
+            # The attempt is the one the lease write counted (attempt + 1 over the row it found), not
+            # the one the eventually consistent read above suggested: that read may have shown an older
+            # row (a retry's re-armed row read as absent), or another delivery's failure may have been
+            # recorded and re-armed while this handler ran before its first beat. The record keeps the
+            # lease row's attempt, and a failure handed over under an attempt already handed over
+            # starts no workflow: the run stayed FAILED for good (tests/sim seeds 49, 1260, 2059, 2962).
+            attempt, replays = counted[0]
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
         self.metrics.emit(telemetry.DURATION, _ms(finished - started), telemetry.MILLISECONDS)
