@@ -146,4 +146,15 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         " handler had run gave the slot back, and the next tick's run took it; the receive after that"
         " found the slot taken and recorded the run SKIPPED (now a started run's hold is kept)",
     ),
+    (
+        3707, 5, 10, "2026-11-30T11:59:00.000Z is CANCELLED but its handler succeeded",
+        "backfill runs (rows written PENDING) whose workers died after the handler; a cancel went through"
+        " once their in-flight entries lapsed and its sweep wrote the PENDING rows CANCELLED (now a run"
+        " with a start marker left on the job is spared: its redelivery records it LOST)",
+    ),
+    (
+        1370, 5, 10, "2026-11-30T12:03:50.000Z is CANCELLED but its handler succeeded",
+        "as seed 3707, for a retry's re-armed PENDING row whose second attempt's worker died after the"
+        " handler",
+    ),
 ]  # fmt: skip
