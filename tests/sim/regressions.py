@@ -157,4 +157,15 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "as seed 3707, for a retry's re-armed PENDING row whose second attempt's worker died after the"
         " handler",
     ),
+    (
+        8765, 5, 10, "2026-11-30T12:03:10.000Z is CANCELLED but its handler succeeded",
+        "a worker died after its fast-path handler, its redelivery after the claim (LEASED), and a later"
+        " tick took the slot where its start marker was; after a cancel, the redelivery wrote the LEASED"
+        " row CANCELLED (now LOST: a claim got past the gate, Worker._cancelled)",
+    ),
+    (
+        83, 5, 10, "2026-11-30T12:02:00.000Z is CANCELLED but its handler succeeded",
+        "as seed 8765, the LEASED row a takeover of a stalled fast-path holder's RUNNING row (its start"
+        " kept by the tick that took its slot), the takeover gone before its start",
+    ),
 ]  # fmt: skip
