@@ -157,4 +157,26 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "fast path: two copies of a run; one's failure re-armed it while the other's handler ran, whose"
         " first beat then leased it as attempt 2 and handed its failure over as attempt 1 (now: as 1260)",
     ),
+    (
+        3707, 5, 10, "2026-11-30T11:59:00.000Z is CANCELLED but its handler succeeded",
+        "backfill runs (rows written PENDING) whose workers died after the handler; a cancel went through"
+        " once their in-flight entries lapsed and its sweep wrote the PENDING rows CANCELLED (now a run"
+        " with a start marker left on the job is spared: its redelivery records it LOST)",
+    ),
+    (
+        1370, 5, 10, "2026-11-30T12:03:50.000Z is CANCELLED but its handler succeeded",
+        "as seed 3707, for a retry's re-armed PENDING row whose second attempt's worker died after the"
+        " handler",
+    ),
+    (
+        8765, 5, 10, "2026-11-30T12:03:10.000Z is CANCELLED but its handler succeeded",
+        "a worker died after its fast-path handler, its redelivery after the claim (LEASED), and a later"
+        " tick took the slot where its start marker was; after a cancel, the redelivery wrote the LEASED"
+        " row CANCELLED (now LOST: a claim got past the gate, Worker._cancelled)",
+    ),
+    (
+        83, 5, 10, "2026-11-30T12:02:00.000Z is CANCELLED but its handler succeeded",
+        "as seed 8765, the LEASED row a takeover of a stalled fast-path holder's RUNNING row (its start"
+        " kept by the tick that took its slot), the takeover gone before its start",
+    ),
 ]  # fmt: skip

@@ -236,3 +236,34 @@ def test_a_duplicate_delivery_while_its_twin_runs_is_left_alone_and_runs_nothing
     assert outcome == Outcome.SUCCEEDED and twin == ["InFlightElsewhere"] and calls == [1]
     run = world.runs.get(job_id, T0 + timedelta(seconds=5))
     assert run is not None and run.status == RunStatus.SUCCEEDED
+
+
+def test_a_run_whose_worker_died_after_its_handler_and_whose_redelivery_died_leased_is_lost_on_cancel(
+    world: World,
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker died after the handler ran (fast path: no row),
+    # and whose redelivery, on the leased path, died after its claim (the row LEASED, never started)
+    job_id, calls = minute_job_dead_after_handler(world)
+    redelivered = T0 + timedelta(seconds=60 + VISIBILITY)
+    world.clock.set(redelivered)
+    world.svc.worker.fast_path = False
+    world.svc.worker.crash = crash_once_at("run.after_lease")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    row = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert row is not None and row.status == RunStatus.LEASED
+    # When a later tick takes the lapsed slot (where the run's start marker was) and succeeds, the
+    # claim's lease lapses, a cancel answers 200, and the 12:01 message comes back
+    world.clock.set(redelivered + timedelta(seconds=world.svc.worker.hold_seconds() + 1))
+    world.svc.dispatcher.dispatch_all()
+    assert Outcome.SUCCEEDED in world.deliver()
+    world.clock.set(redelivered + timedelta(seconds=VISIBILITY + 1))
+    assert world.svc.job_service.cancel(job_id, tenant="t").status == "CANCELLED"
+    world.deliver()
+    # Then 12:01 is recorded LOST (it may have run: its handler did), not CANCELLED as if it never
+    # ran. Before, the LEASED row, its lease lapsed, was cancelled (tests/sim seeds 8765, 1422; 83,
+    # 9573, 8173: a LEASED takeover of a RUNNING row that never recorded)
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.status == RunStatus.LOST, run
+    assert len([c for c in calls if c[0] == calls[0][0]]) == 1

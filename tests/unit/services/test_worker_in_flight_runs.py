@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.commands import BackfillRequest, CreateJobRequest
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import TransientStoreError
 from jobsched.handlers import RunContext
@@ -124,3 +124,30 @@ def test_a_receive_of_a_started_run_that_fails_keeps_its_entry_so_its_deadline_d
     run = world.runs.get(job_id, tick)
     assert run is not None and run.status == RunStatus.SUCCEEDED, run
     assert calls.count(str(tick)) == 2  # the takeover ran it again, under the same effect key
+
+
+def test_a_backfill_run_whose_worker_died_after_its_handler_is_lost_not_swept_cancelled_by_a_cancel(
+    world: World,
+) -> None:
+    # Given an hourly job's backfill of one past tick (its row written PENDING before it runs), whose
+    # worker dies after the handler ran, before recording it
+    job_id, calls = allow_job(world, "0 * * * *")
+    tick = T0 - timedelta(hours=2)
+    world.svc.schedule.backfill(
+        job_id, BackfillRequest(**{"from": tick, "to": tick + timedelta(minutes=1)}), tenant="t"
+    )
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When its in-flight entry lapsed, a cancel answers 200 (and sweeps the job's PENDING rows), and
+    # the message comes back
+    world.clock.advance(VISIBILITY + 1)
+    assert world.svc.job_service.cancel(job_id, tenant="t").status == "CANCELLED"
+    world.deliver()
+    # Then the run is recorded LOST (it may have run), not CANCELLED by the cancel's sweep as if it
+    # never ran: its row was PENDING, but its entry on the job said a receive got past it (tests/sim
+    # seeds 3707, 7879, 9167; seed 1370: a retry's re-armed PENDING row)
+    run = world.runs.get(job_id, tick)
+    assert run is not None and run.status == RunStatus.LOST, run
+    assert calls == [str(tick)]

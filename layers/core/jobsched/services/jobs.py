@@ -257,6 +257,7 @@ class JobService:
             stale = self._in_progress(job, now)
             applied, current = self.jobs.cancel_job(job.job_id, now=now, stale=stale)
             if applied:
+                job = current or job  # the job as the cancel wrote it: its markers as they stood then
                 break
             if current is None:
                 raise NotFound(f"job '{job_id}' not found", field="job_id")
@@ -267,12 +268,28 @@ class JobService:
         self.dag.cancel_dependants(job)
         # Runs already handed to the queue must not fire. A worker that meets one of them checks
         # the job too, so a crash here (or a repeat cancel, which sweeps again) loses nothing.
+        started = self._started_runs(job)
         for run in recent:
-            # (Not the slot's lapsed holder: its receive got past the hold, so it may have run; its
-            # redelivery records it truthfully, Worker._lost_to_cancel.)
-            if run.status == RunStatus.PENDING and times.stored(run.scheduled_for) != job.active_run:
+            # (Not a run with a start marker left on the job, lapsed: its receive got past the
+            # marker, so it may have run; its redelivery records it truthfully, Worker._lost_to_cancel.)
+            if run.status == RunStatus.PENDING and times.stored(run.scheduled_for) not in started:
                 self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
         return Control(job_id=job.job_id, status=JobStatus.CANCELLED)
+
+    @staticmethod
+    def _started_runs(job: Job) -> set[str]:
+        """The runs (stored ticks) whose start marker is still on the job: the slot's holder, and
+        every run with an in-flight entry (a counted run: allow, backfill, dependant). After a cancel
+        went through, each such marker has lapsed: a receive got past it and died, maybe after the
+        handler ran. A PENDING row says nothing about that (a backfill's row is written PENDING before
+        its run, a retry's is re-armed PENDING, and the fast path writes its row only at its end), so
+        the sweep leaves these rows to their redeliveries, which see the marker and record the run LOST
+        (tests/sim seeds 1370, 3707, 7879, 9167: backfills and a retry whose workers died after the
+        handler, swept CANCELLED, and their redeliveries found them finished)."""
+        started = {key.split("#", 1)[0] for key in job.in_flight}
+        if job.active_run is not None:
+            started.add(job.active_run)
+        return started
 
     def _in_progress(self, job: Job, now: datetime) -> str | None:
         """Raise 409 if a run of the job is in progress; else the slot's finished holder, if any."""

@@ -525,14 +525,20 @@ class Worker:
         """The job was cancelled before this run started: the run never starts, and says so.
 
         A run whose worker died mid-run (LEASED/RUNNING, its lease expired: the cancel could then go
-        through) goes RUNNING -> PENDING -> CANCELLED, keeping its attempts; it used to stay RUNNING
-        forever, its message acknowledged, since RUNNING -> CANCELLED is no edge.
+        through) is recorded LOST (_lost_to_cancel): it may have run. (It used to stay RUNNING forever,
+        its message acknowledged, since RUNNING -> CANCELLED is no edge; then it was swept CANCELLED.)
         """
         kind = message.kind
         row = self.runs.get(message.job_id, message.scheduled_for) if job is not None else None
-        if job is not None and row is not None and row.status == RunStatus.RUNNING:
+        if job is not None and row is not None and row.status in HELD:
             # RUNNING: its worker passed LEASED -> RUNNING and called the handler, then died (its
             # lease lapsed, so the cancel went through). It may have run: LOST, not CANCELLED.
+            # LEASED as well: a claim got past the run's gate, and the row cannot tell whether a
+            # handler ran before it. The claim may be a takeover of a RUNNING run that never recorded
+            # (a dead or stalled fast-path holder: its start kept on the row), or a redelivery of a
+            # message whose earlier receive ran the handler on the fast path, that one's only trace
+            # (its slot marker) taken by a later tick since; the claimant then died or left before
+            # its start (tests/sim seeds 83, 1422, 8173, 8765, 9573: such rows written CANCELLED).
             return self._lost_to_cancel(job, message.scheduled_for, delivery, kind=kind)
         if job is not None and row is not None and row.status == RunStatus.FAILED:
             # Its failure recorded, its worker died before handing it to the workflow, and a later
