@@ -22,7 +22,7 @@ test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard t
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
-test_worker_crash_after_handler.py; seed 230: test_pause_edit.py.
+test_worker_crash_after_handler.py; seeds 230, 2140: test_pause_edit.py.
 """
 
 from __future__ import annotations
@@ -145,5 +145,11 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "the same for a buffer_one run's slot: the throttled redelivery of a run whose fast-path"
         " handler had run gave the slot back, and the next tick's run took it; the receive after that"
         " found the slot taken and recorded the run SKIPPED (now a started run's hold is kept)",
+    ),
+    (
+        2140, 5, 10, "2026-11-30T12:03:50.000Z was due and is missing",
+        "an edit during a pause whose write applied and whose SKIPPED records of the old schedule's"
+        " ticks of the pause met a 500 after the first two: the rest kept no row, the old schedule gone"
+        " (now the job keeps those ticks until the resume, which records them again first)",
     ),
 ]  # fmt: skip
