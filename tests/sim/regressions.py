@@ -22,7 +22,7 @@ test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard t
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
-test_worker_crash_after_handler.py; seeds 230, 2140: test_pause_edit.py.
+test_worker_crash_after_handler.py; seeds 230, 2140, 767: test_pause_edit.py.
 """
 
 from __future__ import annotations
@@ -151,5 +151,11 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "an edit during a pause whose write applied and whose SKIPPED records of the old schedule's"
         " ticks of the pause met a 500 after the first two: the rest kept no row, the old schedule gone"
         " (now the job keeps those ticks until the resume, which records them again first)",
+    ),
+    (
+        767, 5, 10, "2026-11-30T12:02:40.000Z was due and is missing",
+        "an edit's hand-over failed after its write, and the job was paused before the next pass: the"
+        " pause kept its tick due before it, never handed over, for a resume that never came (now the"
+        " pause hands over the ticks due before it first)",
     ),
 ]  # fmt: skip

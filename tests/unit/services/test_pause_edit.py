@@ -188,3 +188,24 @@ def _every_10s(world: World) -> str:
         type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", catchup="all"
     )
     return world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+
+
+def test_a_pause_hands_over_the_ticks_due_before_it_that_the_dispatcher_had_not_reached(world: World) -> None:
+    # Given a job every 10 s, handed over at its create up to the lookahead (12:01:30), whose
+    # dispatcher is then down: its ticks 12:01:40 .. 12:02:00 come due and are not handed over
+    job_id = _every_10s(world)
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.next_run_at == T0 + timedelta(seconds=100)
+    # When it is paused at 12:02:05, and never resumed
+    world.clock.set(T0 + timedelta(seconds=125))
+    world.svc.schedule.pause(job_id, tenant="t")
+    while world.deliver():  # every visible message, ten at a time
+        pass
+    # Then the ticks due before the pause ran, as ticks before a pause do, and the pause waits from
+    # the next one. Before, the pause kept them for the resume: never resumed, they had no row
+    # (tests/sim seed 767).
+    for second in range(100, 121, 10):
+        row = world.runs.get(job_id, T0 + timedelta(seconds=second))
+        assert row is not None and row.status == RunStatus.SUCCEEDED, second
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.resume_from == T0 + timedelta(seconds=130)
