@@ -6,6 +6,7 @@ import pytest
 
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for
+from jobsched.domain.models import RescheduledTicks
 from jobsched.domain.status import JobStatus
 from jobsched.domain.targets import from_handler, parse_target
 from jobsched.errors import Conflict, FanOutFull
@@ -118,6 +119,23 @@ def test_save_definition_is_refused_for_a_stale_version_and_bumps_it_otherwise(b
     assert backend.jobs.save_definition(edited, expected_version=stored.version)
     after = backend.jobs.get_job(stored.job_id)
     assert after is not None and after.name == "edited" and after.version == stored.version + 1
+
+
+def test_an_edits_rescheduled_ticks_read_back_as_written_and_a_later_save_without_them_removes_them(
+    backend: Backend,
+) -> None:
+    # Given a paused job whose edit keeps the old schedule's ticks of the pause (RescheduledTicks)
+    stored = create(backend, job(status=JobStatus.PAUSED, next_run_at=None, paused_at=at(1)))
+    gone = RescheduledTicks(cron_expr="*/10 * * * * *", timezone="Europe/Berlin", first=at(10), until=at(35))
+    edited = stored.model_copy(update={"rescheduled": gone, "paused_at": at(35), "updated_at": at(35)})
+    assert backend.jobs.save_definition(edited, expected_version=stored.version)
+    after = backend.jobs.get_job(stored.job_id)
+    assert after is not None and after.rescheduled == gone
+    # When the resume saves it without them, then they are gone (the resume recorded them)
+    resumed = after.model_copy(update={"rescheduled": None, "paused_at": None, "updated_at": at(50)})
+    assert backend.jobs.save_definition(resumed, expected_version=after.version)
+    last = backend.jobs.get_job(stored.job_id)
+    assert last is not None and last.rescheduled is None
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,9 @@ seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_re
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
 test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seeds 1260, 49 (stuck FAILED):
 test_worker_first_beat_attempt.py.
+    ),
+    (
+test_worker_crash_after_handler.py; seeds 230, 2140, 767: test_pause_edit.py.
 """
 
 from __future__ import annotations
@@ -178,5 +181,17 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         83, 5, 10, "2026-11-30T12:02:00.000Z is CANCELLED but its handler succeeded",
         "as seed 8765, the LEASED row a takeover of a stalled fast-path holder's RUNNING row (its start"
         " kept by the tick that took its slot), the takeover gone before its start",
+    ),
+    (
+        2140, 5, 10, "2026-11-30T12:03:50.000Z was due and is missing",
+        "an edit during a pause whose write applied and whose SKIPPED records of the old schedule's"
+        " ticks of the pause met a 500 after the first two: the rest kept no row, the old schedule gone"
+        " (now the job keeps those ticks until the resume, which records them again first)",
+    ),
+    (
+        767, 5, 10, "2026-11-30T12:02:40.000Z was due and is missing",
+        "an edit's hand-over failed after its write, and the job was paused before the next pass: the"
+        " pause kept its tick due before it, never handed over, for a resume that never came (now the"
+        " pause hands over the ticks due before it first)",
     ),
 ]  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import RunStatus
-from jobsched.errors import StoreUnreachable
+from jobsched.errors import StoreUnreachable, TransientStoreError
 from tests.unit.services.conftest import T0, World
 
 
@@ -122,9 +122,90 @@ def test_an_edit_whose_write_timed_out_before_it_applied_answers_the_timeout_and
     assert job is not None and job.cron_expr == "*/10 * * * * *"
 
 
+def _paused_every_10s_job_edited_while_a_record_fails(world: World, *, cron_expr: str) -> str:
+    """A job every 10 s, paused at 12:00:05, edited at 12:00:35 to `cron_expr`, whose write applies
+    and whose second SKIPPED record (12:00:20) meets a 500; its id."""
+    job_id = _every_10s(world)
+    world.clock.set(T0 + timedelta(seconds=5))
+    world.svc.schedule.pause(job_id, tenant="t")
+    world.clock.set(T0 + timedelta(seconds=35))
+    real = world.runs.put_pending
+    calls = 0
+
+    def fails_once(**kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise TransientStoreError("sim: InternalServerError on put_pending")
+        return real(**kwargs)
+
+    world.runs.put_pending = fails_once  # type: ignore[method-assign]
+    with contextlib.suppress(TransientStoreError):
+        world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr=cron_expr), tenant="t")
+    world.runs.put_pending = real  # type: ignore[method-assign]
+    return job_id
+
+
+def test_the_resume_records_the_old_ticks_of_the_pause_an_edit_failed_to_record(world: World) -> None:
+    # Given a paused job's edit whose write applied, and whose records of the old schedule's ticks of
+    # the pause stopped at a 500 (12:00:10 recorded, 12:00:20 and :30 not)
+    job_id = _paused_every_10s_job_edited_while_a_record_fails(world, cron_expr="*/15 * * * * *")
+    assert world.runs.get(job_id, T0 + timedelta(seconds=20)) is None
+    # When the job is resumed at 12:00:50
+    world.clock.set(T0 + timedelta(seconds=50))
+    world.svc.schedule.resume(job_id, tenant="t")
+    # Then every old tick of the pause is recorded SKIPPED "rescheduled", and the job keeps no more of
+    # them. Before, the 503 left 12:00:20 and :30 with no row for good: the edit's write had replaced
+    # the old schedule, and nothing else knew those ticks (tests/sim seed 2140).
+    for second in (10, 20, 30):
+        row = world.runs.get(job_id, T0 + timedelta(seconds=second))
+        assert row is not None and (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.rescheduled is None
+
+
+def test_a_second_edit_of_the_pause_records_the_old_ticks_the_first_failed_to_record(world: World) -> None:
+    # Given a paused job's edit to every 15 s whose records of the old ticks of the pause stopped at
+    # a 500 (12:00:20 and :30 not recorded)
+    job_id = _paused_every_10s_job_edited_while_a_record_fails(world, cron_expr="*/15 * * * * *")
+    # When a second edit, at 12:01:05, moves it to every 20 s, the pause going on
+    world.clock.set(T0 + timedelta(seconds=65))
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/20 * * * * *"), tenant="t")
+    # Then the first schedule's ticks of the pause (12:00:10 .. :30) and the second's (12:00:45,
+    # 12:01:00) are recorded SKIPPED "rescheduled", and the job keeps the second's until the resume
+    expected = (10, 20, 30, 45, 60)
+    for second in expected:
+        row = world.runs.get(job_id, T0 + timedelta(seconds=second))
+        assert row is not None and (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second
+    job = world.jobs.get_job(job_id)
+    kept = job.rescheduled if job is not None else None
+    assert kept is not None and (kept.cron_expr, kept.first) == ("*/15 * * * * *", T0 + timedelta(seconds=45))
+
+
 def _every_10s(world: World) -> str:
     """A job every 10 s with catch-up "all", created at 12:00; its id."""
     request = CreateJobRequest(
         type="recurring", handler="demo.echo", cron_expr="*/10 * * * * *", catchup="all"
     )
     return world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+
+
+def test_a_pause_hands_over_the_ticks_due_before_it_that_the_dispatcher_had_not_reached(world: World) -> None:
+    # Given a job every 10 s, handed over at its create up to the lookahead (12:01:30), whose
+    # dispatcher is then down: its ticks 12:01:40 .. 12:02:00 come due and are not handed over
+    job_id = _every_10s(world)
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.next_run_at == T0 + timedelta(seconds=100)
+    # When it is paused at 12:02:05, and never resumed
+    world.clock.set(T0 + timedelta(seconds=125))
+    world.svc.schedule.pause(job_id, tenant="t")
+    while world.deliver():  # every visible message, ten at a time
+        pass
+    # Then the ticks due before the pause ran, as ticks before a pause do, and the pause waits from
+    # the next one. Before, the pause kept them for the resume: never resumed, they had no row
+    # (tests/sim seed 767).
+    for second in range(100, 121, 10):
+        row = world.runs.get(job_id, T0 + timedelta(seconds=second))
+        assert row is not None and row.status == RunStatus.SUCCEEDED, second
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.resume_from == T0 + timedelta(seconds=130)

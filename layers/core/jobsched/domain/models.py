@@ -157,6 +157,24 @@ def in_flight_key(run: str, message: str) -> str:
     return f"{run}#{message}"
 
 
+class RescheduledTicks(BaseModel):
+    """The old schedule's ticks of a pause that an edit replaced: ticks of (cron_expr, timezone) from
+    `first` to `until`, both included, each to be recorded SKIPPED "rescheduled".
+
+    Kept on the job by the edit's own write, until the resume: the records are written after that
+    write (a refused edit records nothing), and a fault among them used to leave the rest with no row
+    for good, the old schedule gone from the job (tests/sim seed 2140). Each record is idempotent,
+    so the next edit of the pause and the resume write them again before theirs.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    cron_expr: str
+    timezone: str
+    first: datetime
+    until: datetime
+
+
 class Job(BaseModel):
     """A stored job definition."""
 
@@ -191,6 +209,8 @@ class Job(BaseModel):
     dispatched: int = 0
     paused_at: datetime | None = None
     resume_from: datetime | None = None
+    rescheduled: RescheduledTicks | None = None
+    """An edit during the pause: the old schedule's ticks of it to record SKIPPED (RescheduledTicks)."""
     # The start markers every run writes on its job before its handler runs, so that a cancel (a
     # compare-and-set on this item) either sees the run and answers 409, or wins before it starts:
     # - the slot (one-offs, and recurring jobs whose overlap policy guards): the run holding the

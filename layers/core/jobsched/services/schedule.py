@@ -16,7 +16,15 @@ from jobsched import cron
 from jobsched.domain import cursors, times
 from jobsched.domain.commands import BackfillRequest, PatchJobRequest, checked_placement
 from jobsched.domain.keys import run_id_for
-from jobsched.domain.models import Job, RetryPolicy, RunKind, RunMessage, SchedulePolicy, takes_slot
+from jobsched.domain.models import (
+    Job,
+    RescheduledTicks,
+    RetryPolicy,
+    RunKind,
+    RunMessage,
+    SchedulePolicy,
+    takes_slot,
+)
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.results import Backfill, Control, RunPage
 from jobsched.domain.status import JobStatus, RunStatus
@@ -71,6 +79,15 @@ class ScheduleService:
                 f"job {job_id} is {job.status.value} with no pending tick: there is nothing to pause"
             )
         now = times.truncate_ms(self.clock.now())
+        if job.type == "recurring" and job.next_run_at <= now:
+            # Ticks due before the pause run as usual, but these were not handed over yet (the
+            # dispatcher is behind, or an API hand-over failed): the pause hands them over first, as
+            # the next pass would have. Left to the resume, a job never resumed kept no row of them
+            # (tests/sim seed 767). A failure here answers before the pause is written.
+            self.job_service.dispatcher.hand_over([DueEntry.of(job)], now=now, until=now)
+            job = self.job_service.owned(job_id, tenant)
+            if job.status != JobStatus.SCHEDULED or job.next_run_at is None:
+                raise Conflict(f"job {job_id} changed meanwhile; read it again and retry")
         paused = job.model_copy(
             update={
                 "status": JobStatus.PAUSED,
@@ -97,12 +114,16 @@ class ScheduleService:
         # the queue; they are not sent again.
         first = self._first_tick_of_pause(job)
         replan = first is not None and job.resume_from is not None and first < min(now, job.resume_from)
+        # An edit's SKIPPED records of the old schedule's ticks of the pause, all written before the
+        # resume lets go of them (a fault among them after the edit's write left the rest undone).
+        self._record_rescheduled(job, now=now)
         resumed = job.model_copy(
             update={
                 "status": JobStatus.SCHEDULED,
                 "next_run_at": first if replan else job.resume_from,
                 "paused_at": None,
                 "resume_from": None,
+                "rescheduled": None,
                 "updated_at": now,
             }
         )
@@ -240,7 +261,17 @@ class ScheduleService:
             tick = self._next_tick_after_edit(updated, now, since=overdue[0] if overdue else None)
             if job.status == JobStatus.PAUSED:
                 # The pause goes on under the new schedule from now: the resume decides its ticks.
-                updated = updated.model_copy(update={"resume_from": tick, "paused_at": now})
+                # The old schedule's ticks of the pause so far are the edit's to record, and the job
+                # keeps them (RescheduledTicks) until the resume; an earlier edit's are recorded first,
+                # before this write replaces them.
+                self._record_rescheduled(job, now=now)
+                updated = updated.model_copy(
+                    update={
+                        "resume_from": tick,
+                        "paused_at": now,
+                        "rescheduled": self._rescheduled_ticks_of_pause(job, now=now),
+                    }
+                )
                 rescheduled_pause = True
             else:
                 updated = updated.model_copy(update={"next_run_at": tick})
@@ -248,7 +279,7 @@ class ScheduleService:
             overdue = []
         self._save(job, updated)
         if rescheduled_pause:
-            self._skip_rescheduled_ticks_of_pause(job, now=now)
+            self._record_rescheduled(updated, now=now)
         self._skip_overdue_ticks_off_the_new_schedule(updated, overdue, now=now)
         self.job_service.hand_over_if_due_soon(updated, missed_before=now if overdue else None)
         return self.job_service.owned(job_id, tenant)
@@ -279,20 +310,37 @@ class ScheduleService:
                     job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, skipped="rescheduled"
                 )
 
-    def _skip_rescheduled_ticks_of_pause(self, job: Job, *, now: datetime) -> None:
-        """Record SKIPPED "rescheduled" the old schedule's ticks that came due during the pause.
+    def _rescheduled_ticks_of_pause(self, job: Job, *, now: datetime) -> RescheduledTicks | None:
+        """The old schedule's ticks that came due during the pause, which an edit now replaces.
 
         A paused job's ticks are decided at its resume, by the catch-up policy, over the schedule it
         then has: an edit during the pause would leave the old schedule's ticks of the pause with no
         row at all (tests/sim seeds 59, 118, 230). The edit replaced them, as it replaces ticks
-        handed over before it (the worker skips those "rescheduled"). At most MAX_MISSED_PER_PASS,
-        the oldest: the catch-up policies' own bound (a later tick of a longer pause keeps no row).
-        Written after the edit's write, so a refused edit records nothing.
+        handed over before it (the worker skips those "rescheduled"), so they are recorded SKIPPED
+        "rescheduled" (_record_rescheduled).
         """
         first = self._first_tick_of_pause(job)
-        if first is None or first > now:
+        if first is None or first > now or job.cron_expr is None:
+            return None
+        until = min(now, job.policy.end_at) if job.policy.end_at else now
+        return RescheduledTicks(cron_expr=job.cron_expr, timezone=job.timezone, first=first, until=until)
+
+    def _record_rescheduled(self, job: Job, *, now: datetime) -> None:
+        """Record SKIPPED "rescheduled" the ticks the job keeps in `rescheduled` (none: nothing).
+
+        At most MAX_MISSED_PER_PASS, the oldest: the catch-up policies' own bound (a later tick of a
+        longer pause keeps no row). The edit writes them after its write, so a refused edit records
+        nothing; the job keeps them until the resume, which writes them again (an existing row is
+        left as it is) before its own write: a throttle, a 500 or a timeout among the edit's records
+        left the rest with no row for good, the edit's write having replaced the old schedule
+        (tests/sim seeds 2140, 2945, 4171, 5228, 5743, 5985, 6024, 6310, 6736, 7270, 9110, 9770, 9980).
+        """
+        gone = job.rescheduled
+        if gone is None:
             return
-        for tick in _due_ticks_from(job, first, now=now):
+        schedule = cron.parse(gone.cron_expr, gone.timezone)
+        first = gone.first - timedelta(milliseconds=1)
+        for tick in schedule.ticks(first, gone.until, limit=MAX_MISSED_PER_PASS):
             self.runs.put_pending(
                 job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, skipped="rescheduled"
             )

@@ -17,7 +17,15 @@ from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.listing import target_type_of
-from jobsched.domain.models import AttemptRecord, Execution, Job, RetryPolicy, RunError, SchedulePolicy
+from jobsched.domain.models import (
+    AttemptRecord,
+    Execution,
+    Job,
+    RescheduledTicks,
+    RetryPolicy,
+    RunError,
+    SchedulePolicy,
+)
 from jobsched.domain.records import DeadLetter, DueEntry
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import TargetSpec, from_handler, parse_target
@@ -159,6 +167,8 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         item["paused_at"] = enc(times.stored(job.paused_at))
     if job.resume_from:
         item["resume_from"] = enc(times.stored(job.resume_from))
+    if job.rescheduled:  # absent but for a job edited during its pause, until the resume
+        item["rescheduled"] = enc(job.rescheduled.model_dump_json())
     stored_apart = None
     if ref:
         stored_apart = {"PK": item["PK"], "SK": enc(f"PAYLOAD#{ref}"), "payload": enc(text)}
@@ -190,6 +200,9 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         dispatched=item.get("dispatched", 0),
         paused_at=opt_time(item.get("paused_at")),
         resume_from=opt_time(item.get("resume_from")),
+        rescheduled=(
+            RescheduledTicks.model_validate_json(item["rescheduled"]) if "rescheduled" in item else None
+        ),
         depends_on=tuple(json.loads(item["depends_on"])) if "depends_on" in item else (),
         dependants=tuple(item.get("dependants", ())),
         root_schedule=item.get("root_schedule"),

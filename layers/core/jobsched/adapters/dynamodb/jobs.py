@@ -368,6 +368,7 @@ class JobStore(ShardLeases, Operations):
             "due_key",
             "paused_at",
             "resume_from",
+            "rescheduled",
             "payload",  # one of these two: inline, or stored apart
             "payload_ref",
             "handler",  # a python target's, or
