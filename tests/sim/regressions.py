@@ -22,7 +22,8 @@ test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard t
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
-test_worker_crash_after_handler.py; seed 230: test_pause_edit.py.
+test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seed 603:
+test_worker_crash_after_handler.py and the contract suite (the displaced holder).
 """
 
 from __future__ import annotations
@@ -145,5 +146,11 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "the same for a buffer_one run's slot: the throttled redelivery of a run whose fast-path"
         " handler had run gave the slot back, and the next tick's run took it; the receive after that"
         " found the slot taken and recorded the run SKIPPED (now a started run's hold is kept)",
+    ),
+    (
+        603, 5, 10, "2026-11-30T12:01:30.000Z is SKIPPED but its handler succeeded",
+        "a worker died after its fast-path handler; a later tick took its lapsed slot and its hold's"
+        " answer timed out, so nothing kept the dead run's start; its redelivery met the taker's live"
+        " hold and wrote it SKIPPED (now the taking write records the holder it displaced)",
     ),
 ]  # fmt: skip

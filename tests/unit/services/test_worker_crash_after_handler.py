@@ -15,6 +15,7 @@ import pytest
 
 from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.errors import StoreUnreachable
 from jobsched.handlers import RunContext
 from jobsched.ports import Crash, no_crash
 from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
@@ -236,3 +237,52 @@ def test_a_duplicate_delivery_while_its_twin_runs_is_left_alone_and_runs_nothing
     assert outcome == Outcome.SUCCEEDED and twin == ["InFlightElsewhere"] and calls == [1]
     run = world.runs.get(job_id, T0 + timedelta(seconds=5))
     assert run is not None and run.status == RunStatus.SUCCEEDED
+
+
+def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_when_its_takers_answer_failed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran; the ticks after it
+    # meet its live hold and are skipped (they never started)
+    job_id, calls = minute_job_dead_after_handler(world)
+    for minute in range(2, 6):
+        world.clock.set(T0 + timedelta(seconds=60 * minute))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    # When the 12:06 tick takes the lapsed slot over and its write's answer times out (the write
+    # applied: its receive dies before keeping the dead holder's start on its row), and then the 12:01
+    # message comes back while that hold is live
+    hold_and_read = world.jobs.hold_and_read
+    timed_out: list[str] = []
+
+    def answer_lost(job_id: str, *, run: str, **kwargs: Any) -> Any:
+        answer = hold_and_read(job_id, run=run, **kwargs)
+        if answer[0] and answer[1] is not None and answer[1].active_run not in (None, run) and not timed_out:
+            timed_out.append(run)
+            raise StoreUnreachable("read timeout after the hold applied")
+        return answer
+
+    monkeypatch.setattr(world.jobs, "hold_and_read", answer_lost)
+    world.clock.set(T0 + timedelta(seconds=360))
+    world.svc.dispatcher.dispatch_all()
+    outcomes: list[object] = []
+    for m in sorted(world.queue.receive(), key=lambda m: "12:01" in m.body):  # 12:06's, then 12:01's
+        try:
+            outcomes.append(world.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body)))
+        except (InFlightElsewhere, StoreUnreachable) as exc:
+            outcomes.append(type(exc).__name__)
+    # Then the 12:01 run is not written SKIPPED: its message finds itself the holder the taker
+    # displaced (the taker's write recorded it), keeps its start on its row, and waits for the slot.
+    # Before, it met the taker's live hold and a PENDING row and was skipped "overlap" (tests/sim
+    # seeds 603, 5978, 6757, 8442).
+    assert timed_out == ["2026-11-30T12:06:00.000Z"] and outcomes == ["StoreUnreachable", "WaitBehind"]
+    first = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert first is not None and first.status == RunStatus.RUNNING
+    # and once the messages come back, it is taken over (at least once, under one effect key)
+    for minute in range(7, 16):
+        world.clock.set(T0 + timedelta(seconds=60 * minute))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    first = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert first is not None and (first.status, first.attempt) == (RunStatus.SUCCEEDED, 2)
+    assert [c[0] for c in calls].count(calls[0][0]) == 2
