@@ -23,7 +23,8 @@ Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, t
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
 test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seed 603:
-test_worker_crash_after_handler.py and the contract suite (the displaced holder).
+test_worker_crash_after_handler.py and the contract suite (the displaced holder); seeds 2486, 533:
+test_worker_crash_after_handler.py.
 """
 
 from __future__ import annotations
@@ -152,5 +153,15 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a worker died after its fast-path handler; a later tick took its lapsed slot and its hold's"
         " answer timed out, so nothing kept the dead run's start; its redelivery met the taker's live"
         " hold and wrote it SKIPPED (now the taking write records the holder it displaced)",
+    ),
+    (
+        2486, 5, 10, "2026-11-30T12:03:30.000Z is SKIPPED but its handler succeeded",
+        "a worker died after its fast-path handler; the tick's second message took the lapsed slot its"
+        " first had held and, the schedule edited since, wrote the run SKIPPED 'rescheduled' (now"
+        " another message's marker of the run proves its start)",
+    ),
+    (
+        533, 5, 10, "2026-11-30T12:02:20.000Z is SKIPPED but its handler succeeded",
+        "as seed 2486 for a counted (allow) run: another message's lapsed in-flight entry of the run",
     ),
 ]  # fmt: skip

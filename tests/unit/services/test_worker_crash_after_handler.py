@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
+from jobsched.domain.models import RunMessage
+from jobsched.domain.records import Outgoing
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import StoreUnreachable
 from jobsched.handlers import RunContext
@@ -286,3 +288,40 @@ def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_when_its_taker
     first = world.runs.get(job_id, T0 + timedelta(seconds=60))
     assert first is not None and (first.status, first.attempt) == (RunStatus.SUCCEEDED, 2)
     assert [c[0] for c in calls].count(calls[0][0]) == 2
+
+
+@pytest.mark.parametrize("overlap", ["skip", "allow"], ids=["slot", "in_flight"])
+def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_by_another_message_of_it(
+    world: World, overlap: str
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran (its message
+    # invisible until 12:06), and an edit that moves the schedule off 12:01
+    calls = _effect(world)
+    request = CreateJobRequest(
+        type="recurring", handler="test.effect", cron_expr="* * * * *", overlap_policy=overlap  # type: ignore[arg-type]
+    )
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.clock.set(T0 + timedelta(seconds=60))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
+    # When another message of the same run (a second send of the tick) arrives once the dead
+    # receive's marker (the slot, or its in-flight entry) has lapsed, before the first comes back
+    world.clock.set(T0 + timedelta(seconds=60 + world.svc.worker.hold_seconds() + 1))
+    tick = RunMessage(job_id=job_id, scheduled_for="2026-11-30T12:01:00.000Z", guard=overlap == "skip")
+    world.queue.send([Outgoing(tick, 0)])
+    outcomes = world.deliver()
+    # Then that message finds the other message's marker, proof that the run started, and runs it
+    # again (at least once, one effect key): recorded as executed. Before, it met the edit as a
+    # fresh tick and wrote SKIPPED "rescheduled" (tests/sim seeds 533, 2486, 5660).
+    assert outcomes == [Outcome.SUCCEEDED]
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.status == RunStatus.SUCCEEDED
+    assert len(calls) == 2 and calls[0] == calls[1]
+    # and the first message, back at last, finds it finished
+    world.clock.set(T0 + timedelta(seconds=60 + VISIBILITY + 1))
+    assert world.deliver() == [Outcome.DUPLICATE]

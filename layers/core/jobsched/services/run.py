@@ -303,6 +303,8 @@ class Worker:
             found_until = entry
             if entry is not None and _live(entry, now):
                 raise InFlightElsewhere(delivery.message_id)
+        if job is not None and not started:
+            started = self._copy_started(job, sf, delivery, now=now, held=held, counted=counted)
         if job is not None and not started and self._placed_elsewhere(job):
             return self._forward(message, job, held=held, counted=counted, message_id=delivery.message_id)
         scope = run_scope(
@@ -429,6 +431,36 @@ class Worker:
             return False
         if not held and job.status != JobStatus.CANCELLED:
             self._keep_start(job, sf, delivery.message_id, renewed=None)
+        return True
+
+    def _copy_started(
+        self, job: Job, sf: str, delivery: Delivery, *, now: datetime, held: bool, counted: bool
+    ) -> bool:
+        """Whether another message of this run (the dispatcher's second send, a wake-up copy, a
+        copy of a run waiting for a key) left a lapsed start marker: the slot, or an in-flight
+        entry. A receive of it got past its marker and died, maybe after its fast-path handler ran:
+        the run started, as for a marker of this very message (see `started` in process).
+
+        Only this message's own marker counted: the copy, meeting the tick's gate as a fresh tick
+        (an edit, the starting deadline), wrote SKIPPED over a run that executed (tests/sim seeds
+        533, 2486, 5660). A live marker of another message is a receive that runs now, and is left
+        to the gate (a spare copy of the slot's holder is dropped there). When this receive holds
+        no marker of its own after all (the slot is another tick's, or a buffered tick's turn), the
+        start is kept on the run's row (RUNNING under a lapsed lease, as _keep_dead_holders_start
+        writes it), so the overlap gate leaves the message waiting instead of skipping the run."""
+        lapsed: list[tuple[str, datetime | None]] = []
+        other_holder = job.active_run == sf and job.active_message not in (None, delivery.message_id)
+        if other_holder and not _live(job.active_until, now):
+            lapsed.append((job.active_message or "", job.active_until))
+        for key, entry_until in job.in_flight.items():
+            run, _, message = key.rpartition("#")
+            if run == sf and message != delivery.message_id and not _live(entry_until, now):
+                lapsed.append((message, entry_until))
+        if not lapsed:
+            return False
+        if not (held or counted) and job.status != JobStatus.CANCELLED:
+            message, renewed = lapsed[0]
+            self._keep_start(job, sf, message, renewed=renewed)
         return True
 
     def _keep_dead_holders_start(self, old: Job) -> None:
