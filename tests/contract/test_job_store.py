@@ -310,6 +310,34 @@ def test_hold_and_read_shows_a_redelivery_the_marker_its_dead_receive_left(backe
     assert not refused and stood is not None and (stood.active_run, stood.active_message) == (RUN, "m1")
 
 
+def test_a_hold_records_the_holder_it_displaced_in_the_same_write(backend: Backend) -> None:
+    # Given a job whose slot RUN (message m1) took while it was unheld: nobody displaced
+    create(backend, job())
+    assert backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
+    stood = backend.jobs.get_job("job_a")
+    assert stood is not None and (stood.displaced_run, stood.displaced_message) == (None, None)
+    # When OTHER (m2) takes the lapsed slot over, then answers with the job before its write
+    held, before = backend.jobs.hold_and_read("job_a", run=OTHER, message="m2", until=at(90), now=at(60))
+    assert held and before is not None and before.active_run == RUN
+    # Then the job names RUN's message as the holder displaced, the trace a redelivery of m1 finds
+    # even when the taker never read its answer (tests/sim seed 603)
+    after = backend.jobs.get_job("job_a")
+    assert after is not None and (after.displaced_run, after.displaced_message) == (RUN, "m1")
+    # and a refused hold, a heartbeat and a release leave it as it is
+    assert not backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(120), now=at(61))[0]
+    assert backend.jobs.extend_hold("job_a", run=OTHER, until=at(100))
+    assert backend.jobs.release_job("job_a", run=OTHER) is not None
+    after = backend.jobs.get_job("job_a")
+    assert after is not None and (after.displaced_run, after.displaced_message) == (RUN, "m1")
+    # A hold of the unheld slot (hold_job too) records that it displaced nobody
+    assert hold(backend, run=OTHER, message="m3", now=200, until=230)
+    after = backend.jobs.get_job("job_a")
+    assert after is not None and (after.displaced_run, after.displaced_message) == (None, None)
+    assert hold(backend, run=RUN, message="m4", now=240, until=300)
+    after = backend.jobs.get_job("job_a")
+    assert after is not None and (after.displaced_run, after.displaced_message) == (OTHER, "m3")
+
+
 def test_release_job_frees_the_slot_only_for_its_holder_and_answers_the_job_before(backend: Backend) -> None:
     create(backend, job())
     assert hold(backend)

@@ -27,6 +27,11 @@ test_worker_first_beat_attempt.py.
     ),
     (
 test_worker_crash_after_handler.py; seeds 230, 2140, 767: test_pause_edit.py.
+    ),
+    (
+test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seed 603:
+test_worker_crash_after_handler.py and the contract suite (the displaced holder); seeds 2486, 533:
+test_worker_crash_after_handler.py.
 """
 
 from __future__ import annotations
@@ -193,5 +198,21 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "an edit's hand-over failed after its write, and the job was paused before the next pass: the"
         " pause kept its tick due before it, never handed over, for a resume that never came (now the"
         " pause hands over the ticks due before it first)",
+    ),
+    (
+        603, 5, 10, "2026-11-30T12:01:30.000Z is SKIPPED but its handler succeeded",
+        "a worker died after its fast-path handler; a later tick took its lapsed slot and its hold's"
+        " answer timed out, so nothing kept the dead run's start; its redelivery met the taker's live"
+        " hold and wrote it SKIPPED (now the taking write records the holder it displaced)",
+    ),
+    (
+        2486, 5, 10, "2026-11-30T12:03:30.000Z is SKIPPED but its handler succeeded",
+        "a worker died after its fast-path handler; the tick's second message took the lapsed slot its"
+        " first had held and, the schedule edited since, wrote the run SKIPPED 'rescheduled' (now"
+        " another message's marker of the run proves its start)",
+    ),
+    (
+        533, 5, 10, "2026-11-30T12:02:20.000Z is SKIPPED but its handler succeeded",
+        "as seed 2486 for a counted (allow) run: another message's lapsed in-flight entry of the run",
     ),
 ]  # fmt: skip

@@ -184,7 +184,10 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         or its wait ended before `now`), and the slot is: unheld; lapsed (its until < now); held by
         this very message (a redelivery); or held by `stale`, a run the caller knows finished.
         `was_buffered`: the write also empties the buffered slot (this tick was the one waiting).
-        False (nothing written) otherwise, also when the job does not exist.
+        The same write records the holder it found (Job.displaced_run/displaced_message: None when
+        the slot was unheld; the message itself on a redelivery of it), so a takeover's trace of the
+        holder it displaced survives a failed answer. False (nothing written) otherwise, also when
+        the job does not exist.
         """
         ...
 

@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 
 from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
+from jobsched.domain.models import RunMessage
+from jobsched.domain.records import Outgoing
 from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.errors import StoreUnreachable
 from jobsched.handlers import RunContext
 from jobsched.ports import Crash, no_crash
 from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
@@ -267,3 +270,89 @@ def test_a_run_whose_worker_died_after_its_handler_and_whose_redelivery_died_lea
     run = world.runs.get(job_id, T0 + timedelta(seconds=60))
     assert run is not None and run.status == RunStatus.LOST, run
     assert len([c for c in calls if c[0] == calls[0][0]]) == 1
+
+
+def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_when_its_takers_answer_failed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran; the ticks after it
+    # meet its live hold and are skipped (they never started)
+    job_id, calls = minute_job_dead_after_handler(world)
+    for minute in range(2, 6):
+        world.clock.set(T0 + timedelta(seconds=60 * minute))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    # When the 12:06 tick takes the lapsed slot over and its write's answer times out (the write
+    # applied: its receive dies before keeping the dead holder's start on its row), and then the 12:01
+    # message comes back while that hold is live
+    hold_and_read = world.jobs.hold_and_read
+    timed_out: list[str] = []
+
+    def answer_lost(job_id: str, *, run: str, **kwargs: Any) -> Any:
+        answer = hold_and_read(job_id, run=run, **kwargs)
+        if answer[0] and answer[1] is not None and answer[1].active_run not in (None, run) and not timed_out:
+            timed_out.append(run)
+            raise StoreUnreachable("read timeout after the hold applied")
+        return answer
+
+    monkeypatch.setattr(world.jobs, "hold_and_read", answer_lost)
+    world.clock.set(T0 + timedelta(seconds=360))
+    world.svc.dispatcher.dispatch_all()
+    outcomes: list[object] = []
+    for m in sorted(world.queue.receive(), key=lambda m: "12:01" in m.body):  # 12:06's, then 12:01's
+        try:
+            outcomes.append(world.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body)))
+        except (InFlightElsewhere, StoreUnreachable) as exc:
+            outcomes.append(type(exc).__name__)
+    # Then the 12:01 run is not written SKIPPED: its message finds itself the holder the taker
+    # displaced (the taker's write recorded it), keeps its start on its row, and waits for the slot.
+    # Before, it met the taker's live hold and a PENDING row and was skipped "overlap" (tests/sim
+    # seeds 603, 5978, 6757, 8442).
+    assert timed_out == ["2026-11-30T12:06:00.000Z"] and outcomes == ["StoreUnreachable", "WaitBehind"]
+    first = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert first is not None and first.status == RunStatus.RUNNING
+    # and once the messages come back, it is taken over (at least once, under one effect key)
+    for minute in range(7, 16):
+        world.clock.set(T0 + timedelta(seconds=60 * minute))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    first = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert first is not None and (first.status, first.attempt) == (RunStatus.SUCCEEDED, 2)
+    assert [c[0] for c in calls].count(calls[0][0]) == 2
+
+
+@pytest.mark.parametrize("overlap", ["skip", "allow"], ids=["slot", "in_flight"])
+def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_by_another_message_of_it(
+    world: World, overlap: str
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran (its message
+    # invisible until 12:06), and an edit that moves the schedule off 12:01
+    calls = _effect(world)
+    request = CreateJobRequest(
+        type="recurring", handler="test.effect", cron_expr="* * * * *", overlap_policy=overlap  # type: ignore[arg-type]
+    )
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.clock.set(T0 + timedelta(seconds=60))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
+    # When another message of the same run (a second send of the tick) arrives once the dead
+    # receive's marker (the slot, or its in-flight entry) has lapsed, before the first comes back
+    world.clock.set(T0 + timedelta(seconds=60 + world.svc.worker.hold_seconds() + 1))
+    tick = RunMessage(job_id=job_id, scheduled_for="2026-11-30T12:01:00.000Z", guard=overlap == "skip")
+    world.queue.send([Outgoing(tick, 0)])
+    outcomes = world.deliver()
+    # Then that message finds the other message's marker, proof that the run started, and runs it
+    # again (at least once, one effect key): recorded as executed. Before, it met the edit as a
+    # fresh tick and wrote SKIPPED "rescheduled" (tests/sim seeds 533, 2486, 5660).
+    assert outcomes == [Outcome.SUCCEEDED]
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.status == RunStatus.SUCCEEDED
+    assert len(calls) == 2 and calls[0] == calls[1]
+    # and the first message, back at last, finds it finished
+    world.clock.set(T0 + timedelta(seconds=60 + VISIBILITY + 1))
+    assert world.deliver() == [Outcome.DUPLICATE]

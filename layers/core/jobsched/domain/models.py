@@ -223,6 +223,13 @@ class Job(BaseModel):
     active_run: str | None = None
     active_until: datetime | None = None
     active_message: str | None = None
+    # The holder (run, message) the slot's last taking write found there and replaced: a takeover of
+    # a lapsed (or finished) holder, written in the same write, so that a holder whose receive died
+    # after its fast-path handler still finds a trace of its start when the taker's receive failed
+    # before keeping that start on the holder's row (Worker.process, tests/sim seed 603). None when
+    # that write found the slot unheld (a hold of the slot's own message records itself).
+    displaced_run: str | None = None
+    displaced_message: str | None = None
     buffered_run: str | None = None
     buffered_kind: str | None = None
     buffered_until: datetime | None = None

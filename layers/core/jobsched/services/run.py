@@ -285,6 +285,13 @@ class Worker:
                     held = False  # the slot is its pool run's again: this tick meets it busy
                 else:
                     self._keep_dead_holders_start(job)
+            if job is not None and not started:
+                started = self._displaced(job, sf, delivery, held=held)
+            elif started and held and job is not None and job.displaced_run not in (None, sf):
+                # An earlier receive of this message took the slot over from that holder and died
+                # before keeping its start, or its answer failed (a timeout after the write): keep it
+                # now, the trace is gone once this hold's write records the message itself.
+                self._keep_start(job, job.displaced_run or "", job.displaced_message, renewed=None)
         else:
             counted, job = self.jobs.count_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
@@ -296,6 +303,8 @@ class Worker:
             found_until = entry
             if entry is not None and _live(entry, now):
                 raise InFlightElsewhere(delivery.message_id)
+        if job is not None and not started:
+            started = self._copy_started(job, sf, delivery, now=now, held=held, counted=counted)
         if job is not None and not started and self._placed_elsewhere(job):
             return self._forward(message, job, held=held, counted=counted, message_id=delivery.message_id)
         scope = run_scope(
@@ -406,6 +415,54 @@ class Worker:
         self.renew_handed_off(old, holder)
         return True
 
+    def _displaced(self, job: Job, sf: str, delivery: Delivery, *, held: bool) -> bool:
+        """Whether this message held the slot before a later tick took it over (Job.displaced_run,
+        as the taker's write recorded it): a receive of it got past its hold and died, maybe after
+        its fast-path handler ran, so the run started (see `started` in process).
+
+        The taker keeps that start on the run's row (_keep_dead_holders_start), unless its receive
+        failed first: a hold whose answer timed out after the write, and the redelivery, finding the
+        slot live in the taker's hands and a PENDING row, wrote SKIPPED "overlap" over a run that
+        executed (tests/sim seeds 603, 5978, 6757, 8442). Keep it here then, when the slot is not this
+        receive's again: the row, RUNNING under a lapsed lease, makes the overlap gate leave the
+        message waiting, and the run is taken over once the slot is free. Taken again (`held`), the
+        slot is this run's start marker, as for a redelivery of a holder nobody displaced."""
+        if job.displaced_run != sf or job.displaced_message != delivery.message_id:
+            return False
+        if not held and job.status != JobStatus.CANCELLED:
+            self._keep_start(job, sf, delivery.message_id, renewed=None)
+        return True
+
+    def _copy_started(
+        self, job: Job, sf: str, delivery: Delivery, *, now: datetime, held: bool, counted: bool
+    ) -> bool:
+        """Whether another message of this run (the dispatcher's second send, a wake-up copy, a
+        copy of a run waiting for a key) left a lapsed start marker: the slot, or an in-flight
+        entry. A receive of it got past its marker and died, maybe after its fast-path handler ran:
+        the run started, as for a marker of this very message (see `started` in process).
+
+        Only this message's own marker counted: the copy, meeting the tick's gate as a fresh tick
+        (an edit, the starting deadline), wrote SKIPPED over a run that executed (tests/sim seeds
+        533, 2486, 5660). A live marker of another message is a receive that runs now, and is left
+        to the gate (a spare copy of the slot's holder is dropped there). When this receive holds
+        no marker of its own after all (the slot is another tick's, or a buffered tick's turn), the
+        start is kept on the run's row (RUNNING under a lapsed lease, as _keep_dead_holders_start
+        writes it), so the overlap gate leaves the message waiting instead of skipping the run."""
+        lapsed: list[tuple[str, datetime | None]] = []
+        other_holder = job.active_run == sf and job.active_message not in (None, delivery.message_id)
+        if other_holder and not _live(job.active_until, now):
+            lapsed.append((job.active_message or "", job.active_until))
+        for key, entry_until in job.in_flight.items():
+            run, _, message = key.rpartition("#")
+            if run == sf and message != delivery.message_id and not _live(entry_until, now):
+                lapsed.append((message, entry_until))
+        if not lapsed:
+            return False
+        if not (held or counted) and job.status != JobStatus.CANCELLED:
+            message, renewed = lapsed[0]
+            self._keep_start(job, sf, message, renewed=renewed)
+        return True
+
     def _keep_dead_holders_start(self, old: Job) -> None:
         """This run took over a slot that its holder never released, so the holder's start marker is
         gone: keep it on the holder's run row, if the holder did not record its run.
@@ -421,37 +478,41 @@ class Worker:
         whose worker died. One eventually consistent read per takeover of an unreleased slot; the
         write only for a dead holder (a stale read of a finished row makes the write lose, harmless).
         """
-        holder = old.active_run
-        assert holder is not None
+        assert old.active_run is not None
+        self._keep_start(old, old.active_run, old.active_message, renewed=old.active_until)
+
+    def _keep_start(self, job: Job, holder: str, message: str | None, *, renewed: datetime | None) -> None:
+        """The run `holder` (carried by `message`) started and its worker died or stalled: unless its
+        row is recorded, move it PENDING (or absent) -> RUNNING under a lapsed lease (see
+        _keep_dead_holders_start). `renewed`: its hold's last until, when known."""
         now = self.clock.now()
         for attempt in (1, 2):  # best effort: a failed try is tried once more, then logged
             try:
-                row = self.runs.get(old.job_id, holder, consistent=False)
+                row = self.runs.get(job.job_id, holder, consistent=False)
                 if row is not None and row.status != RunStatus.PENDING:
                     return  # recorded: its row tells its redelivery how it ended, or that it started
                 # When it was last seen alive: the hold's last renewal (its start is not known).
-                renewed = old.active_until
                 seen = now if renewed is None else renewed - timedelta(seconds=self.hold_seconds())
                 lease = Lease(
-                    owner=f"{DEAD_HOLDER}/{old.active_message}",
-                    message=old.active_message or "",
+                    owner=f"{DEAD_HOLDER}/{message}",
+                    message=message or "",
                     worker=DEAD_HOLDER,
                     until=now,
                 )
                 self.runs.persist_running(
-                    old.job_id,
+                    job.job_id,
                     holder,
                     lease=lease,
                     started_at=min(seen, now),
                     now=now,
-                    create=NewRun(old.job_id, old.tenant, holder),
+                    create=NewRun(job.job_id, job.tenant, holder),
                 )
                 return
             except JobschedError as exc:
                 if attempt == 2:
                     logger.warning(
                         "could not keep a dead holder's start on its run",
-                        extra={"job_id": old.job_id, "sf": holder, "error": repr(exc)},
+                        extra={"job_id": job.job_id, "sf": holder, "error": repr(exc)},
                     )
 
     def _process(

@@ -209,6 +209,9 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         active_run=item.get("active_run"),
         active_until=opt_time(item.get("active_until")),
         active_message=item.get("active_message"),
+        # Written "" (not removed) by a hold that found the slot unheld: see JobStore.hold_job.
+        displaced_run=item.get("displaced_run") or None,
+        displaced_message=item.get("displaced_message") or None,
         buffered_run=item.get("buffered_run"),
         buffered_kind=item.get("buffered_kind"),
         buffered_until=opt_time(item.get("buffered_until")),

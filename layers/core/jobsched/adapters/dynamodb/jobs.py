@@ -459,6 +459,16 @@ class JobStore(ShardLeases, Operations):
         free = any_of(self._SLOT_UNHELD, self._SLOT_LAPSED, self._SLOT_STALE if stale else "")
         return any_of(self._SLOT_THIS_MESSAGE, all_of(free, self._NO_OTHER_BUFFERED))
 
+    # A hold's write: the new holder, and the holder it replaces, read in the same write (the right
+    # side of a SET reads the item as it was), so the record cannot be lost to a failed answer: a
+    # taker whose receive died before keeping a dead holder's start on its row leaves this trace
+    # for the holder's redelivery (Worker.process, tests/sim seed 603). "" when the slot was unheld.
+    _HOLD = (
+        "SET active_run = :run, active_until = :until, active_message = :msg,"
+        " displaced_run = if_not_exists(active_run, :nobody),"
+        " displaced_message = if_not_exists(active_message, :nobody)"
+    )
+
     def _hold_values(self, run: str, message: str, until: datetime, now: datetime) -> dict[str, Any]:
         return {
             ":run": enc(run),
@@ -466,6 +476,7 @@ class JobStore(ShardLeases, Operations):
             ":until": enc(times.stored(until)),
             ":now": enc(times.stored(now)),
             ":cancelled": enc(JobStatus.CANCELLED.value),
+            ":nobody": enc(""),
         }
 
     def hold_job(
@@ -481,7 +492,7 @@ class JobStore(ShardLeases, Operations):
     ) -> bool:
         """Make `run` (carried by `message`) the job's holder: if the slot is free, lapsed, already
         this message's, or held by the finished run `stale`; never on a cancelled job."""
-        update = "SET active_run = :run, active_until = :until, active_message = :msg"
+        update = self._HOLD
         values = self._hold_values(run, message, until, now)
         if stale is not None:
             values[":stale"] = enc(stale)
@@ -499,7 +510,7 @@ class JobStore(ShardLeases, Operations):
             self.client.update_item,
             TableName=self.table,
             Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
-            UpdateExpression="SET active_run = :run, active_until = :until, active_message = :msg",
+            UpdateExpression=self._HOLD,
             ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED, self._slot_free(stale=False)),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=self._hold_values(run, message, until, now),

@@ -269,6 +269,8 @@ class MemoryJobStore:
                     "active_run",
                     "active_until",
                     "active_message",
+                    "displaced_run",
+                    "displaced_message",
                     "buffered_run",
                     "buffered_kind",
                     "buffered_until",
@@ -311,7 +313,7 @@ class MemoryJobStore:
                 return False
             if not self._slot_free(job, run=run, message=message, now=now, stale=stale):
                 return False
-            changes: dict[str, Any] = {"active_run": run, "active_until": until, "active_message": message}
+            changes = self._taking(job, run=run, message=message, until=until)
             if was_buffered:
                 changes.update(buffered_run=None, buffered_until=None, buffered_kind=None)
             self._update(job, **changes)
@@ -330,8 +332,19 @@ class MemoryJobStore:
                 job, run=run, message=message, now=now, stale=None
             ):
                 return False, before
-            self._update(job, active_run=run, active_until=until, active_message=message)
+            self._update(job, **self._taking(job, run=run, message=message, until=until))
             return True, before
+
+    @staticmethod
+    def _taking(job: Job, *, run: str, message: str, until: datetime) -> dict[str, Any]:
+        """A hold's changes: the new holder, and the holder it found there (see hold_job)."""
+        return {
+            "active_run": run,
+            "active_until": until,
+            "active_message": message,
+            "displaced_run": job.active_run,
+            "displaced_message": job.active_message if job.active_run is not None else None,
+        }
 
     def restore_hold(
         self, job_id: str, *, run: str, message: str, taker: str, taker_message: str, until: datetime
