@@ -23,7 +23,7 @@ Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, t
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
 test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seeds 1260, 49 (stuck FAILED):
-test_worker_first_beat_attempt.py.
+test_worker_first_beat_attempt.py; seeds 6925, 5109, 6879 (and 5924): test_worker_spare_copies.py.
 """
 
 from __future__ import annotations
@@ -156,5 +156,22 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         49, 5, 10, "2026-11-30T12:06:50.000Z stuck FAILED",
         "fast path: two copies of a run; one's failure re-armed it while the other's handler ran, whose"
         " first beat then leased it as attempt 2 and handed its failure over as attempt 1 (now: as 1260)",
+    ),
+    (
+        6925, 5, 10, "2026-11-30T12:02:10.000Z stuck RUNNING",
+        "a late receive of a message deleted already ran the re-armed retry in the slot and died; the"
+        " retry's message met its live marker and was acknowledged as a spare: no message was left"
+        " (now a spare leaves a copy delayed past the hold: Worker._spare)",
+    ),
+    (
+        5109, 5, 10, "2026-11-30T12:01:00.000Z stuck LEASED",
+        "the same through a row lease: a late receive claimed the lapsed lease and died; the run's last"
+        " message met its live lease and was dropped as a duplicate (now: as 6925)",
+    ),
+    (
+        6879, 5, 10, "one-off ended LEASED",
+        "a claim applied and answered a timeout, its slot given back, the job cancelled; the redelivery"
+        " (its clock behind) met its own live lease, and acknowledged CANCELLED a run left LEASED (now"
+        " it is left to its visibility, and its next receive cancels the run)",
     ),
 ]  # fmt: skip
