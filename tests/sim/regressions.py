@@ -32,6 +32,9 @@ test_worker_crash_after_handler.py; seeds 230, 2140, 767: test_pause_edit.py.
 test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seed 603:
 test_worker_crash_after_handler.py and the contract suite (the displaced holder); seeds 2486, 533:
 test_worker_crash_after_handler.py.
+    ),
+    (
+test_worker_first_beat_attempt.py; seeds 6925, 5109, 6879 (and 5924): test_worker_spare_copies.py.
 """
 
 from __future__ import annotations
@@ -214,5 +217,22 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         533, 5, 10, "2026-11-30T12:02:20.000Z is SKIPPED but its handler succeeded",
         "as seed 2486 for a counted (allow) run: another message's lapsed in-flight entry of the run",
+    ),
+    (
+        6925, 5, 10, "2026-11-30T12:02:10.000Z stuck RUNNING",
+        "a late receive of a message deleted already ran the re-armed retry in the slot and died; the"
+        " retry's message met its live marker and was acknowledged as a spare: no message was left"
+        " (now a spare leaves a copy delayed past the hold: Worker._spare)",
+    ),
+    (
+        5109, 5, 10, "2026-11-30T12:01:00.000Z stuck LEASED",
+        "the same through a row lease: a late receive claimed the lapsed lease and died; the run's last"
+        " message met its live lease and was dropped as a duplicate (now: as 6925)",
+    ),
+    (
+        6879, 5, 10, "one-off ended LEASED",
+        "a claim applied and answered a timeout, its slot given back, the job cancelled; the redelivery"
+        " (its clock behind) met its own live lease, and acknowledged CANCELLED a run left LEASED (now"
+        " it is left to its visibility, and its next receive cancels the run)",
     ),
 ]  # fmt: skip

@@ -110,7 +110,7 @@ from jobsched.ports import (
 )
 from jobsched.services.alerts import AlertService
 from jobsched.services.dag import DagService
-from jobsched.services.dispatch import jitter_offset
+from jobsched.services.dispatch import MAX_DELAY_SECONDS, jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
 from jobsched.services.late import LateWatcher
 from jobsched.services.limits import TenantQuotas
@@ -163,6 +163,7 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
     REFUSED = "refused"  # from a sender the stack does not trust (domain.senders): nothing ran or was written
     WAITING = "waiting"  # its concurrency key was full: a delayed copy of the message carries the run
+    SPARE = "spare"  # another message of the run holds it: a copy delayed past that hold stands by (_spare)
     FORWARDED = "forwarded"  # an ECS-placed run reached the Lambda worker: sent on to the ECS queue
     HANDED_OFF = "handed_off"  # a worker-pool run, queued in its pool (services/workers.py runs it)
     WATCHED = "watched"  # a LateWatch: "late" raised if its run had not started (services/late.py)
@@ -606,12 +607,19 @@ class Worker:
             # run took the slot where its start marker was: hand it over here, as _refused does
             # (nothing else would: stuck FAILED, tests/sim seed 4).
             return self._refused(job, row, delivery)
-        self.runs.cancel(
+        done = self.runs.cancel(
             message.job_id,
             message.scheduled_for,
             now=self.clock.now(),
             create=None if job is None else NewRun(job.job_id, job.tenant, message.scheduled_for, kind),
         )
+        if job is not None and not done.applied and done.row is not None and done.row.status in HELD:
+            # LEASED under a live lease: a receive that claimed the run, then failed before the
+            # handler (its claim's answer timed out, and its slot was given back, so the cancel went
+            # through). Acknowledged here, the message would leave the row LEASED for good (tests/sim
+            # seed 6879): left to its visibility if the lease is this message's (its next receive
+            # finds it lapsed and cancels the run), else a spare (_spare).
+            return self._refused(job, done.row, delivery)
         return Outcome.CANCELLED
 
     def _lost_to_cancel(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
@@ -968,9 +976,11 @@ class Worker:
             holder_live = True  # a lapsed pool run's slot, renewed: busy (an unswept pool's run)
         if holder_live and current.active_run == sf and current.active_message != delivery.message_id:
             # Another copy of this very run's message holds the slot (a wake-up and its sleeping
-            # original): that copy carries the run; this one is spare. (Never this message itself:
+            # original, a retry's message and a late receive of the deleted one): that copy carries
+            # the run while it lives; this one is spare, and leaves a delayed copy behind in case the
+            # holder's own message is gone (_spare: tests/sim seed 6925). (Never this message itself:
             # acknowledging it would leave the run with no message to finish or revive it.)
-            return Outcome.DUPLICATE
+            return self._spare(delivery, until=current.active_until)
         stale = self._finished_holder(current) if holder_live else None
         if stale is not None and self.jobs.hold_job(
             job.job_id, run=sf, message=msg, until=until, now=now, was_buffered=buffered, stale=stale
@@ -1488,9 +1498,47 @@ class Worker:
             # a duplicate of a message whose failure was handed over): start it; the execution name
             # makes a second start a no-op.
             self.failures.hand_over(job, row)
-        if row is not None and row.status in HELD and row.lease_message == delivery.message_id:
-            raise InFlightElsewhere(delivery.message_id)
+        if row is not None and row.status in HELD:
+            if row.lease_message == delivery.message_id:
+                raise InFlightElsewhere(delivery.message_id)
+            # Another message's receive holds the run: it carries the run while it lives; this copy
+            # is spare, and leaves a delayed copy behind in case that receive's message is gone
+            # (_spare: tests/sim seeds 5924, 5109).
+            return self._spare(delivery, until=row.lease_until)
         return Outcome.DUPLICATE
+
+    def _spare(self, delivery: Delivery, *, until: datetime | None) -> Outcome:
+        """This message meets another message of its run holding the run (its slot marker, or its
+        row's lease, until `until`): send a copy of this message delayed to just past that hold, then
+        this one is acknowledged. The copy finds the run finished (dropped), still held (a long run:
+        another copy, one per hold), or its holder dead (its lapsed hold taken over: the run goes on).
+
+        Acknowledging the spare is safe only while the holder's own message is still queued, and a
+        late receive of a message that another receive has deleted holds the run with none:
+
+            message A received twice (SQS), or reached in its batch after its visibility ran out
+            A#2 records attempt 1 FAILED, acks A (deleted) ──> the workflow re-arms, sends retry B
+            A#1 (late, its message gone) takes the run: the re-armed retry on the fast path, or a
+                lapsed lease by a claim ──> dies (a crash after the handler, a timeout after the claim)
+            B meets A#1's live slot marker or lease: before, acknowledged as a spare: no message of
+                the run was left, and it stayed RUNNING, LEASED or PENDING for good (tests/sim seeds
+                6925, 5924, 5109); now B leaves B' (delayed past A#1's hold), then is acknowledged
+            B' surfaces: A#1's hold has lapsed ──> B' takes the run over (at least once)
+
+        Cost: one message per spare that meets a live holder (duplicate deliveries, wake-ups, retries
+        racing a late copy), nothing on the healthy path. The holder cannot tell that its receipt went
+        stale without a visibility call per run (and SQS answers an old receipt loosely); leaving the
+        spare queued would spend its receives (maxReceiveCount) behind a long run and redrive a live
+        run to the reconciler; the copy is a new message, its receive count starts again, as for a
+        key wait (_wait_for_key).
+        """
+        message = RunMessage.model_validate_json(delivery.body)
+        left = 0.0 if until is None else (until - self.clock.now()).total_seconds()
+        # Past the hold by a second (workers' clocks differ a little; a copy that comes early only
+        # meets the hold once more and leaves another copy).
+        delay = min(MAX_DELAY_SECONDS, max(1, math.ceil(left) + 1))
+        self.queue.send([Outgoing(message, delay)])
+        return Outcome.SPARE
 
     def _invoke(
         self, job: Job, ctx: RunContext, *, timeout: int | None
