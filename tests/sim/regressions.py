@@ -26,7 +26,7 @@ test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seeds 1260, 49
 test_worker_first_beat_attempt.py.
     ),
     (
-test_worker_crash_after_handler.py; seeds 230, 2140, 767: test_pause_edit.py.
+test_worker_crash_after_handler.py; seeds 230, 2140, 767, 5309: test_pause_edit.py.
 """
 
 from __future__ import annotations
@@ -193,5 +193,12 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "an edit's hand-over failed after its write, and the job was paused before the next pass: the"
         " pause kept its tick due before it, never handed over, for a resume that never came (now the"
         " pause hands over the ticks due before it first)",
+    ),
+    (
+        5309, 5, 10, "2026-11-30T12:02:30.000Z was due and is missing",
+        "a resume re-planned its pause from the pause's first tick and its hand-over met a throttle"
+        " before the stamp; a later edit, overdue from there, started the new schedule after the newest"
+        " run row (a tick handed over before the pause): its ticks of the pause had no row (now an edit"
+        " with overdue ticks starts at the oldest of them)",
     ),
 ]  # fmt: skip
