@@ -22,19 +22,11 @@ test_worker_crash_after_handler.py and tests/integration/test_crashes.py guard t
 Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, the contract suite;
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
-test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seeds 1260, 49 (stuck FAILED):
-test_worker_first_beat_attempt.py.
-    ),
-    (
-test_worker_crash_after_handler.py; seeds 230, 2140, 767: test_pause_edit.py.
-    ),
-    (
-test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seed 603:
-test_worker_crash_after_handler.py and the contract suite (the displaced holder); seeds 2486, 533:
-test_worker_crash_after_handler.py.
-    ),
-    (
-test_worker_first_beat_attempt.py; seeds 6925, 5109, 6879 (and 5924): test_worker_spare_copies.py.
+test_worker_crash_after_handler.py; seeds 230, 2140, 767, 5309: test_pause_edit.py; seeds 1260, 49
+(stuck FAILED): test_worker_first_beat_attempt.py; seed 603: test_worker_crash_after_handler.py and the
+contract suite (the displaced holder); seeds 2486, 533: test_worker_crash_after_handler.py; seeds 3707,
+1370: test_worker_in_flight_runs.py; seeds 8765, 83: test_worker_crash_after_handler.py; seeds 6925,
+5109, 6879 (and 5924): test_worker_spare_copies.py.
 """
 
 from __future__ import annotations
@@ -234,5 +226,12 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a claim applied and answered a timeout, its slot given back, the job cancelled; the redelivery"
         " (its clock behind) met its own live lease, and acknowledged CANCELLED a run left LEASED (now"
         " it is left to its visibility, and its next receive cancels the run)",
+    ),
+    (
+        5309, 5, 10, "2026-11-30T12:02:30.000Z was due and is missing",
+        "a resume re-planned its pause from the pause's first tick and its hand-over met a throttle"
+        " before the stamp; a later edit, overdue from there, started the new schedule after the newest"
+        " run row (a tick handed over before the pause): its ticks of the pause had no row (now an edit"
+        " with overdue ticks starts at the oldest of them)",
     ),
 ]  # fmt: skip

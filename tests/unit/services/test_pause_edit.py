@@ -3,7 +3,8 @@
 A paused job's ticks are decided at its resume, by its catch-up policy, over the schedule it then
 has. An edit during the pause left the old schedule's ticks of the pause with no row at all: due,
 never run, never recorded (tests/sim seeds 59, 118, 230). So did an edit of a running job whose
-dispatcher was behind: ticks due before the edit but not handed over yet (seed 213).
+dispatcher was behind: ticks due before the edit but not handed over yet (seed 213), and an edit
+after a resume whose hand-over failed, the stamp left at the pause's first tick (seed 5309).
 """
 
 from __future__ import annotations
@@ -209,3 +210,51 @@ def test_a_pause_hands_over_the_ticks_due_before_it_that_the_dispatcher_had_not_
         assert row is not None and row.status == RunStatus.SUCCEEDED, second
     job = world.jobs.get_job(job_id)
     assert job is not None and job.resume_from == T0 + timedelta(seconds=130)
+
+
+def test_an_edit_after_a_resume_whose_hand_over_failed_keeps_the_new_schedules_ticks_of_the_pause(
+    world: World,
+) -> None:
+    # Given a job every 10 s, handed over up to 12:01:30, paused at 12:00:05 (its ticks 12:00:10 ..
+    # :30 left alone by the worker), resumed at 12:00:45 with a write that re-plans the pause from
+    # 12:00:10, whose hand-over then meets a throttle: the job's stamp stays at 12:00:10
+    job_id = _every_10s(world)
+    world.clock.set(T0 + timedelta(seconds=5))
+    world.svc.schedule.pause(job_id, tenant="t")
+    world.clock.set(T0 + timedelta(seconds=35))
+    world.deliver()
+    world.clock.set(T0 + timedelta(seconds=45))
+    real = world.queue.send
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        raise TransientStoreError("sim: ThrottlingException on send")
+
+    world.queue.send = throttled  # type: ignore[method-assign]
+    with contextlib.suppress(TransientStoreError):
+        world.svc.schedule.resume(job_id, tenant="t")
+    world.queue.send = real  # type: ignore[method-assign]
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.next_run_at == T0 + timedelta(seconds=10)
+    # and the ticks handed over before the pause and delivered after the resume, 12:00:40 .. 12:01:00,
+    # run
+    world.clock.set(T0 + timedelta(seconds=61))
+    world.deliver()
+    assert world.runs.get(job_id, T0 + timedelta(seconds=60)) is not None
+    # When, at 12:01:02, an edit moves it to every 15 s, and its ticks are delivered
+    world.clock.set(T0 + timedelta(seconds=62))
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/15 * * * * *"), tenant="t")
+    world.clock.set(T0 + timedelta(seconds=100))
+    while world.deliver():  # every visible message, ten at a time
+        pass
+    # Then every old tick of the pause has a row: 12:00:30, on the new schedule too, ran late by the
+    # catch-up policy (all); 12:00:10 and :20, which the edit took off the schedule, are SKIPPED
+    # "rescheduled".
+    # Before, the edit started the new schedule after the newest run row (12:01:00): 12:00:30 had
+    # no row for good (tests/sim seed 5309).
+    for second in (10, 20, 30, 40, 50, 60):
+        row = world.runs.get(job_id, T0 + timedelta(seconds=second))
+        assert row is not None, second
+        if second >= 30:
+            assert row.status == RunStatus.SUCCEEDED, second
+        else:
+            assert (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second

@@ -367,13 +367,22 @@ class ScheduleService:
         return self.job_service.owned(job.job_id, tenant)
 
     def _next_tick_after_edit(self, job: Job, now: datetime, *, since: datetime | None) -> datetime | None:
-        # Ticks handed over already have run rows; the newest of them bounds the new schedule from
-        # below, so no tick is handed over twice. The rest starts at now, or, when the old schedule
-        # has ticks due that were not handed over yet, at the oldest of them (`since`): the new
-        # schedule's ticks from there on are due late (see _skip_overdue_ticks_off_the_new_schedule).
-        newest = self.runs.recent(job.job_id, limit=1)
+        # The new schedule starts at now, bounded from below by the newest run row (ticks handed
+        # over already have one, and are not handed over twice). When the old schedule has ticks due
+        # that its stamp says were not handed over yet (`since`, the oldest of them), the new
+        # schedule's ticks from there on are due late (see _skip_overdue_ticks_off_the_new_schedule)
+        # and no run row bounds them: a row newer than the stamp does not mean the ticks before it
+        # have rows. A resume that re-planned its pause from the pause's first tick, and whose
+        # hand-over failed before its stamp, left the stamp there while ticks handed over before the
+        # pause ran after it; starting after the newest of their rows left the new schedule's ticks
+        # of the pause with no row (tests/sim seed 5309). A tick handed over again finds its row and
+        # its message is dropped, as after a pass that died between its send and its stamp.
         start = now if since is None else since - timedelta(milliseconds=1)
-        floor = max([start, *(r.scheduled_for for r in newest if r.kind == "scheduled")])
+        if since is None:
+            newest = self.runs.recent(job.job_id, limit=1)
+            floor = max([start, *(r.scheduled_for for r in newest if r.kind == "scheduled")])
+        else:
+            floor = start
         schedule = cron.parse(job.cron_expr or "", job.timezone)
         policy = job.policy
         tick = schedule.next_after(
