@@ -23,7 +23,8 @@ Seeds 155, 163 (the count): tests/unit/services/test_worker_in_flight_runs.py, t
 seeds 48, 24: test_worker_crash_after_handler.py; seed 174: test_worker_stale_reads.py; seed 9:
 test_worker_in_flight_runs.py; seeds 28, 49: test_worker_stalled_handler.py; seeds 82, 4:
 test_worker_crash_after_handler.py; seed 230: test_pause_edit.py; seeds 1260, 49 (stuck FAILED):
-test_worker_first_beat_attempt.py.
+test_worker_first_beat_attempt.py; seeds 4, 6 (a run cancel over a run that executed):
+test_run_cancel_lapsed_lease.py.
 """
 
 from __future__ import annotations
@@ -178,5 +179,14 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         83, 5, 10, "2026-11-30T12:02:00.000Z is CANCELLED but its handler succeeded",
         "as seed 8765, the LEASED row a takeover of a stalled fast-path holder's RUNNING row (its start"
         " kept by the tick that took its slot), the takeover gone before its start",
+    ),
+    (
+        4, 5, 10, "2026-11-30T12:04:40.000Z is CANCELLED but its handler succeeded",
+        "a run cancel (POST /api/runs/{id}/cancel) of a RUNNING run whose worker died after its handler,"
+        " its lease lapsed, wrote it CANCELLED (now marked: its redelivery records it LOST)",
+    ),
+    (
+        6, 5, 10, "2026-11-30T12:02:00.000Z is CANCELLED but its handler succeeded",
+        "a run cancel of a run held under a lapsed lease, whose handler had run, wrote it CANCELLED",
     ),
 ]  # fmt: skip
