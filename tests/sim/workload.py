@@ -17,6 +17,7 @@ job's tick around its due time, and runs in progress or being retried (a sweep n
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 from collections import Counter
@@ -90,7 +91,9 @@ class Result:
 
 
 class Workload:
-    def __init__(self, world: World, *, minutes: float, scale: int, failures: bool) -> None:
+    def __init__(
+        self, world: World, *, minutes: float, scale: int, failures: bool, run_cancels: bool = True
+    ) -> None:
         self.w, self.rng = world, world.rng
         self.load_seconds = minutes * 60
         self.scale = scale
@@ -108,6 +111,7 @@ class Workload:
             rate=f.rate, timeout_rate=f.timeout_rate, stale_rate=f.stale_rate, crash_rate=f.crash_rate,
         )  # fmt: skip
         self.run_api: Process | None = None
+        self.run_cancels = run_cancels
 
     # -- calling the API like a client ---------------------------------------------------------------
     def call(self, what: str, job_id: str, fn: Callable[[Any], Any]) -> Any:
@@ -170,6 +174,8 @@ class Workload:
     def _plan_run_cancels(self, job_id: str, request: CreateJobRequest) -> None:
         """Whether and when a client cancels one of the job's runs (the run rng only)."""
         rng = self.run_rng
+        if not self.run_cancels:
+            return
         if request.type == "one_off" and request.run_at is not None and rng.random() < 0.3:
             sf = times.stored(times.to_utc(request.run_at))
             due = (times.to_utc(request.run_at) - self.w.loop.instant()).total_seconds()
@@ -380,7 +386,8 @@ class Workload:
             self.w.loop.at(rng.uniform(0, self.load_seconds - 60), getattr(self, kind))
         for _ in range(rng.randint(0, 3)):
             self.w.loop.at(rng.uniform(60, self.load_seconds), self.replay)
-        self.w.loop.at(self.run_rng.uniform(20, 60), self._sweep_runs)
+        if self.run_cancels:
+            self.w.loop.at(self.run_rng.uniform(20, 60), self._sweep_runs)
 
 
 def settled(w: World, accepted: dict[str, Accepted]) -> bool:
@@ -396,13 +403,27 @@ def settled(w: World, accepted: dict[str, Accepted]) -> bool:
     return True
 
 
-def simulate(seed: int, *, minutes: float = 10, scale: int = 12, fault_scale: float = 1.0) -> Result:
-    """Run one schedule: load with faults, settle without, quiesce, drain; then check."""
+def simulate(
+    seed: int,
+    *,
+    minutes: float = 10,
+    scale: int = 12,
+    fault_scale: float = 1.0,
+    run_cancels: bool | None = None,
+) -> Result:
+    """Run one schedule: load with faults, settle without, quiesce, drain; then check.
+
+    `run_cancels`: whether the client cancels runs (None: unless SIM_RUN_CANCELS=0). Their effects
+    shift a seed's schedule from the first cancel that changes a run (tens of seconds in, most
+    seeds): a seed found without them (tests/sim/regressions.py REGRESSION_SEEDS) replays without.
+    """
+    if run_cancels is None:
+        run_cancels = os.environ.get("SIM_RUN_CANCELS", "1") != "0"
     started = time.perf_counter()
     w = build_world(seed, fault_scale=fault_scale)
     with deterministic(w.rng, w.loop), contextlib.closing(w.loop):  # closing: no task left asleep
         failures = not type(w.machines).__name__.startswith("Memory")
-        load = Workload(w, minutes=minutes, scale=scale, failures=failures)
+        load = Workload(w, minutes=minutes, scale=scale, failures=failures, run_cancels=run_cancels)
         w.start_dispatchers(2)
         w.start_workers(3)
         w.start_reconciler()
