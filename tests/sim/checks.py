@@ -45,6 +45,9 @@ class Ledger:
     calls: list[Call] = field(default_factory=list)
     succeeded: Counter[str] = field(default_factory=Counter)  # handler successes per effect_key
     cancelled_at: dict[str, float] = field(default_factory=dict)  # job -> when a cancel answered 200
+    # (job, sf) -> when a run cancel (POST /api/runs/{id}/cancel) first answered CANCELLED
+    run_cancelled_at: dict[tuple[str, str], float] = field(default_factory=dict)
+    run_cancel_asked: set[tuple[str, str]] = field(default_factory=set)  # (job, sf): any 2xx answer
     stalled: set[tuple[str, str]] = field(default_factory=set)  # (job, sf) whose handler skipped beats
     unbuffered: list[str] = field(default_factory=list)
     traces: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
@@ -155,6 +158,7 @@ def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) ->
                     # (A stalled handler, the lost-lease fault, is exempt: its leases and start marker
                     # lapsed, so the fleet rightly took its worker for dead, as it does for overlap.)
                     bad.append(f"{job_id}: a cancel answered 200 at {cancelled:.2f} while run {c.sf} ran")
+        bad.extend(_check_run_cancels(world, job_id, by_sf, calls))
         if request.type == "recurring":
             bad.extend(_check_recurring(world, acc, by_sf, calls, load_end=load_end))
         elif request.type == "one_off":
@@ -172,6 +176,35 @@ def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) ->
         else:
             bad.extend(_check_dependant(world, job_id, job.depends_on, runs, calls))
     bad.extend(world.ledger.unbuffered)
+    return bad
+
+
+def _check_run_cancels(
+    world: World, job_id: str, by_sf: dict[str, Any], calls: dict[tuple[str, str], list[Call]]
+) -> list[str]:
+    """A run cancel answered CANCELLED: the run's handler never starts after it, none was running
+    then (but a stalled one, as for a job's cancel), and a handler call that started before it is in
+    the row's history if the row says CANCELLED (a failed attempt then a cancelled retry is truthful;
+    an attempt that ran unrecorded, written over with CANCELLED, is not)."""
+    bad: list[str] = []
+    for (j, sf), answered in world.ledger.run_cancelled_at.items():
+        if j != job_id:
+            continue
+        row = by_sf.get(sf)
+        recorded = {a.attempt for a in row.attempts} if row is not None else set()
+        for c in calls.get((j, sf), []):
+            if c.start > answered:
+                bad.append(
+                    f"{job_id}: run {sf} started at {c.start:.2f}"
+                    f" after a run cancel answered CANCELLED at {answered:.2f}"
+                )
+            elif (c.end is None or c.end > answered) and (j, sf) not in world.ledger.stalled:
+                bad.append(f"{job_id}: a run cancel answered CANCELLED at {answered:.2f} while run {sf} ran")
+            elif row is not None and row.status == RunStatus.CANCELLED and c.attempt not in recorded:
+                bad.append(
+                    f"{job_id}: run {sf} is CANCELLED (a run cancel at {answered:.2f})"
+                    f" but its attempt {c.attempt} ran unrecorded"
+                )
     return bad
 
 
@@ -206,7 +239,11 @@ def _check_recurring(
                 ):
                     continue  # handed over around the cancel: the cancel may win before a row exists
                 bad.append(f"{job_id}: tick {times.stored(tick)} was due and is missing")
-            elif r.status == RunStatus.CANCELLED and (cancel is None or tick > cancel + timedelta(seconds=5)):
+            elif (
+                r.status == RunStatus.CANCELLED
+                and (cancel is None or tick > cancel + timedelta(seconds=5))
+                and (job_id, times.stored(tick)) not in world.ledger.run_cancelled_at
+            ):
                 bad.append(f"{job_id}: tick {times.stored(tick)} is CANCELLED but no cancel came before it")
     if policy == "allow":
         return bad
@@ -236,7 +273,13 @@ def _check_dependant(
     ups = [world.runs.recent(u, limit=1) for u in depends_on]
     all_ok = all(u and u[0].status == RunStatus.SUCCEEDED for u in ups)
     status = runs[-1].status if runs else None
-    if all_ok and status != RunStatus.SUCCEEDED:
+    # (A run cancel asked of its run: it may end CANCELLED, or LOST if it may have run.)
+    asked = bool(runs) and (job_id, times.stored(runs[-1].scheduled_for)) in world.ledger.run_cancel_asked
+    if (
+        all_ok
+        and status != RunStatus.SUCCEEDED
+        and not (asked and status in (RunStatus.CANCELLED, RunStatus.LOST))
+    ):
         bad.append(
             f"{job_id}: upstreams succeeded, dependant is {status.value if status else 'without a run'}"
         )

@@ -26,7 +26,8 @@ test_worker_crash_after_handler.py; seeds 230, 2140, 767, 5309: test_pause_edit.
 (stuck FAILED): test_worker_first_beat_attempt.py; seed 603: test_worker_crash_after_handler.py and the
 contract suite (the displaced holder); seeds 2486, 533: test_worker_crash_after_handler.py; seeds 3707,
 1370: test_worker_in_flight_runs.py; seeds 8765, 83: test_worker_crash_after_handler.py; seeds 6925,
-5109, 6879 (and 5924): test_worker_spare_copies.py.
+5109, 6879 (and 5924): test_worker_spare_copies.py; seeds 4, 6 of RUN_CANCEL_SEEDS (a run
+cancel over a run that executed): test_run_cancel_lapsed_lease.py.
 """
 
 from __future__ import annotations
@@ -233,5 +234,20 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         " before the stamp; a later edit, overdue from there, started the new schedule after the newest"
         " run row (a tick handed over before the pause): its ticks of the pause had no row (now an edit"
         " with overdue ticks starts at the oldest of them)",
+    ),
+]  # fmt: skip
+
+# Seeds found with the client's run cancels in the workload (simulate(run_cancels=True), the default
+# since they came): the run cancels shift a seed's schedule from the first one that changes a run, so
+# REGRESSION_SEEDS above, found before them, replay without them (run_cancels=False).
+RUN_CANCEL_SEEDS: list[tuple[int, float, int, str, str]] = [
+    (
+        4, 5, 10, "2026-11-30T12:04:40.000Z is CANCELLED but its handler succeeded",
+        "a run cancel (POST /api/runs/{id}/cancel) of a RUNNING run whose worker died after its handler,"
+        " its lease lapsed, wrote it CANCELLED (now marked: its redelivery records it LOST)",
+    ),
+    (
+        6, 5, 10, "2026-11-30T12:02:00.000Z is CANCELLED but its handler succeeded",
+        "a run cancel of a run held under a lapsed lease, whose handler had run, wrote it CANCELLED",
     ),
 ]  # fmt: skip

@@ -6,11 +6,19 @@ jitter, a starting deadline, long handlers, stalls past the lease), DAGs (two ro
 API actions at random moments, through the real services: create, edit (PATCH), pause, resume,
 cancel, run-now, backfill, replay of dead letters. An action that raised is looked up afterwards
 in the store (fault-free): a timeout after the write means it may have applied all the same.
+
+Run cancels (POST /api/runs/{id}/cancel, RunService.cancel) came later: they draw from their own
+rng (seeded from the schedule's seed) and call through a side API process with its own faults, so
+every seed draws what it drew before, and its schedule is the same up to the first cancel that
+changes a run. They aim where a cancel races a worker: a one-off around its run_at, a recurring
+job's tick around its due time, and runs in progress or being retried (a sweep now and then).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -18,13 +26,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from jobsched.domain import times
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.keys import run_id_for
 from jobsched.domain.models import Backoff
-from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import JobschedError
 from jobsched.ports import Crash
+from jobsched.services.runs import RunService
 from tests.sim.checks import check
-from tests.sim.world import HANDLER, World, build_world, deterministic
+from tests.sim.faults import Faults
+from tests.sim.world import HANDLER, Process, World, build_world, deterministic
 
 TENANT = "t"
 TIMEZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Berlin"]
@@ -79,7 +91,9 @@ class Result:
 
 
 class Workload:
-    def __init__(self, world: World, *, minutes: float, scale: int, failures: bool) -> None:
+    def __init__(
+        self, world: World, *, minutes: float, scale: int, failures: bool, run_cancels: bool = True
+    ) -> None:
         self.w, self.rng = world, world.rng
         self.load_seconds = minutes * 60
         self.scale = scale
@@ -89,6 +103,15 @@ class Workload:
         # Set when the quiesce begins: the client's own planned actions stop there (a resume it had
         # planned for later undid the quiesce's pause, and the drain's cancels met runs: seed 24).
         self.stopped = False
+        # The run cancels' own draws, faults and API process (see the module docstring).
+        self.run_rng = random.Random(f"runcancel-{world.seed}")
+        f = world.faults
+        self.run_faults = Faults(
+            random.Random(f"runcancel-faults-{world.seed}"),
+            rate=f.rate, timeout_rate=f.timeout_rate, stale_rate=f.stale_rate, crash_rate=f.crash_rate,
+        )  # fmt: skip
+        self.run_api: Process | None = None
+        self.run_cancels = run_cancels
 
     # -- calling the API like a client ---------------------------------------------------------------
     def call(self, what: str, job_id: str, fn: Callable[[Any], Any]) -> Any:
@@ -120,11 +143,83 @@ class Workload:
                 self.w.trace(
                     created.job_id, "", f"accepted {what} catchup={request.catchup} payload={request.payload}"
                 )
+                self._plan_run_cancels(created.job_id, request)
                 return str(created.job_id)
         return None
 
     def job(self, job_id: str) -> Any:
         return self.w.jobs.get_job(job_id)  # the store itself: fault-free, consistent
+
+    def cancel_run(self, job_id: str, sf: str) -> None:
+        """POST /api/runs/{id}/cancel through the side API process. An answer CANCELLED is the
+        promise that the run's handler never runs after it (ledger.run_cancelled_at)."""
+        self.run_faults.active = self.w.faults.active
+        if self.run_api is None:
+            self.run_api = self.w.process("api", rng=self.run_rng, faults=self.run_faults)
+        api, run_id = self.run_api, run_id_for(job_id, times.parse_stored(sf))
+        try:
+            out = RunService(job_service=api.svc.job_service).cancel(run_id, tenant=TENANT)
+        except Crash as exc:
+            self.run_api = None
+            self.w.trace(job_id, sf, f"api run-cancel: the API died at {exc}")
+            return
+        except JobschedError as exc:
+            self.w.trace(job_id, sf, f"api run-cancel: {exc.status} {type(exc).__name__}")
+            return
+        self.w.trace(job_id, sf, f"api run-cancel: {out.status.value}{' stopping' if out.stopping else ''}")
+        self.w.ledger.run_cancel_asked.add((job_id, sf))
+        if out.status == RunStatus.CANCELLED and not out.stopping:
+            self.w.ledger.run_cancelled_at.setdefault((job_id, sf), self.w.loop.now)
+
+    def _plan_run_cancels(self, job_id: str, request: CreateJobRequest) -> None:
+        """Whether and when a client cancels one of the job's runs (the run rng only)."""
+        rng = self.run_rng
+        if not self.run_cancels:
+            return
+        if request.type == "one_off" and request.run_at is not None and rng.random() < 0.3:
+            sf = times.stored(times.to_utc(request.run_at))
+            due = (times.to_utc(request.run_at) - self.w.loop.instant()).total_seconds()
+            for _ in range(rng.randint(1, 2)):  # around its run_at; a second one later (a retry)
+                at = due + rng.choice([rng.uniform(-3, 4), rng.uniform(4, 90)])
+                self.w.loop.after(at, self._planned(lambda: self.cancel_run(job_id, sf)))
+        elif request.type == "recurring" and rng.random() < 0.5:
+            for _ in range(rng.randint(1, 3)):
+                at = rng.uniform(5, max(20, self.load_seconds - 60))
+                offset = rng.choice([rng.uniform(-4, 2), rng.uniform(2, 30)])  # before its start, or in it
+                self.w.loop.after(at, self._planned(lambda o=offset: self._cancel_next_tick(job_id, o)))
+
+    def _cancel_next_tick(self, job_id: str, offset: float) -> None:
+        """Cancel the job's next tick `offset` seconds from its due time (before or after it)."""
+        job = self.job(job_id)
+        if job is None or job.next_run_at is None:
+            return
+        sf = times.stored(job.next_run_at)
+        at = (job.next_run_at - self.w.loop.instant()).total_seconds() + offset
+        self.w.loop.after(at, self._planned(lambda: self.cancel_run(job_id, sf)))
+
+    def _sweep_runs(self) -> None:
+        """Now and then a client cancels a run in progress, held or being retried (held under a
+        lapsed lease, or past its first attempt, most often)."""
+        rng = self.run_rng
+        if self.stopped:
+            return
+        self.w.loop.after(rng.uniform(10, 40), self._sweep_runs)
+        now = self.w.loop.instant()
+        live = [
+            r
+            for j in self.accepted
+            for r in self.w.runs.since(j, after=self.w.loop.start - timedelta(days=3650))
+            if r.status in (RunStatus.PENDING, *HELD)
+        ]
+        if not live:
+            return
+        favoured = [
+            r
+            for r in live
+            if r.attempt > 1 or (r.status in HELD and r.lease_until is not None and r.lease_until < now)
+        ]
+        r = rng.choice(favoured if favoured and rng.random() < 0.7 else live)
+        self.cancel_run(r.job_id, times.stored(r.scheduled_for))
 
     # -- the actions ----------------------------------------------------------------------------------
     def pause(self, job_id: str) -> None:
@@ -291,6 +386,8 @@ class Workload:
             self.w.loop.at(rng.uniform(0, self.load_seconds - 60), getattr(self, kind))
         for _ in range(rng.randint(0, 3)):
             self.w.loop.at(rng.uniform(60, self.load_seconds), self.replay)
+        if self.run_cancels:
+            self.w.loop.at(self.run_rng.uniform(20, 60), self._sweep_runs)
 
 
 def settled(w: World, accepted: dict[str, Accepted]) -> bool:
@@ -306,13 +403,27 @@ def settled(w: World, accepted: dict[str, Accepted]) -> bool:
     return True
 
 
-def simulate(seed: int, *, minutes: float = 10, scale: int = 12, fault_scale: float = 1.0) -> Result:
-    """Run one schedule: load with faults, settle without, quiesce, drain; then check."""
+def simulate(
+    seed: int,
+    *,
+    minutes: float = 10,
+    scale: int = 12,
+    fault_scale: float = 1.0,
+    run_cancels: bool | None = None,
+) -> Result:
+    """Run one schedule: load with faults, settle without, quiesce, drain; then check.
+
+    `run_cancels`: whether the client cancels runs (None: unless SIM_RUN_CANCELS=0). Their effects
+    shift a seed's schedule from the first cancel that changes a run (tens of seconds in, most
+    seeds): a seed found without them (tests/sim/regressions.py REGRESSION_SEEDS) replays without.
+    """
+    if run_cancels is None:
+        run_cancels = os.environ.get("SIM_RUN_CANCELS", "1") != "0"
     started = time.perf_counter()
     w = build_world(seed, fault_scale=fault_scale)
     with deterministic(w.rng, w.loop), contextlib.closing(w.loop):  # closing: no task left asleep
         failures = not type(w.machines).__name__.startswith("Memory")
-        load = Workload(w, minutes=minutes, scale=scale, failures=failures)
+        load = Workload(w, minutes=minutes, scale=scale, failures=failures, run_cancels=run_cancels)
         w.start_dispatchers(2)
         w.start_workers(3)
         w.start_reconciler()

@@ -81,32 +81,47 @@ class World:
     trace_log: list[str] = field(default_factory=list)
 
     # -- building processes ----------------------------------------------------------------------
-    def process(self, role: str) -> Process:
-        """A fresh process: its own identity, clock skew, fault-wrapped view of the shared stores."""
-        self.processes += 1
-        skew = 0.0 if role == "api" else self.rng.uniform(-MAX_SKEW, MAX_SKEW)
+    def process(
+        self, role: str, *, rng: random.Random | None = None, faults: Faults | None = None
+    ) -> Process:
+        """A fresh process: its own identity, clock skew, fault-wrapped view of the shared stores.
+
+        `rng` and `faults`: a side process whose draws, and name, stay off the schedule's own streams
+        and count (the workload's run cancels: added later, they must not shift what earlier seeds
+        drew)."""
+        side = rng is not None
+        rng, faults = rng or self.rng, faults or self.faults
+        if not side:
+            self.processes += 1
+        skew = 0.0 if role == "api" else rng.uniform(-MAX_SKEW, MAX_SKEW)
         if skew:
-            self.faults.count("skewed_process")
-        svc = compose(
-            self.settings,
-            jobs=faulty_jobs(self.jobs, self.faults),
-            runs=faulty_runs(self.runs, self.faults),
-            queue=faulty_queue(self.queue, self.faults),
-            state_machines=self.machines,
-            clock=SimClock(self.loop, skew),
-            crash=self.faults.crash,
-            handlers=self.handlers,
-        )
-        name = f"{role}-{self.processes}"
+            faults.count("skewed_process")
+        schedule_uuid4 = uuid.uuid4
+        if side:  # the services' own ids (worker, dispatcher) drawn from the side rng too
+            uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
+        try:
+            svc = compose(
+                self.settings,
+                jobs=faulty_jobs(self.jobs, faults),
+                runs=faulty_runs(self.runs, faults),
+                queue=faulty_queue(self.queue, faults),
+                state_machines=self.machines,
+                clock=SimClock(self.loop, skew),
+                crash=faults.crash,
+                handlers=self.handlers,
+            )
+        finally:
+            uuid.uuid4 = schedule_uuid4
+        name = f"{role}-side" if side else f"{role}-{self.processes}"
         svc.worker.worker_id = f"worker-{name}"
         svc.dispatcher.owner = f"dispatcher-{name}"
         svc.worker.heartbeat_thread = False
         svc.worker.sleep = lambda seconds: self.loop.sleep(float(seconds))  # type: ignore[arg-type]
         # Most workers record a healthy run in one write; some lease first: the two paths race.
-        svc.worker.fast_path = self.rng.random() < 0.7
+        svc.worker.fast_path = rng.random() < 0.7
         svc.dispatcher.max_workers = 1
         svc.dispatcher.io_workers = 1
-        svc.failures.rng = random.Random(self.rng.random())
+        svc.failures.rng = random.Random(rng.random())
         return Process(role, svc)
 
     def trace(self, job_id: str, sf: str, event: str) -> None:

@@ -148,6 +148,9 @@ LOST_MESSAGE = "a worker died holding this run and the job is not idempotent: no
 CANCELLED_LOST = (
     "a worker died after this run started, before recording it; the job was cancelled since: not re-run"
 )
+CANCEL_REQUESTED_LOST = (
+    "this run's cancel was asked after it started, and its worker ended before recording it: not re-run"
+)
 
 
 class Outcome(StrEnum):
@@ -1143,6 +1146,7 @@ class Worker:
             and job.idempotent
             and not self._in_own_task(job)
             and (row is None or row.status == RunStatus.PENDING)
+            and (row is None or row.cancel_requested_at is None)  # a cancel asked: see _run_leased
         ):
             return self._run_fast(job, sf, delivery, row, created, kind=kind, keys=keys)
         return self._run_leased(job, sf, delivery, created, kind=kind, keys=keys)
@@ -1267,6 +1271,16 @@ class Worker:
         attempt = (previous.attempt if previous else 0) + 1
         replays = previous.replays if previous else 0
         took_over = previous is not None and previous.status in HELD
+        if previous is not None and previous.cancel_requested_at is not None:
+            # Its cancel was asked (POST /api/runs/{id}/cancel) while it was held or had started: a
+            # run cancel marks such a run instead of cancelling it, as its worker may have run the
+            # handler (a dead or stalled holder under a lapsed lease, a dead fast-path receive whose
+            # start marker is left on the job). Not run again: it may have run, and its cancel was
+            # asked, so LOST (tests/sim seeds 1, 4, 6: the cancel wrote such a run CANCELLED).
+            self.runs.lose(
+                job.job_id, sf, owner=owner, now=self.clock.now(), error=("LeaseLost", CANCEL_REQUESTED_LOST)
+            )
+            return Outcome.LOST
         if took_over:
             logger.warning(
                 "a worker died holding this run; taking it over", extra={"job_id": job.job_id, "sf": sf}

@@ -17,6 +17,12 @@ Cancelling one run races its worker. Every move out of PENDING is a compare-and-
     mark, the handler sees ctx.cancelled and stops; what it answers is the run's result
     -- or the run is finished -> 409
 
+A held row is marked, never CANCELLED, under a lapsed lease too: its worker died or stalled past its
+claim, maybe after its handler ran, and the row cannot tell. The redelivery that takes a marked run
+over records it LOST instead of running it again (Worker._run_leased), as a cancelled job's does.
+A run whose start marker is left on its job, lapsed (a receive got past it and died), is marked the
+same way: its row (PENDING, or absent on the fast path) says nothing of whether its handler ran.
+
 A worker on the fast path (an idempotent job) writes no row before its handler (its row stays
 PENDING, or absent, until its first heartbeat), but every run has written a start marker on its job
 item first, which the cancel reads first: the slot (one-offs, recurring jobs with overlap skip or
@@ -290,29 +296,39 @@ class RunService:
         row = self.runs.get(job.job_id, sf)
         now = self.clock.now()
         tick = self._a_tick_of(job, scheduled_for)
-        started = _holds_slot(job, sf, now) or _in_flight(job, sf, now)
+        # Its start marker on the job, live or lapsed: a lapsed one is a receive that got past it and
+        # died, maybe after its handler ran on the fast path (no row written), as JobService.cancel's
+        # sweep reads it.
+        started = _holds_slot(job, sf) or _in_flight(job, sf)
         if row is None and not tick and not started:
             raise NotFound(f"run '{run_id}' not found", field="run_id")
         if started:
-            # The run holds its job's slot, or is counted in flight on it (its live in_flight entry):
-            # it has started, maybe on the fast path, whose row stays PENDING (or absent) until its
+            # The run holds its job's slot, or is counted in flight on it (its in_flight entry): it
+            # has started, maybe on the fast path, whose row stays PENDING (or absent) until its
             # first heartbeat. Mark it instead of cancelling it (an absent row is born PENDING,
-            # marked: the run's one write at its end records what it did over it).
+            # marked: the run's one write at its end records what it did over it; a redelivery of a
+            # dead receive's message records it LOST, Worker._run_leased).
             kind = "scheduled" if tick else "manual"  # a counted run that is no tick is a run-now
             create = NewRun(job.job_id, job.tenant, sf, kind)
             marked = self.runs.request_cancel(job.job_id, sf, now=now, pending_too=True, create=create)
             if marked.applied and marked.row is not None:
                 return self._stopping(job, marked.row, run_id)
             row = marked.row
-        if row is None or row.status == RunStatus.PENDING or row.status in HELD:
+        if row is None or row.status == RunStatus.PENDING:
             # Absent (a tick handed over on the fast path has no row until it ends): created
-            # CANCELLED, so its worker finds it so. Held under an expired lease: its worker died.
+            # CANCELLED, so its worker finds it so.
             create = NewRun(job.job_id, job.tenant, sf, "scheduled")
             moved = self.runs.cancel(job.job_id, sf, now=now, create=create)
             if moved.applied:
                 return RunCancel(run_id=run_id, status=RunStatus.CANCELLED)
             row = moved.row
         if row is not None and row.status in HELD:
+            # Held, under a live lease or a lapsed one alike: never CANCELLED. A lapsed lease is a
+            # worker that died (or stalled) past its claim, maybe after its handler ran; the row
+            # cannot tell. Marked, it is asked to stop if it lives, and the redelivery that takes it
+            # over records it LOST instead of running it again (Worker._run_leased; tests/sim seeds
+            # 1, 4, 6: a leased run died after its handler, its lease lapsed, and a run cancel wrote
+            # RUNNING -> PENDING -> CANCELLED over the run that executed).
             marked = self.runs.request_cancel(job.job_id, sf, now=now)
             if marked.applied and marked.row is not None:
                 return self._stopping(job, marked.row, run_id)
@@ -459,11 +475,13 @@ def _decode_log_cursor(cursor: str | None) -> tuple[int, str | None]:
     return source, inner
 
 
-def _holds_slot(job: Job, sf: str, now: datetime) -> bool:
-    """Whether the run of `sf` holds its job's slot now (its start marker, for slot-taking jobs)."""
-    return job.active_run == sf and job.active_until is not None and job.active_until >= now
+def _holds_slot(job: Job, sf: str) -> bool:
+    """Whether the run of `sf` holds its job's slot (its start marker, for slot-taking jobs), live
+    or lapsed (a finished holder's too: its row says so, and the mark is then refused)."""
+    return job.active_run == sf
 
 
-def _in_flight(job: Job, sf: str, now: datetime) -> bool:
-    """Whether the run of `sf` is counted in flight on its job now (a live in_flight entry of it)."""
-    return any(key.split("#", 1)[0] == sf and until >= now for key, until in job.in_flight.items())
+def _in_flight(job: Job, sf: str) -> bool:
+    """Whether the run of `sf` is counted in flight on its job (an in_flight entry of it, live or
+    lapsed: a receive that got past the count and died left it)."""
+    return any(key.split("#", 1)[0] == sf for key in job.in_flight)
