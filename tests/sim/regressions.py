@@ -34,7 +34,8 @@ test_worker_crash_after_handler.py and the contract suite (the displaced holder)
 test_worker_crash_after_handler.py.
     ),
     (
-test_worker_first_beat_attempt.py; seeds 6925, 5109, 6879 (and 5924): test_worker_spare_copies.py.
+test_worker_first_beat_attempt.py; seeds 6925, 5109, 6879 (and 5924): test_worker_spare_copies.py;
+seed 110: test_pause_early_tick.py.
 """
 
 from __future__ import annotations
@@ -234,5 +235,11 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a claim applied and answered a timeout, its slot given back, the job cancelled; the redelivery"
         " (its clock behind) met its own live lease, and acknowledged CANCELLED a run left LEASED (now"
         " it is left to its visibility, and its next receive cancels the run)",
+    ),
+    (
+        110, 5, 10, "2026-11-30T12:04:40.000Z is SKIPPED but its handler succeeded",
+        "a worker ahead ran a tick just before the pause and died after its handler; the resume"
+        " re-planned the pause and wrote that tick SKIPPED 'coalesced', and its redelivery met the row"
+        " as a finished run (now a catch-up skips no tick with a start marker on the job)",
     ),
 ]  # fmt: skip

@@ -16,7 +16,7 @@ from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.firing import next_fire
 from jobsched.domain.limits import QuotaExceeded
-from jobsched.domain.models import Job, SchedulePolicy
+from jobsched.domain.models import Job, SchedulePolicy, started_runs
 from jobsched.domain.records import DueEntry
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
@@ -286,10 +286,7 @@ class JobService:
         the sweep leaves these rows to their redeliveries, which see the marker and record the run LOST
         (tests/sim seeds 1370, 3707, 7879, 9167: backfills and a retry whose workers died after the
         handler, swept CANCELLED, and their redeliveries found them finished)."""
-        started = {key.split("#", 1)[0] for key in job.in_flight}
-        if job.active_run is not None:
-            started.add(job.active_run)
-        return started
+        return started_runs(job)
 
     def _in_progress(self, job: Job, now: datetime) -> str | None:
         """Raise 409 if a run of the job is in progress; else the slot's finished holder, if any."""
