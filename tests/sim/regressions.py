@@ -35,7 +35,7 @@ test_worker_crash_after_handler.py.
     ),
     (
 test_worker_first_beat_attempt.py; seeds 6925, 5109, 6879 (and 5924): test_worker_spare_copies.py;
-seed 110: test_pause_early_tick.py.
+seed 110: test_pause_early_tick.py; seed 2973: test_worker_record_faults.py.
 """
 
 from __future__ import annotations
@@ -241,5 +241,11 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a worker ahead ran a tick just before the pause and died after its handler; the resume"
         " re-planned the pause and wrote that tick SKIPPED 'coalesced', and its redelivery met the row"
         " as a finished run (now a catch-up skips no tick with a start marker on the job)",
+    ),
+    (
+        2973, 5, 10, "2026-11-30T12:04:55.055Z stuck PENDING",
+        "a hand-over wrote a one-off's PENDING row and failed before its send; the cancel cleared"
+        " next_run_at, its sweep's write was throttled and the client got a 503, never retried (now"
+        " the sweep retries each row's write, and goes on to the next)",
     ),
 ]  # fmt: skip
