@@ -27,7 +27,8 @@ test_worker_crash_after_handler.py; seeds 230, 2140, 767, 5309: test_pause_edit.
 contract suite (the displaced holder); seeds 2486, 533: test_worker_crash_after_handler.py; seeds 3707,
 1370: test_worker_in_flight_runs.py; seeds 8765, 83: test_worker_crash_after_handler.py; seeds 6925,
 5109, 6879 (and 5924): test_worker_spare_copies.py; seeds 4, 6 of RUN_CANCEL_SEEDS (a run
-cancel over a run that executed): test_run_cancel_lapsed_lease.py.
+cancel over a run that executed): test_run_cancel_lapsed_lease.py; seed 110:
+test_pause_early_tick.py; seed 2973: test_worker_record_faults.py.
 """
 
 from __future__ import annotations
@@ -234,6 +235,18 @@ REGRESSION_SEEDS: list[tuple[int, float, int, str, str]] = [
         " before the stamp; a later edit, overdue from there, started the new schedule after the newest"
         " run row (a tick handed over before the pause): its ticks of the pause had no row (now an edit"
         " with overdue ticks starts at the oldest of them)",
+    ),
+    (
+        110, 5, 10, "2026-11-30T12:04:40.000Z is SKIPPED but its handler succeeded",
+        "a worker ahead ran a tick just before the pause and died after its handler; the resume"
+        " re-planned the pause and wrote that tick SKIPPED 'coalesced', and its redelivery met the row"
+        " as a finished run (now a catch-up skips no tick with a start marker on the job)",
+    ),
+    (
+        2973, 5, 10, "2026-11-30T12:04:55.055Z stuck PENDING",
+        "a hand-over wrote a one-off's PENDING row and failed before its send; the cancel cleared"
+        " next_run_at, its sweep's write was throttled and the client got a 503, never retried (now"
+        " the sweep retries each row's write, and goes on to the next)",
     ),
 ]  # fmt: skip
 

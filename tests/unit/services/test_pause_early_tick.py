@@ -1,14 +1,18 @@
-"""A tick of a pause received before its second, or by a worker whose clock runs ahead (tests/sim, seed 5)."""
+"""A tick of a pause received before its second, or by a worker whose clock runs ahead (tests/sim, seeds 5,
+110)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
+
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import RunStatus
-from jobsched.ports import FakeClock
+from jobsched.ports import Crash, FakeClock, no_crash
 from jobsched.services.run import Outcome
 from tests.unit.services.conftest import T0, World
+from tests.unit.services.test_worker_crash_after_handler import VISIBILITY, crash_once_at
 
 
 def test_a_tick_received_early_during_a_pause_still_runs_after_a_resume_before_its_second(
@@ -73,3 +77,38 @@ def test_a_tick_a_worker_whose_clock_runs_ahead_took_for_missed_still_runs_after
     assert Outcome.SUCCEEDED in later
     run = world.runs.get(job_id, T0 + timedelta(seconds=60))
     assert run is not None and run.status == RunStatus.SUCCEEDED
+
+
+def test_a_tick_a_worker_ahead_ran_before_the_pause_and_died_after_is_not_coalesced_by_the_resume(
+    world: World,
+) -> None:
+    # Given the same per-minute job (catch-up "one"), its 12:01 tick handed over at once; a worker
+    # whose clock runs 0.5 s ahead receives it at 12:00:59.6 (due on its clock, the job not yet
+    # paused), runs the handler and dies before recording it; the job is paused at 12:00:59.8
+    request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.svc.worker.clock = AheadClock(world.clock, 0.5)
+    world.clock.set(T0 + timedelta(seconds=59.6))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    world.clock.set(T0 + timedelta(seconds=59.8))
+    world.svc.schedule.pause(job_id, tenant="t")
+    # When it is resumed at 12:03:30 (12:01, 12:02, 12:03 missed: coalesced into 12:03), and the
+    # dead receive's message comes back (twice: the first receive finds the run's start kept on its
+    # row by the tick that took its lapsed slot, and waits for that slot)
+    world.clock.set(T0 + timedelta(seconds=210))
+    world.svc.schedule.resume(job_id, tenant="t")
+    for _ in range(2):
+        world.clock.advance(VISIBILITY + 1)
+        world.deliver()
+    # Then 12:01, whose start marker the resume found on the job, is the redelivery's: recorded as
+    # executed. Before, the resume wrote it SKIPPED "coalesced" and the redelivery, meeting that
+    # row, dropped itself as a duplicate: a run that executed recorded SKIPPED (tests/sim seed 110)
+    first = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert first is not None and first.status == RunStatus.SUCCEEDED
+    second = world.runs.get(job_id, T0 + timedelta(seconds=120))
+    assert second is not None and second.status == RunStatus.SKIPPED and second.reason == "coalesced"

@@ -4,6 +4,9 @@ Seed 90 (issue 19): a fast-path worker ran the handler, its one write answered a
 went back to the queue, and its redelivery met the tick's gate first (an edit had moved the
 schedule): the run was written SKIPPED although its handler had succeeded; with a cancel in between
 it was written CANCELLED.
+
+Seed 2973: a cancel's sweep of a PENDING one-off no message carried any more answered a throttle,
+and the client never retried: the run stayed PENDING (services/jobs.py JobService._sweep).
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
+from jobsched.ports import Crash
+from jobsched.services.jobs import job_id_for_key
 from jobsched.services.run import Outcome
 from tests.unit.services.conftest import T0, World
+from tests.unit.services.test_worker_crash_after_handler import crash_once_at
 
 
 class FailingWrite:
@@ -91,3 +97,23 @@ def test_a_record_that_keeps_failing_leaves_the_message_for_its_redelivery(world
         world.deliver()
     [run] = world.runs.recent(job_id, limit=5)
     assert calls == [1] and run.status == RunStatus.PENDING and len(world.queue.peek()) == 1
+
+
+def test_a_cancels_sweep_retries_a_pending_row_whose_write_failed(world: World) -> None:
+    # Given a one-off due in 5 s whose hand-over wrote its PENDING row and died before sending its
+    # message (so only the row's sweep can settle it: the cancel clears next_run_at, and no pass sends
+    # it again), and a store whose first write of that sweep answers a 500
+    request = CreateJobRequest(type="one_off", handler="demo.echo", run_at=T0 + timedelta(seconds=5))
+    world.svc.dispatcher.crash = crash_once_at("dispatch.before_send")
+    with pytest.raises(Crash):
+        world.svc.job_service.submit(request, tenant="t", idempotency_key="k")
+    job_id = job_id_for_key("t", "k")
+    world.svc.job_service.runs = FailingWrite(world.runs, "cancel", after=False)  # type: ignore[assignment]
+    # When the client cancels it (once: a client need not retry a cancel)
+    control = world.svc.job_service.cancel(job_id, tenant="t")
+    # Then the sweep tried the row again: the cancel answers 200 and the run is CANCELLED. Before, the
+    # 500 went to the client and the run stayed PENDING for ever (tests/sim seed 2973)
+    assert control.status == JobStatus.CANCELLED
+    run = world.runs.get(job_id, T0 + timedelta(seconds=5))
+    assert run is not None and run.status == RunStatus.CANCELLED
+    assert world.queue.receive() == []

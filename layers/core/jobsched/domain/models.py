@@ -157,6 +157,18 @@ def in_flight_key(run: str, message: str) -> str:
     return f"{run}#{message}"
 
 
+def started_runs(job: Job) -> set[str]:
+    """The runs (stored ticks) whose start marker is on the job, live or lapsed: the slot's holder,
+    and every run with an in-flight entry (a counted run). A receive got past the marker, so the run
+    may have executed (a receive that died after its fast-path handler leaves no other trace): its
+    message's redelivery records it truthfully, and nothing else may record it unstarted (SKIPPED,
+    CANCELLED) over it (services/jobs.py cancel, services/dispatch.py hand_over)."""
+    started = {key.split("#", 1)[0] for key in job.in_flight}
+    if job.active_run is not None:
+        started.add(job.active_run)
+    return started
+
+
 class RescheduledTicks(BaseModel):
     """The old schedule's ticks of a pause that an edit replaced: ticks of (cron_expr, timezone) from
     `first` to `until`, both included, each to be recorded SKIPPED "rescheduled".

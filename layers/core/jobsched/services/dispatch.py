@@ -65,7 +65,7 @@ from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch
 from jobsched.domain.fairness import LEAD_SECONDS, fair_order
 from jobsched.domain.limits import DEFAULT_QUOTA, rate_slots
-from jobsched.domain.models import RunMessage, takes_slot
+from jobsched.domain.models import RunMessage, started_runs, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
@@ -381,7 +381,10 @@ class Dispatcher:
         outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]] = []  # when each fires, whose it is
         for plan in plans:
             entry = plan.entry
+            started = self._started_runs(entry.job_id) if plan.skip else set()
             for tick, reason in plan.skip:
+                if times.stored(tick) in started:
+                    continue  # it may have run: its redelivery records it (see _started_runs)
                 self.runs.put_pending(
                     job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now, skipped=reason
                 )
@@ -459,6 +462,18 @@ class Dispatcher:
                     message, fire_at, entry = out[i]
                     out[i] = (message, fire_at + timedelta(seconds=slot - second), entry)
         return out
+
+    def _started_runs(self, job_id: str) -> set[str]:
+        """The ticks with a start marker on the job (jobsched.domain.models.started_runs), which a
+        catch-up must not record SKIPPED. A skipped tick is normally one never handed over, but a
+        resume re-plans its pause from the first tick, handed over already (and so does the next
+        pass, when the resume's hand-over failed): a worker whose clock ran ahead took one for due
+        before the pause was written and died after its handler, and the resume's "coalesced" row
+        met its redelivery as a finished run (tests/sim seed 110). Left without a row, the tick is
+        the redelivery's: it finds its lapsed marker and runs the tick again or records it. One
+        consistent read of the job per plan with skipped ticks (a catch-up: rare)."""
+        job = self.jobs.get_job(job_id)
+        return set() if job is None else started_runs(job)
 
     def _alert(self, plan: Plan, *, now: datetime) -> None:
         """Raise the plan's missed, skipped and late alerts (a job the pass drops ticks of, or hands

@@ -16,12 +16,19 @@ from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.firing import next_fire
 from jobsched.domain.limits import QuotaExceeded
-from jobsched.domain.models import Job, SchedulePolicy
+from jobsched.domain.models import Job, SchedulePolicy, started_runs
 from jobsched.domain.records import DueEntry
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.domain.targets import HttpTarget, PythonTarget, TargetSpec
-from jobsched.errors import Conflict, IdempotencyConflict, JobschedError, NotFound, ValidationFailed
+from jobsched.errors import (
+    Conflict,
+    IdempotencyConflict,
+    JobschedError,
+    NotFound,
+    TransientStoreError,
+    ValidationFailed,
+)
 from jobsched.ports import Clock, JobStore, RunStore, SigningSecrets, Targets, TargetSource
 from jobsched.services.dag import DagService, graph_period
 from jobsched.services.dispatch import Dispatcher, jitter_offset
@@ -35,6 +42,9 @@ RECENT_EXECUTIONS = 20
 CANCEL_SCAN_RUNS = 200
 # A cancel refused because its job changed (a run started or ended meanwhile) reads it again.
 CANCEL_ATTEMPTS = 3
+# How many times a cancel's sweep writes one PENDING run CANCELLED while the store fails (a throttle,
+# a 500, a timeout), before it goes on to the next run and answers the failure (as Worker._record).
+CANCEL_SWEEP_TRIES = 4
 IDEMPOTENCY_KEY_MAX = 128
 # One item of a batch create: the request and its idempotency key, or the error it arrived with.
 BatchItem = tuple[CreateJobRequest, str | None] | JobschedError
@@ -269,12 +279,33 @@ class JobService:
         # Runs already handed to the queue must not fire. A worker that meets one of them checks
         # the job too, so a crash here (or a repeat cancel, which sweeps again) loses nothing.
         started = self._started_runs(job)
+        failed: TransientStoreError | None = None
         for run in recent:
             # (Not a run with a start marker left on the job, lapsed: its receive got past the
             # marker, so it may have run; its redelivery records it truthfully, Worker._lost_to_cancel.)
             if run.status == RunStatus.PENDING and times.stored(run.scheduled_for) not in started:
-                self.runs.cancel(job.job_id, times.stored(run.scheduled_for), now=self.clock.now())
+                try:
+                    self._sweep(job.job_id, times.stored(run.scheduled_for))
+                except TransientStoreError as exc:
+                    failed = exc  # the next rows still go; the client's retry sweeps this one again
+        if failed is not None:
+            raise failed
         return Control(job_id=job.job_id, status=JobStatus.CANCELLED)
+
+    def _sweep(self, job_id: str, sf: str) -> None:
+        """Cancel one PENDING run of a cancelled job, the write retried while the store fails
+        (CANCEL_SWEEP_TRIES). A row no worker will settle otherwise may wait on it: a one-off's row
+        written PENDING by a hand-over that failed before its send, the job's next_run_at cleared by
+        the cancel, so no pass sends it again (tests/sim seed 2973: the sweep's write throttled, the
+        client answered 503 and never came back, and the run stayed PENDING). A retry after a
+        timeout that applied is refused (the row is CANCELLED already): harmless."""
+        for left in range(CANCEL_SWEEP_TRIES - 1, -1, -1):
+            try:
+                self.runs.cancel(job_id, sf, now=self.clock.now())
+                return
+            except TransientStoreError:
+                if not left:
+                    raise
 
     @staticmethod
     def _started_runs(job: Job) -> set[str]:
@@ -286,10 +317,7 @@ class JobService:
         the sweep leaves these rows to their redeliveries, which see the marker and record the run LOST
         (tests/sim seeds 1370, 3707, 7879, 9167: backfills and a retry whose workers died after the
         handler, swept CANCELLED, and their redeliveries found them finished)."""
-        started = {key.split("#", 1)[0] for key in job.in_flight}
-        if job.active_run is not None:
-            started.add(job.active_run)
-        return started
+        return started_runs(job)
 
     def _in_progress(self, job: Job, now: datetime) -> str | None:
         """Raise 409 if a run of the job is in progress; else the slot's finished holder, if any."""
