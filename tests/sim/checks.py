@@ -36,6 +36,10 @@ class Call:
     start: float
     end: float | None = None
     ok: bool = False
+    # The order of the start and the end among all the handler calls' starts and ends: at one
+    # (simulated) instant, which came first (a batch's handlers run one after another in no time).
+    started: int = 0
+    ended: int | None = None
 
 
 @dataclass
@@ -53,18 +57,23 @@ class Ledger:
     traces: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     notes: list[str] = field(default_factory=list)
     _hash: Any = field(default_factory=hashlib.sha256)
+    _events: int = 0
 
     def start(self, ctx: RunContext, now: float, sf: str) -> int:
-        self.calls.append(Call(ctx.job_id, sf, ctx.attempt, now))
+        self.calls.append(Call(ctx.job_id, sf, ctx.attempt, now, started=self._order()))
         self.trace(ctx.job_id, f"{now:8.2f} {sf[11:23]:<12} handler starts attempt {ctx.attempt}")
         return len(self.calls) - 1
 
     def end(self, key: int, now: float, *, ok: bool, effect_key: str) -> None:
         call = self.calls[key]
-        call.end, call.ok = now, ok
+        call.end, call.ok, call.ended = now, ok, self._order()
         if ok:
             self.succeeded[effect_key] += 1
         self.trace(call.job_id, f"{now:8.2f} {call.sf[11:23]:<12} handler ends {'ok' if ok else 'failed'}")
+
+    def _order(self) -> int:
+        self._events += 1
+        return self._events
 
     def trace(self, job_id: str, line: str) -> None:
         self.traces[job_id].append(line)
@@ -175,7 +184,48 @@ def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) ->
                     bad.append(f"{job_id}: one-off ended {r.status.value}")
         else:
             bad.extend(_check_dependant(world, job_id, job.depends_on, runs, calls))
+    bad.extend(_check_keys(world, accepted, calls))
     bad.extend(world.ledger.unbuffered)
+    return bad
+
+
+def _check_keys(
+    world: World, accepted: dict[str, Accepted], calls: dict[tuple[str, str], list[Call]]
+) -> list[str]:
+    """A concurrency key: at no (true) time do more than its limit of handlers of runs of the jobs
+    naming it run at once, but where a handler stalled past its lease (the lost-lease fault: its
+    key slot lapsed with its heartbeat, and the fleet rightly took its worker for dead)."""
+    bad: list[str] = []
+    by_key: dict[str, list[Call]] = defaultdict(list)
+    limits: dict[str, int] = {}
+    for job_id, acc in accepted.items():
+        concurrency = acc.request.concurrency
+        if concurrency is None:
+            continue
+        limits[concurrency.key] = min(limits.get(concurrency.key, concurrency.limit), concurrency.limit)
+        for (j, sf), cs in calls.items():
+            if j == job_id and (j, sf) not in world.ledger.stalled:
+                by_key[concurrency.key].extend(cs)
+    for key, spans in by_key.items():
+        # Starts and ends in the order they happened (at one instant too); a call not ended runs on.
+        events = sorted(
+            [(c.start, c.started, 1, i) for i, c in enumerate(spans)]
+            + [(c.end, c.ended, 0, i) for i, c in enumerate(spans) if c.end is not None and c.ended]
+        )
+        running: set[int] = set()
+        for at, _, starts, i in events:
+            if not starts:
+                running.discard(i)
+                continue
+            running.add(i)
+            if len(running) > limits[key]:
+                c = spans[i]
+                others = ", ".join(f"{spans[o].job_id} {spans[o].sf}" for o in sorted(running) if o != i)
+                bad.append(
+                    f"{c.job_id}: run {c.sf} started at {at:.2f} while {len(running) - 1} runs of"
+                    f" concurrency key {key!r} (limit {limits[key]}) ran: {others}"
+                )
+                break  # one violation per key: the first time it was passed
     return bad
 
 

@@ -34,13 +34,19 @@ RUN_WRITES = frozenset(
     {
         "put_pending", "claim", "start", "record", "persist_running", "record_unleased", "skip",
         "cancel", "lose", "extend_lease", "fail_stuck", "dead_letter",
+        "note_wait",  # a run whose key is full (only those: the seeds found before keys never call it)
     }
 )  # fmt: skip
 QUEUE_WRITES = frozenset({"send", "extend"})
+# The LimitStore's concurrency-key calls. Not take_budget: backfills take their day's ticks through
+# it, and faulting it now would draw fault numbers the seeds found before keys never drew (their
+# schedules would shift); the key calls are made by runs of jobs with a concurrency key only.
+LIMIT_WRITES = frozenset({"acquire", "extend", "release"})
 # Port methods only: the sim's own side doors (receive, delete, peek...) never fail.
 JOB_CALLS = JOB_WRITES | {"get_job", "due_page"}
 RUN_CALLS = RUN_WRITES | {"get", "dead_letters", "recent", "history", "since"}
 QUEUE_CALLS = QUEUE_WRITES
+LIMIT_CALLS = LIMIT_WRITES | {"holders"}
 
 
 @dataclass
@@ -162,3 +168,7 @@ def faulty_runs(runs: Any, faults: Faults) -> Any:
 
 def faulty_queue(queue: Any, faults: Faults) -> Any:
     return Faulty(queue, faults, calls=QUEUE_CALLS, writes=QUEUE_WRITES)
+
+
+def faulty_limits(limits: Any, faults: Faults) -> Any:
+    return Faulty(limits, faults, calls=LIMIT_CALLS, writes=LIMIT_WRITES)

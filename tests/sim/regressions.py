@@ -264,3 +264,7 @@ RUN_CANCEL_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a run cancel of a run held under a lapsed lease, whose handler had run, wrote it CANCELLED",
     ),
 ]  # fmt: skip
+
+# Found with concurrency keys and priorities in the workload (simulate(keys=True), with run
+# cancels): each replays with both; the seeds above replay without keys (their schedules drew none).
+KEY_SEEDS: list[tuple[int, float, int, str, str]] = []

@@ -18,7 +18,7 @@ from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict
 from jobsched.services.jobs import JobService
-from tests.sim.regressions import REGRESSION_SEEDS, RUN_CANCEL_SEEDS
+from tests.sim.regressions import KEY_SEEDS, REGRESSION_SEEDS, RUN_CANCEL_SEEDS
 from tests.sim.workload import Workload, simulate
 from tests.sim.world import HANDLER, build_world, deterministic
 
@@ -45,7 +45,8 @@ def test_a_seed_replays_exactly_and_another_seed_plays_another_schedule() -> Non
 def test_a_regression_seed_no_longer_shows_the_bug_it_found(
     seed: int, minutes: float, jobs: int, violation: str, bug: str
 ) -> None:
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=False)  # found before them
+    # found before run cancels and keys
+    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=False, keys=False)
     assert not [v for v in result.violations if violation in v], bug
 
 
@@ -53,7 +54,15 @@ def test_a_regression_seed_no_longer_shows_the_bug_it_found(
 def test_a_run_cancel_regression_seed_no_longer_shows_the_bug_it_found(
     seed: int, minutes: float, jobs: int, violation: str, bug: str
 ) -> None:
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True)
+    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=False)  # before keys
+    assert not [v for v in result.violations if violation in v], bug
+
+
+@pytest.mark.parametrize(("seed", "minutes", "jobs", "violation", "bug"), KEY_SEEDS)
+def test_a_concurrency_key_regression_seed_no_longer_shows_the_bug_it_found(
+    seed: int, minutes: float, jobs: int, violation: str, bug: str
+) -> None:
+    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=True)
     assert not [v for v in result.violations if violation in v], bug
 
 

@@ -12,6 +12,14 @@ rng (seeded from the schedule's seed) and call through a side API process with i
 every seed draws what it drew before, and its schedule is the same up to the first cancel that
 changes a run. They aim where a cancel races a worker: a one-off around its run_at, a recurring
 job's tick around its due time, and runs in progress or being retried (a sweep now and then).
+
+Concurrency keys and priorities came after them, drawn the same way from a stream of their own
+(`keys-<seed>`): a share of the one-offs and recurring jobs name a key of a small pool (KEYS: two
+with limit 1, one with limit 2; jobs sharing a key name its one limit), so their runs wait for one
+another (a run whose key is full notes the wait on its row and sends itself a delayed copy), and
+each of them a priority (the dispatcher's fair order). The key slots live in one LimitStore the
+whole fleet shares (World.limits), seen by each process through its own faults. Off
+(`simulate(keys=False)`, SIM_KEYS=0), every job is drawn as before: no key, priority "normal".
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import Any
 from jobsched.domain import times
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
 from jobsched.domain.keys import run_id_for
+from jobsched.domain.limits import Concurrency
 from jobsched.domain.models import Backoff
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import JobschedError
@@ -41,6 +50,9 @@ from tests.sim.world import HANDLER, Process, World, build_world, deterministic
 TENANT = "t"
 TIMEZONES = ["UTC", "America/New_York", "Asia/Kolkata", "Europe/Berlin"]
 CRONS = ["*/10 * * * * *", "*/15 * * * * *", "*/20 * * * * *", "* * * * *"]
+# The concurrency keys' pool: (key, limit), the limit the same for every job naming the key.
+KEYS = [("db", 1), ("api", 2), ("batch", 1)]
+PRIORITIES = ["high", "normal", "low"]
 SETTLE_SECONDS = 180  # fault-free seconds after the load before the quiesce (more than 2 passes)
 DRAIN_LIMIT_SECONDS = 1800
 
@@ -92,7 +104,14 @@ class Result:
 
 class Workload:
     def __init__(
-        self, world: World, *, minutes: float, scale: int, failures: bool, run_cancels: bool = True
+        self,
+        world: World,
+        *,
+        minutes: float,
+        scale: int,
+        failures: bool,
+        run_cancels: bool = True,
+        keys: bool = True,
     ) -> None:
         self.w, self.rng = world, world.rng
         self.load_seconds = minutes * 60
@@ -112,6 +131,9 @@ class Workload:
         )  # fmt: skip
         self.run_api: Process | None = None
         self.run_cancels = run_cancels
+        # The concurrency keys' and priorities' own draws (see the module docstring).
+        self.key_rng = random.Random(f"keys-{world.seed}")
+        self.keys = keys
 
     # -- calling the API like a client ---------------------------------------------------------------
     def call(self, what: str, job_id: str, fn: Callable[[Any], Any]) -> Any:
@@ -140,6 +162,10 @@ class Workload:
                     created.job_id, request, now, overlap_policy=request.overlap_policy
                 )
                 what = f"{request.type} {request.cron_expr or ''} {request.timezone} {request.overlap_policy}"
+                if request.concurrency is not None:
+                    what += f" key={request.concurrency.key}/{request.concurrency.limit}"
+                if request.priority != "normal":
+                    what += f" priority={request.priority}"
                 self.w.trace(
                     created.job_id, "", f"accepted {what} catchup={request.catchup} payload={request.payload}"
                 )
@@ -281,6 +307,17 @@ class Workload:
         self.call("replay", item.job_id, lambda s: s.failures.replay(item.run_id, tenant=TENANT))
 
     # -- drawing the jobs --------------------------------------------------------------------------
+    def _draw_keys(self, share: float) -> dict[str, Any]:
+        """A concurrency key (`share` of the jobs) and a priority, from the keys' rng only."""
+        rng = self.key_rng
+        if not self.keys:
+            return {}
+        extra: dict[str, Any] = {"priority": rng.choice(PRIORITIES)}
+        if rng.random() < share:
+            key, limit = rng.choice(KEYS)
+            extra["concurrency"] = Concurrency(key=key, limit=limit)
+        return extra
+
     def one_off(self) -> None:
         rng, now = self.rng, self.w.loop.instant()
         payload: dict[str, Any] = {}
@@ -299,6 +336,7 @@ class Workload:
             extra["backoff"] = Backoff(initial_seconds=rng.choice([1, 5]), multiplier=2, max_seconds=30)
         if rng.random() < 0.2:
             extra["idempotent"] = False
+        extra.update(self._draw_keys(0.5))
         job_id = self.create(
             CreateJobRequest(
                 type="one_off", handler=HANDLER, payload=payload,
@@ -329,6 +367,7 @@ class Workload:
             extra["backoff"] = Backoff(initial_seconds=1, multiplier=1, max_seconds=1, jitter=False)
         if rng.random() < 0.1:
             extra["idempotent"] = False
+        extra.update(self._draw_keys(0.4))
         job_id = self.create(
             CreateJobRequest(
                 type="recurring", handler=HANDLER, payload=payload,
@@ -410,20 +449,27 @@ def simulate(
     scale: int = 12,
     fault_scale: float = 1.0,
     run_cancels: bool | None = None,
+    keys: bool | None = None,
 ) -> Result:
     """Run one schedule: load with faults, settle without, quiesce, drain; then check.
 
     `run_cancels`: whether the client cancels runs (None: unless SIM_RUN_CANCELS=0). Their effects
     shift a seed's schedule from the first cancel that changes a run (tens of seconds in, most
     seeds): a seed found without them (tests/sim/regressions.py REGRESSION_SEEDS) replays without.
+    `keys`: whether jobs name concurrency keys and priorities (None: unless SIM_KEYS=0); the same
+    holds for them (RUN_CANCEL_SEEDS replay without keys, KEY_SEEDS with both).
     """
     if run_cancels is None:
         run_cancels = os.environ.get("SIM_RUN_CANCELS", "1") != "0"
+    if keys is None:
+        keys = os.environ.get("SIM_KEYS", "1") != "0"
     started = time.perf_counter()
     w = build_world(seed, fault_scale=fault_scale)
     with deterministic(w.rng, w.loop), contextlib.closing(w.loop):  # closing: no task left asleep
         failures = not type(w.machines).__name__.startswith("Memory")
-        load = Workload(w, minutes=minutes, scale=scale, failures=failures, run_cancels=run_cancels)
+        load = Workload(
+            w, minutes=minutes, scale=scale, failures=failures, run_cancels=run_cancels, keys=keys
+        )
         w.start_dispatchers(2)
         w.start_workers(3)
         w.start_reconciler()

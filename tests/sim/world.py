@@ -24,7 +24,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsched.adapters.memory import MemoryJobStore, MemoryRunStore, MemoryStateMachines, Received
+from jobsched.adapters.memory import (
+    MemoryJobStore,
+    MemoryLimitStore,
+    MemoryRunStore,
+    MemoryStateMachines,
+    Received,
+)
 from jobsched.domain import times
 from jobsched.domain.models import RunMessage
 from jobsched.errors import JobschedError
@@ -35,7 +41,7 @@ from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
 from jobsched.settings import Settings
 from jobsched.wiring import Services, compose
 from tests.sim.checks import Ledger
-from tests.sim.faults import Faults, faulty_jobs, faulty_queue, faulty_runs
+from tests.sim.faults import Faults, faulty_jobs, faulty_limits, faulty_queue, faulty_runs
 from tests.sim.loop import Loop, SimClock
 from tests.sim.queue import VISIBILITY_SECONDS, SimQueue
 
@@ -73,6 +79,9 @@ class World:
     queue: SimQueue
     machines: Any
     handlers: HandlerRegistry
+    # One LimitStore for the whole fleet, as the limits table is: compose() without one gives each
+    # process its own, and a concurrency key would then hold `limit` runs per worker instance.
+    limits: MemoryLimitStore = field(default_factory=MemoryLimitStore)
     dispatchers: list[Process] = field(default_factory=list)
     workers: list[Process] = field(default_factory=list)
     api: Process | None = None
@@ -105,6 +114,7 @@ class World:
                 jobs=faulty_jobs(self.jobs, faults),
                 runs=faulty_runs(self.runs, faults),
                 queue=faulty_queue(self.queue, faults),
+                limits=faulty_limits(self.limits, faults),
                 state_machines=self.machines,
                 clock=SimClock(self.loop, skew),
                 crash=faults.crash,
