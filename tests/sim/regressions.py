@@ -28,7 +28,8 @@ contract suite (the displaced holder); seeds 2486, 533: test_worker_crash_after_
 1370: test_worker_in_flight_runs.py; seeds 8765, 83: test_worker_crash_after_handler.py; seeds 6925,
 5109, 6879 (and 5924): test_worker_spare_copies.py; seeds 4, 6 of RUN_CANCEL_SEEDS (a run
 cancel over a run that executed): test_run_cancel_lapsed_lease.py; seed 110:
-test_pause_early_tick.py; seed 2973: test_worker_record_faults.py.
+test_pause_early_tick.py; seed 2973: test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS:
+test_worker_crash_after_handler.py.
 """
 
 from __future__ import annotations
@@ -262,6 +263,12 @@ RUN_CANCEL_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         6, 5, 10, "2026-11-30T12:02:00.000Z is CANCELLED but its handler succeeded",
         "a run cancel of a run held under a lapsed lease, whose handler had run, wrote it CANCELLED",
+    ),
+    (
+        3369, 5, 10, "2026-11-30T12:03:00.000Z is SKIPPED but its handler succeeded",
+        "a worker died after its fast-path handler; the tick that took its slot failed twice to keep its"
+        " start on its row, and the next takeover, its answer lost, overwrote the displaced record: the"
+        " redelivery found no marker and wrote SKIPPED (now the taker gives the slot back and waits)",
     ),
 ]  # fmt: skip
 

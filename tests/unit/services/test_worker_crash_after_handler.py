@@ -17,10 +17,10 @@ from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import JobStatus, RunStatus
-from jobsched.errors import StoreUnreachable
+from jobsched.errors import StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.ports import Crash, no_crash
-from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
+from jobsched.services.run import DEAD_HOLDER, Delivery, InFlightElsewhere, Outcome
 from tests.unit.services.conftest import T0, World
 
 VISIBILITY = 300  # the world's queue: a message not acknowledged surfaces again after this long
@@ -356,3 +356,44 @@ def test_a_run_whose_worker_died_after_its_handler_is_not_skipped_by_another_mes
     # and the first message, back at last, finds it finished
     world.clock.set(T0 + timedelta(seconds=60 + VISIBILITY + 1))
     assert world.deliver() == [Outcome.DUPLICATE]
+
+
+def test_a_taker_that_cannot_keep_a_dead_holders_start_gives_the_slot_back_and_waits(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a per-minute job whose 12:01 tick's worker dies after the handler ran; the ticks after it
+    # meet its live hold and are skipped (they never started)
+    job_id, calls = minute_job_dead_after_handler(world)
+    for minute in range(2, 6):
+        world.clock.set(T0 + timedelta(seconds=60 * minute))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    # When the 12:06 tick takes the lapsed slot over and the store fails every write that would keep
+    # the dead holder's start on its row
+    persist_running = world.runs.persist_running
+
+    def failing(job_id: str, sf: str, *, lease: Any, **kwargs: Any) -> Any:
+        if lease.worker == DEAD_HOLDER:
+            raise TransientStoreError("sim: InternalServerError on persist_running")
+        return persist_running(job_id, sf, lease=lease, **kwargs)
+
+    monkeypatch.setattr(world.runs, "persist_running", failing)
+    world.clock.set(T0 + timedelta(seconds=360))
+    world.svc.dispatcher.dispatch_all()
+    [m] = [m for m in world.queue.receive() if "12:06" in m.body]
+    with pytest.raises(TransientStoreError):
+        world.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body))
+    # Then the 12:06 tick ran nothing and gave the slot back: the dead run's hold is its start marker
+    # again, not left to the one displaced record the next takeover overwrites (tests/sim seed 3369)
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.active_run == "2026-11-30T12:01:00.000Z"
+    assert [c for c in calls if c[1] == 1] == calls[:1] and len(calls) == 1
+    # And once the store is well and the 12:01 message comes back, the run is recorded as executed
+    monkeypatch.setattr(world.runs, "persist_running", persist_running)
+    for minute in range(7, 16):
+        world.clock.set(T0 + timedelta(seconds=60 * minute))
+        world.svc.dispatcher.dispatch_all()
+        world.deliver()
+    first = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert first is not None and first.status == RunStatus.SUCCEEDED
+    assert [c[0] for c in calls].count(calls[0][0]) == 2

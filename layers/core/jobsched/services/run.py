@@ -62,6 +62,7 @@ split, each half would need the other's docstring. The target call goes behind p
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import json
@@ -287,8 +288,8 @@ class Worker:
             if held and job is not None and job.active_run not in (None, sf):
                 if self._pool_keeps(job, taker=(sf, delivery.message_id)):
                     held = False  # the slot is its pool run's again: this tick meets it busy
-                else:
-                    self._keep_dead_holders_start(job)
+                elif not self._keep_dead_holders_start(job):
+                    self._hand_back(job, sf, delivery)
             if job is not None and not started:
                 started = self._displaced(job, sf, delivery, held=held)
             elif started and held and job is not None and job.displaced_run not in (None, sf):
@@ -467,7 +468,7 @@ class Worker:
             self._keep_start(job, sf, message, renewed=renewed)
         return True
 
-    def _keep_dead_holders_start(self, old: Job) -> None:
+    def _keep_dead_holders_start(self, old: Job) -> bool:
         """This run took over a slot that its holder never released, so the holder's start marker is
         gone: keep it on the holder's run row, if the holder did not record its run.
 
@@ -481,20 +482,47 @@ class Worker:
         written it, so its redelivery takes it over as a retry, or records it LOST, like any run
         whose worker died. One eventually consistent read per takeover of an unreleased slot; the
         write only for a dead holder (a stale read of a finished row makes the write lose, harmless).
+        True: the holder's start is safe (its row recorded, or kept now); False: both tries failed.
         """
         assert old.active_run is not None
-        self._keep_start(old, old.active_run, old.active_message, renewed=old.active_until)
+        return self._keep_start(old, old.active_run, old.active_message, renewed=old.active_until)
 
-    def _keep_start(self, job: Job, holder: str, message: str | None, *, renewed: datetime | None) -> None:
+    def _hand_back(self, old: Job, sf: str, delivery: Delivery) -> None:
+        """This receive took over a dead holder's slot and could not keep the holder's start on its
+        row (the store failed both tries): give the slot back to the holder, lapsed as it was, and
+        leave this message for a later receive. Going on would leave the displaced record
+        (Job.displaced_run) as the one trace of the holder's start, and the next takeover overwrites
+        it (tests/sim seed 3369):
+
+            12:03:00 runs its handler, dies ── 12:03:50 takes its slot, its keep fails twice
+            ── 12:04:00 takes the slot from 12:03:50 (displaced: 12:03:50), its answer times out
+            ── 12:03:00's redelivery finds no marker of its own: SKIPPED "overlap" over a run that ran
+
+        Given back, the slot is the holder's marker again, and the next taker keeps its start anew.
+        A failed hand-back leaves the displaced record as the one trace, as before."""
+        holder = old.active_run or ""
+        with contextlib.suppress(JobschedError):
+            self.jobs.restore_hold(
+                old.job_id,
+                run=holder,
+                message=old.active_message or "",
+                taker=sf,
+                taker_message=delivery.message_id,
+                until=old.active_until or self.clock.now(),
+            )
+        raise TransientStoreError(f"could not keep the start of run {holder}, whose slot this tick took")
+
+    def _keep_start(self, job: Job, holder: str, message: str | None, *, renewed: datetime | None) -> bool:
         """The run `holder` (carried by `message`) started and its worker died or stalled: unless its
         row is recorded, move it PENDING (or absent) -> RUNNING under a lapsed lease (see
-        _keep_dead_holders_start). `renewed`: its hold's last until, when known."""
+        _keep_dead_holders_start). `renewed`: its hold's last until, when known. True: its start is
+        safe (its row recorded, or RUNNING now); False: the store failed both tries."""
         now = self.clock.now()
         for attempt in (1, 2):  # best effort: a failed try is tried once more, then logged
             try:
                 row = self.runs.get(job.job_id, holder, consistent=False)
                 if row is not None and row.status != RunStatus.PENDING:
-                    return  # recorded: its row tells its redelivery how it ended, or that it started
+                    return True  # recorded: its row tells its redelivery how it ended, or that it started
                 # When it was last seen alive: the hold's last renewal (its start is not known).
                 seen = now if renewed is None else renewed - timedelta(seconds=self.hold_seconds())
                 lease = Lease(
@@ -511,13 +539,14 @@ class Worker:
                     now=now,
                     create=NewRun(job.job_id, job.tenant, holder),
                 )
-                return
+                return True
             except JobschedError as exc:
                 if attempt == 2:
                     logger.warning(
                         "could not keep a dead holder's start on its run",
                         extra={"job_id": job.job_id, "sf": holder, "error": repr(exc)},
                     )
+        return False
 
     def _process(
         self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool, started: bool
