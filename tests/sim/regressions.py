@@ -27,7 +27,9 @@ test_worker_crash_after_handler.py; seeds 230, 2140, 767, 5309: test_pause_edit.
 contract suite (the displaced holder); seeds 2486, 533: test_worker_crash_after_handler.py; seeds 3707,
 1370: test_worker_in_flight_runs.py; seeds 8765, 83: test_worker_crash_after_handler.py; seeds 6925,
 5109, 6879 (and 5924): test_worker_spare_copies.py; seeds 4, 6 of RUN_CANCEL_SEEDS (a run
-cancel over a run that executed): test_run_cancel_lapsed_lease.py.
+cancel over a run that executed): test_run_cancel_lapsed_lease.py; seed 80 of RUN_CANCEL_SEEDS (a
+receive that started under a run cancel answered 200): test_run_cancel_races_a_start.py and the
+contract suite (JobStore.cancel_run).
 """
 
 from __future__ import annotations
@@ -249,5 +251,10 @@ RUN_CANCEL_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         6, 5, 10, "2026-11-30T12:02:00.000Z is CANCELLED but its handler succeeded",
         "a run cancel of a run held under a lapsed lease, whose handler had run, wrote it CANCELLED",
+    ),
+    (
+        80, 5, 10, "run 2026-11-30T12:04:50.000Z started at 291.50 after a run cancel answered CANCELLED",
+        "a run cancel found no start marker and wrote the re-armed PENDING row CANCELLED, while the"
+        " retry's receive counted itself and read the row stale: both now meet on the job item",
     ),
 ]  # fmt: skip
