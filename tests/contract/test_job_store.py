@@ -6,7 +6,7 @@ import pytest
 
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for
-from jobsched.domain.models import RescheduledTicks
+from jobsched.domain.models import MAX_CANCELLED_RUNS, RescheduledTicks
 from jobsched.domain.status import JobStatus
 from jobsched.domain.targets import from_handler, parse_target
 from jobsched.errors import Conflict, FanOutFull
@@ -457,6 +457,51 @@ def test_a_dead_runs_entry_lapses_on_its_own_though_the_jobs_other_runs_renew_th
     # Then it applies: no run is in flight (a bare count stayed at 1, its shared until renewed by
     # the live run, and refused every cancel while the job kept running: tests/sim seed 137)
     assert applied and after is not None and after.status == JobStatus.CANCELLED
+
+
+def test_a_run_cancel_refuses_every_later_marker_of_that_run_and_of_no_other(backend: Backend) -> None:
+    # Given a job; when a run cancel of RUN comes before any marker of it
+    create(backend, job())
+    after = backend.jobs.cancel_run("job_a", run=RUN)
+    assert after is not None and after.cancelled_runs == frozenset({RUN}) and after.active_run is None
+    # Then no marker of RUN is written, by any message, on either path; the answers show why
+    assert not hold(backend)
+    held, stood = backend.jobs.hold_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)
+    assert not held and stood is not None and RUN in stood.cancelled_runs
+    counted, stood = backend.jobs.count_and_read("job_a", run=RUN, message="m2", until=at(30), now=T0)
+    assert not counted and stood is not None and stood.in_flight == {}
+    # and the job's other runs start as before
+    assert backend.jobs.count_and_read("job_a", run=OTHER, message="m3", until=at(30), now=T0)[0]
+    assert hold(backend, run=OTHER, message="m4")
+    assert backend.jobs.cancel_run("job_none", run=RUN) is None
+
+
+def test_a_run_cancel_after_a_marker_answers_it(backend: Backend) -> None:
+    # Given a run counted in flight (its receive got past its marker), and a held one
+    create(backend, job())
+    assert backend.jobs.count_and_read("job_a", run=RUN, message="m1", until=at(30), now=T0)[0]
+    assert hold(backend, run=OTHER, message="m2")
+    # When a run cancel of each comes: its one write answers the marker (the run started)
+    counted = backend.jobs.cancel_run("job_a", run=RUN)
+    assert counted is not None and f"{RUN}#m1" in counted.in_flight
+    held = backend.jobs.cancel_run("job_a", run=OTHER)
+    assert held is not None and held.active_run == OTHER and held.cancelled_runs == {RUN, OTHER}
+    # Then a definition's save leaves the set as it is (a run-time attribute)
+    stored = backend.jobs.get_job("job_a")
+    assert stored is not None and backend.jobs.save_definition(stored, expected_version=stored.version)
+    assert backend.jobs.get_job("job_a").cancelled_runs == {RUN, OTHER}  # type: ignore[union-attr]
+
+
+def test_a_jobs_cancelled_runs_keep_the_newest_and_always_the_one_just_cancelled(backend: Backend) -> None:
+    create(backend, job())
+    ticks = [times.stored(at(60 * i)) for i in range(MAX_CANCELLED_RUNS + 1)]
+    for tick in ticks[1:]:
+        assert backend.jobs.cancel_run("job_a", run=tick) is not None
+    # When the oldest tick is cancelled last, over the bound: it is kept, the oldest other one goes
+    after = backend.jobs.cancel_run("job_a", run=ticks[0])
+    assert after is not None and len(after.cancelled_runs) == MAX_CANCELLED_RUNS
+    assert ticks[0] in after.cancelled_runs and ticks[1] not in after.cancelled_runs
+    assert backend.jobs.get_job("job_a").cancelled_runs == after.cancelled_runs  # type: ignore[union-attr]
 
 
 # -- shard leases -------------------------------------------------------------------------------------

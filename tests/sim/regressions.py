@@ -27,9 +27,10 @@ test_worker_crash_after_handler.py; seeds 230, 2140, 767, 5309: test_pause_edit.
 contract suite (the displaced holder); seeds 2486, 533: test_worker_crash_after_handler.py; seeds 3707,
 1370: test_worker_in_flight_runs.py; seeds 8765, 83: test_worker_crash_after_handler.py; seeds 6925,
 5109, 6879 (and 5924): test_worker_spare_copies.py; seeds 4, 6 of RUN_CANCEL_SEEDS (a run
-cancel over a run that executed): test_run_cancel_lapsed_lease.py; seed 110:
-test_pause_early_tick.py; seed 2973: test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS:
-test_worker_crash_after_handler.py.
+cancel over a run that executed): test_run_cancel_lapsed_lease.py; seed 80 of RUN_CANCEL_SEEDS (a
+receive that started under a run cancel answered 200): test_run_cancel_races_a_start.py and the
+contract suite (JobStore.cancel_run); seed 110: test_pause_early_tick.py; seed 2973:
+test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_after_handler.py.
 """
 
 from __future__ import annotations
@@ -269,6 +270,11 @@ RUN_CANCEL_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a worker died after its fast-path handler; the tick that took its slot failed twice to keep its"
         " start on its row, and the next takeover, its answer lost, overwrote the displaced record: the"
         " redelivery found no marker and wrote SKIPPED (now the taker gives the slot back and waits)",
+    ),
+    (
+        80, 5, 10, "run 2026-11-30T12:04:50.000Z started at 291.50 after a run cancel answered CANCELLED",
+        "a run cancel found no start marker and wrote the re-armed PENDING row CANCELLED, while the"
+        " retry's receive counted itself and read the row stale: both now meet on the job item",
     ),
 ]  # fmt: skip
 

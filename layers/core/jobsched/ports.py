@@ -93,7 +93,9 @@ class JobStore(ShardLeases, OperationStore, Protocol):
     recurring jobs) or by being counted. A cancel is a compare-and-set on the same item that is
     refused while any marker is live, and every marker write is refused on a cancelled job: a
     cancel and a run's start cannot both win. A marker whose holder stops renewing it lapses
-    at its `until` (each in-flight entry at its own).
+    at its `until` (each in-flight entry at its own). A run cancel (cancel_run) is the same for one
+    run: every marker write of a run in Job.cancelled_runs is refused (hold_job, hold_and_read,
+    count_and_read), and cancel_run answers the markers as they stand after it.
     """
 
     def create_with_idempotency(
@@ -182,7 +184,8 @@ class JobStore(ShardLeases, OperationStore, Protocol):
 
         Applies when the job is not CANCELLED, no other live tick is buffered (none, it is `run`,
         or its wait ended before `now`), and the slot is: unheld; lapsed (its until < now); held by
-        this very message (a redelivery); or held by `stale`, a run the caller knows finished.
+        this very message (a redelivery); or held by `stale`, a run the caller knows finished; never
+        for a run in Job.cancelled_runs.
         `was_buffered`: the write also empties the buffered slot (this tick was the one waiting).
         The same write records the holder it found (Job.displaced_run/displaced_message: None when
         the slot was unheld; the message itself on a redelivery of it), so a takeover's trace of the
@@ -226,10 +229,10 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         self, job_id: str, *, run: str, message: str, until: datetime, now: datetime
     ) -> tuple[bool, Job | None]:
         """Set the in-flight entry of `run` carried by SQS message `message` (in_flight_key) to
-        `until`, unless the job is CANCELLED or missing. One entry per run and message: a
-        redelivery re-enters its own entry (never counted twice), and an entry whose receive died
-        lapses at its own until, whatever the job's other runs renew. (counted, the job as it stood
-        before the write; refused: as it stood; None if there is no job)."""
+        `until`, unless the job is CANCELLED or missing, or `run` is in its cancelled_runs. One entry
+        per run and message: a redelivery re-enters its own entry (never counted twice), and an entry
+        whose receive died lapses at its own until, whatever the job's other runs renew. (counted,
+        the job as it stood before the write; refused: as it stood; None if there is no job)."""
         ...
 
     def uncount(self, job_id: str, *, run: str, message: str) -> bool:
@@ -238,6 +241,13 @@ class JobStore(ShardLeases, OperationStore, Protocol):
 
     def extend_count(self, job_id: str, *, run: str, message: str, until: datetime) -> bool:
         """Push the run's in-flight entry to `until` (its heartbeat) while it is there; else False."""
+        ...
+
+    def cancel_run(self, job_id: str, *, run: str) -> Job | None:
+        """Add `run` (a tick, stored form) to the job's cancelled_runs, answering the job after the
+        write (None: no job): from then on every start marker write of `run` is refused. A marker of
+        `run` in the answer was written before: that run started. The set keeps MAX_CANCELLED_RUNS
+        entries, the newest ticks and always `run` (a second write drops the oldest, only when over)."""
         ...
 
     def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:

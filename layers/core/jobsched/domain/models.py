@@ -152,6 +152,15 @@ class SchedulePolicy(BaseModel):
     reading the job, and a normal job's stored policy stays as it was (defaults are not stored)."""
 
 
+# How many run cancels a job item remembers (Job.cancelled_runs, about 25 bytes each of every write
+# of the item): the newest ticks, and always the one just cancelled. An entry is not removed once its
+# row is CANCELLED: a later copy of the run's message would pass its marker again and could read that
+# row stale (the fast path's eventually consistent read), the very race the set closes (seed 80).
+# One forgotten after 49 newer cancels of the job is left to its row, CANCELLED long before, where a
+# stale read (seconds old at most) no longer shows PENDING.
+MAX_CANCELLED_RUNS = 50
+
+
 def in_flight_key(run: str, message: str) -> str:
     """A run's entry in Job.in_flight: its tick (stored form) and the SQS message carrying it."""
     return f"{run}#{message}"
@@ -246,6 +255,11 @@ class Job(BaseModel):
     buffered_kind: str | None = None
     buffered_until: datetime | None = None
     in_flight: dict[str, datetime] = Field(default_factory=dict)
+    # The runs a run cancel (POST /api/runs/{id}/cancel) found unstarted, by tick (stored form): every
+    # start marker write of such a run is refused, so of a run cancel and a run's start exactly one
+    # wins on this item, as for a cancel of the whole job (JobStore.cancel_run: tests/sim seed 80).
+    # At most MAX_CANCELLED_RUNS, the newest ticks (see there).
+    cancelled_runs: frozenset[str] = frozenset()
     # The DAG: this job's upstreams, the jobs that wait for it, and the schedule its periods come from
     # ("once" for chains rooted in one-off jobs, "<cron>@<timezone>" for recurring roots).
     depends_on: tuple[str, ...] = ()

@@ -267,6 +267,8 @@ class Worker:
             held, job = self.jobs.hold_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
             )
+            if not held and job is not None and sf in job.cancelled_runs:
+                return self._run_cancelled(message, job, delivery)
             # The slot held by this very message already: a receive of it got past the hold and
             # died (a crash after the handler ran leaves no other trace on the fast path). The run
             # started: its gate (pause, edit, deadline, cancel) was passed then, and is not asked
@@ -301,6 +303,8 @@ class Worker:
             counted, job = self.jobs.count_and_read(
                 message.job_id, run=sf, message=delivery.message_id, until=until, now=now
             )
+            if not counted and job is not None and sf in job.cancelled_runs:
+                return self._run_cancelled(message, job, delivery)
             # The same for a counted run: its own in-flight entry, left by a receive that got past
             # the count and died (lapsed), or by a twin that runs now (live: leave this copy).
             entry = job.in_flight.get(in_flight_key(sf, delivery.message_id)) if job else None
@@ -654,6 +658,38 @@ class Worker:
             return self._refused(job, done.row, delivery)
         return Outcome.CANCELLED
 
+    def _run_cancelled(self, message: RunMessage, job: Job, delivery: Delivery) -> Outcome:
+        """A run cancel of this run (POST /api/runs/{id}/cancel) came first: its start marker's write
+        was refused (Job.cancelled_runs), so it never starts here.
+
+        The cancel found no marker of it: it is CANCELLED (the cancel writes that row too, but may die
+        before: this is the write that no cancel answered 200 without). It found one (a receive of
+        the run had got past its marker: the row is PENDING and marked, or held): that receive's
+        outcome, or LOST when it died (its markers lapsed), as a redelivery of a marked run records.
+        A cancel answered CANCELLED used to be met by a receive that wrote its marker between the
+        cancel's read of the job and its write of the row, or read that row stale, and ran the
+        handler (tests/sim seed 80): both now write on the job item, where one of them wins."""
+        sf = message.scheduled_for
+        row = self.runs.get(job.job_id, sf)
+        if row is not None and row.status == RunStatus.PENDING and row.cancel_requested_at is not None:
+            now = self.clock.now()
+            live = (job.active_run == sf and _live(job.active_until, now)) or any(
+                key.rpartition("#")[0] == sf and _live(until, now) for key, until in job.in_flight.items()
+            )
+            if live:
+                raise InFlightElsewhere(delivery.message_id)  # it runs: its receive records it
+            return self._lost_to_cancel(job, sf, delivery, kind=message.kind)
+        if job.buffered_run == sf and _live(job.buffered_until, self.clock.now()):
+            # A buffered tick (buffer_one) gives its turn up, its wait ended: left live, the next
+            # tick would wait behind a run that never starts until that wait ran out.
+            ended = self.clock.now() - timedelta(milliseconds=1)
+            kind = job.buffered_kind or message.kind
+            try:
+                self.jobs.buffer_behind(job.job_id, run=sf, kind=kind, until=ended, now=self.clock.now())
+            except JobschedError as exc:
+                logger.warning("could not end a cancelled run's wait", extra={"sf": sf, "error": repr(exc)})
+        return self._cancelled(message, job, delivery)
+
     def _lost_to_cancel(self, job: Job, sf: str, delivery: Delivery, *, kind: str) -> Outcome:
         """A run that started, whose worker died before recording it, on a job cancelled since:
         LEASED (a claim: no row, PENDING, or a dead holder's lapsed lease) -> LOST. Not run again."""
@@ -1003,6 +1039,9 @@ class Worker:
         if current is None or current.status == JobStatus.CANCELLED:
             cancelled = RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind)
             return self._cancelled(cancelled, current, delivery)
+        if sf in current.cancelled_runs:  # a run cancel of it since its first hold: see process
+            cancelled = RunMessage(job_id=job.job_id, scheduled_for=sf, kind=kind)
+            return self._run_cancelled(cancelled, current, delivery)
         holder_live = current.active_run is not None and _live(current.active_until, now)
         if not holder_live and current.active_run not in (None, sf) and self._pool_keeps(current):
             holder_live = True  # a lapsed pool run's slot, renewed: busy (an unswept pool's run)

@@ -29,10 +29,14 @@ item first, which the cancel reads first: the slot (one-offs, recurring jobs wit
 buffer_one) or its in_flight entry (a counted run: overlap "allow", manual runs of those jobs,
 backfills, dependants). Such a run is marked (202), not cancelled; a row it has not written yet is
 born PENDING with the mark, and its one write at its end records what it did (SUCCEEDED, FAILED).
-What is left: a marker taken between the cancel's read of the job and its write of the row. Such a
-cancel is answered 200, the handler runs, and its result is refused (the row is CANCELLED). Closing
-it needs the cancel to write on the job item too, where the start markers are compared (as
-JobService.cancel does for whole jobs).
+The cancel of a run not started (no row, or PENDING) writes on the job item first, where the start
+markers are written (as JobService.cancel does for whole jobs): it adds the run to the job's
+cancelled_runs and reads the markers in the same write (JobStore.cancel_run). A marker of the run
+there: the run got past its marker first, and is marked as above. None: every later marker write of
+the run is refused, so no worker starts it (one that meets the refusal records it CANCELLED), and
+the row is written CANCELLED. A read of the job and a write of the row apart let a marker slip in
+between, or a worker read the row stale, and run its handler under a cancel answered 200 (tests/sim
+seed 80). The healthy path pays a condition on the marker write it makes anyway.
 
 A run's log lines (GET /api/runs/{id}/logs) are read from their sources one after the other: the
 worker's own lines for the run first (RunLogs), then, for a container target with an image, what each
@@ -302,6 +306,18 @@ class RunService:
         started = _holds_slot(job, sf) or _in_flight(job, sf)
         if row is None and not tick and not started:
             raise NotFound(f"run '{run_id}' not found", field="run_id")
+        if row is None or row.status == RunStatus.PENDING:
+            # Not started as far as its row tells: the cancel is written on the job item, where
+            # every start marker of the run is written, and answers the markers as they stand after
+            # it. None of the run: none can be written any more (cancelled_runs refuses it), and the
+            # run is CANCELLED below. One there: it got past its marker first, and is marked. (Read
+            # above and written below apart, a marker written between, or a row read stale by its
+            # worker, let a cancel answered CANCELLED meet a handler that ran: tests/sim seed 80.)
+            after = self.job_service.jobs.cancel_run(job.job_id, run=sf)
+            if after is None:
+                raise NotFound(f"run '{run_id}' not found", field="run_id")
+            job = after
+            started = _holds_slot(job, sf) or _in_flight(job, sf)
         if started:
             # The run holds its job's slot, or is counted in flight on it (its in_flight entry): it
             # has started, maybe on the fast path, whose row stays PENDING (or absent) until its

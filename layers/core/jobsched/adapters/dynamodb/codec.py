@@ -161,6 +161,9 @@ def job_items(job: Job, *, shard_count: int) -> tuple[dict[str, Any], dict[str, 
         item["depends_on"] = enc(json.dumps(list(job.depends_on)))
     if job.dependants:
         item["dependants"] = {"SS": sorted(job.dependants)}
+    # A run-time attribute, as in_flight (JobStore.cancel_run adds to it; save_definition leaves it).
+    if job.cancelled_runs:
+        item["cancelled_runs"] = {"SS": sorted(job.cancelled_runs)}
     if job.root_schedule:
         item["root_schedule"] = enc(job.root_schedule)
     if job.paused_at:
@@ -216,6 +219,7 @@ def job_from_item(raw: Mapping[str, Any], *, payload: Mapping[str, Any] | None =
         buffered_kind=item.get("buffered_kind"),
         buffered_until=opt_time(item.get("buffered_until")),
         in_flight={k: times.parse_stored(v) for k, v in item.get("in_flight", {}).items()},
+        cancelled_runs=frozenset(item.get("cancelled_runs", ())),
         idempotent=item.get("idempotent", True),
         tags=item.get("tags", {}),
         alerts=AlertPolicy.parse(item["alerts"]) if "alerts" in item else None,

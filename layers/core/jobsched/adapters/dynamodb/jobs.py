@@ -31,7 +31,7 @@ from jobsched.adapters.dynamodb.operations import Operations
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder, StatusCounts
-from jobsched.domain.models import MAX_FAN_OUT, Job, in_flight_key
+from jobsched.domain.models import MAX_CANCELLED_RUNS, MAX_FAN_OUT, Job, in_flight_key
 from jobsched.domain.records import Cursor, DuePage, IdempotencyRecord
 from jobsched.domain.status import JobStatus
 from jobsched.errors import Conflict, FanOutFull, TransientStoreError
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 IDEMPOTENCY_HOURS = 24
+# The job item's attributes a definition's save leaves as they are (the key, and the run-time ones).
+_RUN_TIME = ("PK", "SK", "version", "dispatched", "created_at", "dependants", "in_flight", "cancelled_runs")
 
 
 @dataclass
@@ -355,11 +357,7 @@ class JobStore(ShardLeases, Operations):
         all, and the run-time attributes (overlap guard, dispatched count) are left as they are.
         """
         item, stored_apart = job_items(job, shard_count=self.shard_count)
-        definition = {
-            k: v
-            for k, v in item.items()
-            if k not in ("PK", "SK", "version", "dispatched", "created_at", "dependants", "in_flight")
-        }
+        definition = {k: v for k, v in item.items() if k not in _RUN_TIME}
         optional = (
             "name",
             "run_at",
@@ -426,6 +424,17 @@ class JobStore(ShardLeases, Operations):
     # Every condition is on the one job item, so a cancel and a run's start cannot both win. A
     # holder that dies stops renewing its lease (active_until, its in_flight entry): its marker lapses.
     #
+    #   run cancel (API, one run R)              R's start (any of its messages)
+    #   ADD cancelled_runs R (ALL_NEW: no marker of R) -> R CANCELLED
+    #                                            hold/count: R in cancelled_runs -> refused: no run
+    #   -- or the other way round --
+    #                                            hold/count -> marker of R
+    #   ADD cancelled_runs R (ALL_NEW: a marker of R) -> R asked to stop (202)
+    #
+    # The run cancel wrote its row and answered 200 while a worker wrote its marker between the
+    # cancel's read of the job and its write of the row (or read the row stale), and ran the handler
+    # (tests/sim seed 80): now both meet on this item too, at the price of a condition.
+    #
     #   counted runs (in_flight: one entry per run and message, each with its own until)
     #   run A: SET in_flight.<A#m1> = until   run B: SET in_flight.<B#m2> = until   (+1 in_flight_rev)
     #   A dies (its entry lapses at its until; m1 comes back and re-enters <A#m1>, then removes it)
@@ -440,6 +449,7 @@ class JobStore(ShardLeases, Operations):
     # The named sub-conditions below are the rules of that timeline; each write is built from them.
     _EXISTS = "attribute_exists(PK)"
     _NOT_CANCELLED = "#s <> :cancelled"
+    _RUN_NOT_CANCELLED = "NOT contains(cancelled_runs, :run)"  # no run cancel of :run (cancel_run)
     _SLOT_UNHELD = "attribute_not_exists(active_run)"
     _SLOT_LAPSED = "active_until < :now"  # its holder stopped renewing (died)
     _SLOT_THIS_MESSAGE = "active_run = :run AND active_message = :msg"  # a redelivery of the holder
@@ -496,7 +506,9 @@ class JobStore(ShardLeases, Operations):
         values = self._hold_values(run, message, until, now)
         if stale is not None:
             values[":stale"] = enc(stale)
-        condition = all_of(self._NOT_CANCELLED, self._slot_free(stale=stale is not None))
+        condition = all_of(
+            self._NOT_CANCELLED, self._RUN_NOT_CANCELLED, self._slot_free(stale=stale is not None)
+        )
         if was_buffered:
             update += " REMOVE buffered_run, buffered_until, buffered_kind"
         return self._guarded_update(job_id, update, condition, values, {"#s": "status"})
@@ -511,7 +523,9 @@ class JobStore(ShardLeases, Operations):
             TableName=self.table,
             Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
             UpdateExpression=self._HOLD,
-            ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED, self._slot_free(stale=False)),
+            ConditionExpression=all_of(
+                self._EXISTS, self._NOT_CANCELLED, self._RUN_NOT_CANCELLED, self._slot_free(stale=False)
+            ),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=self._hold_values(run, message, until, now),
             ReturnValues="ALL_OLD",
@@ -603,18 +617,23 @@ class JobStore(ShardLeases, Operations):
                 TableName=self.table,
                 Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
                 UpdateExpression=update,
-                ConditionExpression=all_of(self._EXISTS, self._NOT_CANCELLED, has_map),
+                ConditionExpression=all_of(
+                    self._EXISTS, self._NOT_CANCELLED, self._RUN_NOT_CANCELLED, has_map
+                ),
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues={
                     **values,
                     ":one": enc(1),
                     ":cancelled": enc(JobStatus.CANCELLED.value),
+                    ":run": enc(run),
                 },
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             if applied or not item or item["status"] == enc(JobStatus.CANCELLED.value):
                 break
+            if run in item.get("cancelled_runs", {}).get("SS", ()):
+                break  # a run cancel of this run: refused for good
         return applied, self._job(item) if item else None
 
     def uncount(self, job_id: str, *, run: str, message: str) -> bool:
@@ -637,6 +656,27 @@ class JobStore(ShardLeases, Operations):
             {":until": enc(times.stored(until)), ":one": enc(1)},
             {"#k": in_flight_key(run, message)},
         )
+
+    def cancel_run(self, job_id: str, *, run: str) -> Job | None:
+        """ADD `run` to cancelled_runs (one UpdateItem, ALL_NEW: the markers as they stand after it);
+        over MAX_CANCELLED_RUNS entries, a second write DELETEs the oldest ticks but `run`."""
+        applied, item = conditional(
+            self.client.update_item,
+            TableName=self.table,
+            Key={"PK": enc(job_pk(job_id)), "SK": enc("META")},
+            UpdateExpression="ADD cancelled_runs :runs",
+            ConditionExpression=self._EXISTS,
+            ExpressionAttributeValues={":runs": {"SS": [run]}},
+            ReturnValues="ALL_NEW",
+        )
+        if not applied or not item:
+            return None
+        job = self._job(item)
+        older = sorted(job.cancelled_runs - {run}, reverse=True)[MAX_CANCELLED_RUNS - 1 :]
+        if older:
+            self._guarded_update(job_id, "DELETE cancelled_runs :old", self._EXISTS, {":old": {"SS": older}})
+            job = job.model_copy(update={"cancelled_runs": job.cancelled_runs - set(older)})
+        return job
 
     def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
         """SCHEDULED|PAUSED -> CANCELLED, only while no run has a live start marker (see above).

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder, StatusCounts
-from jobsched.domain.models import MAX_FAN_OUT, Job, in_flight_key
+from jobsched.domain.models import MAX_CANCELLED_RUNS, MAX_FAN_OUT, Job, in_flight_key
 from jobsched.domain.operations import Operation
 from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
 from jobsched.domain.status import JobStatus
@@ -275,6 +275,7 @@ class MemoryJobStore:
                     "buffered_kind",
                     "buffered_until",
                     "in_flight",
+                    "cancelled_runs",
                 )
             }
             self._put(job.model_copy(update={**kept, "version": current.version + 1}), written=job.updated_at)
@@ -309,7 +310,7 @@ class MemoryJobStore:
         """Take the slot for `run` (see the port for when)."""
         with self._lock:
             job = self.jobs.get(job_id)
-            if job is None or job.status == JobStatus.CANCELLED:
+            if job is None or job.status == JobStatus.CANCELLED or run in job.cancelled_runs:
                 return False
             if not self._slot_free(job, run=run, message=message, now=now, stale=stale):
                 return False
@@ -328,7 +329,7 @@ class MemoryJobStore:
             if job is None:
                 return False, None
             before = self._read(job_id)
-            if job.status == JobStatus.CANCELLED or not self._slot_free(
+            if (job.status == JobStatus.CANCELLED or run in job.cancelled_runs) or not self._slot_free(
                 job, run=run, message=message, now=now, stale=None
             ):
                 return False, before
@@ -394,7 +395,7 @@ class MemoryJobStore:
             if job is None:
                 return False, None
             before = self._read(job_id)
-            if job.status == JobStatus.CANCELLED:
+            if job.status == JobStatus.CANCELLED or run in job.cancelled_runs:
                 return False, before
             self._update(job, in_flight={**job.in_flight, in_flight_key(run, message): until})
             return True, before
@@ -418,6 +419,15 @@ class MemoryJobStore:
                 return False
             self._update(job, in_flight={**job.in_flight, key: until})
             return True
+
+    def cancel_run(self, job_id: str, *, run: str) -> Job | None:
+        """Add `run` to the job's cancelled_runs (its newest MAX_CANCELLED_RUNS kept); the job after."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                return None
+            kept = sorted(job.cancelled_runs - {run}, reverse=True)[: MAX_CANCELLED_RUNS - 1]
+            return self._update(job, cancelled_runs=frozenset({run, *kept}))
 
     def cancel_job(self, job_id: str, *, now: datetime, stale: str | None) -> tuple[bool, Job | None]:
         """SCHEDULED|PAUSED -> CANCELLED while no start marker is live."""
