@@ -30,7 +30,8 @@ contract suite (the displaced holder); seeds 2486, 533: test_worker_crash_after_
 cancel over a run that executed): test_run_cancel_lapsed_lease.py; seed 80 of RUN_CANCEL_SEEDS (a
 receive that started under a run cancel answered 200): test_run_cancel_races_a_start.py and the
 contract suite (JobStore.cancel_run); seed 110: test_pause_early_tick.py; seed 2973:
-test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_after_handler.py.
+test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_after_handler.py;
+seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py.
 """
 
 from __future__ import annotations
@@ -280,4 +281,20 @@ RUN_CANCEL_SEEDS: list[tuple[int, float, int, str, str]] = [
 
 # Found with concurrency keys and priorities in the workload (simulate(keys=True), with run
 # cancels): each replays with both; the seeds above replay without keys (their schedules drew none).
-KEY_SEEDS: list[tuple[int, float, int, str, str]] = []
+KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
+    (
+        128, 5, 10, "2026-11-30T12:03:20.000Z is SKIPPED but its handler succeeded",
+        "a fast-path run's worker died after its handler; its redelivery found the key full and waited"
+        " in a delayed copy, a new message that met no marker of its own and, the schedule edited, wrote"
+        " the run SKIPPED (now the wait keeps a started run's start on its row first)",
+    ),
+    (
+        137, 5, 10, "2026-11-30T12:03:00.000Z is CANCELLED but its handler succeeded",
+        "as seed 128, a run cancel during the key wait: the PENDING row written CANCELLED over a run"
+        " that executed",
+    ),
+    (
+        530, 5, 10, "2026-11-30T12:03:00.000Z is CANCELLED but its handler succeeded",
+        "as seed 137",
+    ),
+]  # fmt: skip

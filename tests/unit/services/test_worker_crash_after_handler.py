@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
+from jobsched.domain.keys import run_id_for
+from jobsched.domain.limits import Concurrency
 from jobsched.domain.models import RunMessage
 from jobsched.domain.records import Outgoing
 from jobsched.domain.status import JobStatus, RunStatus
@@ -21,6 +23,7 @@ from jobsched.errors import StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.ports import Crash, no_crash
 from jobsched.services.run import DEAD_HOLDER, Delivery, InFlightElsewhere, Outcome
+from jobsched.services.runs import RunService
 from tests.unit.services.conftest import T0, World
 
 VISIBILITY = 300  # the world's queue: a message not acknowledged surfaces again after this long
@@ -397,3 +400,60 @@ def test_a_taker_that_cannot_keep_a_dead_holders_start_gives_the_slot_back_and_w
     first = world.runs.get(job_id, T0 + timedelta(seconds=60))
     assert first is not None and first.status == RunStatus.SUCCEEDED
     assert [c[0] for c in calls].count(calls[0][0]) == 2
+
+
+@pytest.mark.parametrize("then", ["edit", "run_cancel"])
+def test_a_run_whose_worker_died_after_its_handler_keeps_its_start_through_a_key_wait(
+    world: World, then: str
+) -> None:
+    # Given a per-minute job with concurrency key "db" (limit 1), whose 12:01 tick's worker dies after
+    # the handler ran (fast path: nothing on the row, its start marker left on the job)
+    calls = _effect(world)
+    request = CreateJobRequest(
+        type="recurring",
+        handler="test.effect",
+        cron_expr="* * * * *",
+        concurrency=Concurrency(key="db", limit=1),
+    )
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.clock.set(T0 + timedelta(seconds=60))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When its message comes back and finds the key full (another run holds its only slot), so the
+    # run waits in a delayed copy (a new message), and meanwhile an edit moves the schedule off 12:01,
+    # or a client cancels the run
+    assert world.svc.worker.limits is not None
+    world.clock.set(T0 + timedelta(seconds=60 + VISIBILITY + 1))
+    now = world.clock.now()
+    assert world.svc.worker.limits.acquire(
+        "t", "db", holder="other", limit=1, until=now + timedelta(seconds=600), now=now
+    )
+    assert world.deliver() == [Outcome.WAITING]
+    sf = T0 + timedelta(seconds=60)
+    if then == "edit":
+        world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
+    else:
+        answer = RunService(job_service=world.svc.job_service).cancel(run_id_for(job_id, sf), tenant="t")
+        # the run may have run: "stopping" (202), not CANCELLED (200)
+        assert answer.stopping and answer.status != RunStatus.CANCELLED
+    world.svc.worker.limits.release("t", "db", holder="other")
+    world.clock.advance(VISIBILITY)
+    outcomes = world.deliver()
+    # Then the copy knows the run started, though no marker is its own: the wait kept the start on
+    # the row (RUNNING under a lapsed lease), and the copy takes it over (at least once, one effect
+    # key), or records it LOST on the run cancel. Before, the copy met the edit as a fresh tick and
+    # wrote SKIPPED "rescheduled", or the run cancel wrote the PENDING row CANCELLED, over a run that
+    # executed (tests/sim KEY_SEEDS 128, 137, 530).
+    run = world.runs.get(job_id, sf)
+    assert run is not None
+    if then == "edit":
+        assert Outcome.SKIPPED not in outcomes
+        assert (run.status, run.attempt) == (RunStatus.SUCCEEDED, 2)
+        assert [c[0] for c in calls].count(calls[0][0]) == 2
+    else:
+        assert outcomes == [Outcome.LOST] and len(calls) == 1
+        assert run.status == RunStatus.LOST
