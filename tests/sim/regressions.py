@@ -31,7 +31,8 @@ cancel over a run that executed): test_run_cancel_lapsed_lease.py; seed 80 of RU
 receive that started under a run cancel answered 200): test_run_cancel_races_a_start.py and the
 contract suite (JobStore.cancel_run); seed 110: test_pause_early_tick.py; seed 2973:
 test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_after_handler.py;
-seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py.
+seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py;
+seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py.
 """
 
 from __future__ import annotations
@@ -276,6 +277,12 @@ RUN_CANCEL_SEEDS: list[tuple[int, float, int, str, str]] = [
         80, 5, 10, "run 2026-11-30T12:04:50.000Z started at 291.50 after a run cancel answered CANCELLED",
         "a run cancel found no start marker and wrote the re-armed PENDING row CANCELLED, while the"
         " retry's receive counted itself and read the row stale: both now meet on the job item",
+    ),
+    (
+        273, 5, 10, "2026-11-30T12:04:00.000Z is SKIPPED but its handler succeeded",
+        "a worker ahead ran a tick just before the pause and died after its handler; an edit during the"
+        " pause recorded the old schedule's ticks of the pause SKIPPED 'rescheduled', that one too, and"
+        " its redelivery met the row as a finished run (now a tick with a start marker is left to it)",
     ),
 ]  # fmt: skip
 

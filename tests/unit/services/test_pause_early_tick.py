@@ -1,5 +1,5 @@
 """A tick of a pause received before its second, or by a worker whose clock runs ahead (tests/sim, seeds 5,
-110)."""
+110, 273)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobsched.domain.commands import CreateJobRequest
+from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.ports import Crash, FakeClock, no_crash
 from jobsched.services.run import Outcome
@@ -112,3 +112,40 @@ def test_a_tick_a_worker_ahead_ran_before_the_pause_and_died_after_is_not_coales
     assert first is not None and first.status == RunStatus.SUCCEEDED
     second = world.runs.get(job_id, T0 + timedelta(seconds=120))
     assert second is not None and second.status == RunStatus.SKIPPED and second.reason == "coalesced"
+
+
+def test_a_tick_a_worker_ahead_ran_before_the_pause_and_died_after_is_not_rescheduled_by_an_edit(
+    world: World,
+) -> None:
+    # Given the same job and the same early receive of its 12:01 tick, which runs the handler and
+    # dies before recording it; the job is paused at 12:00:59.8
+    request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.svc.worker.clock = AheadClock(world.clock, 0.5)
+    world.clock.set(T0 + timedelta(seconds=59.6))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    world.clock.set(T0 + timedelta(seconds=59.8))
+    world.svc.schedule.pause(job_id, tenant="t")
+    # When an edit during the pause (12:03:30) moves the schedule to every five minutes: the old
+    # schedule's ticks of the pause (12:01, 12:02, 12:03) are its to record SKIPPED "rescheduled"
+    world.clock.set(T0 + timedelta(seconds=210))
+    world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/5 * * * *"), tenant="t")
+    # Then 12:01, whose start marker the edit found on the job, is left to its redelivery; the two
+    # ticks that never started are SKIPPED. Before, the edit wrote 12:01 SKIPPED "rescheduled" too,
+    # over a run that executed, and its redelivery met that row as a finished run (tests/sim seed 273)
+    assert world.runs.get(job_id, T0 + timedelta(seconds=60)) is None
+    for minute in (2, 3):
+        row = world.runs.get(job_id, T0 + timedelta(seconds=60 * minute))
+        assert row is not None and (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled")
+    # and once it is resumed and the message comes back, 12:01 is recorded as executed
+    world.svc.schedule.resume(job_id, tenant="t")
+    for _ in range(2):
+        world.clock.advance(VISIBILITY + 1)
+        world.deliver()
+    first = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert first is not None and first.status == RunStatus.SUCCEEDED

@@ -23,6 +23,7 @@ from jobsched.domain.models import (
     RunKind,
     RunMessage,
     SchedulePolicy,
+    started_runs,
     takes_slot,
 )
 from jobsched.domain.records import DueEntry, Outgoing
@@ -304,7 +305,10 @@ class ScheduleService:
             return
         schedule = cron.parse(job.cron_expr or "", job.timezone)
         start, end = job.policy.start_at, job.policy.end_at
+        started = started_runs(job)  # left to their redeliveries, as in _record_rescheduled
         for tick in overdue:
+            if times.stored(tick) in started:
+                continue
             if not schedule.fires_at(tick) or (start and tick < start) or (end and tick > end):
                 self.runs.put_pending(
                     job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, skipped="rescheduled"
@@ -334,13 +338,21 @@ class ScheduleService:
         left as it is) before its own write: a throttle, a 500 or a timeout among the edit's records
         left the rest with no row for good, the edit's write having replaced the old schedule
         (tests/sim seeds 2140, 2945, 4171, 5228, 5743, 5985, 6024, 6310, 6736, 7270, 9110, 9770, 9980).
+
+        A tick whose start marker is on the job (domain.models.started_runs: a worker got past it
+        early, on a clock ahead, and died after its handler, before the pause) is left to its message's
+        redelivery, which records it truthfully: the edit wrote SKIPPED over a run that executed
+        (tests/sim seed 273), as the resume's catch-up did before (seed 110, services/dispatch.py).
         """
         gone = job.rescheduled
         if gone is None:
             return
         schedule = cron.parse(gone.cron_expr, gone.timezone)
         first = gone.first - timedelta(milliseconds=1)
+        started = started_runs(job)
         for tick in schedule.ticks(first, gone.until, limit=MAX_MISSED_PER_PASS):
+            if times.stored(tick) in started:
+                continue
             self.runs.put_pending(
                 job_id=job.job_id, tenant=job.tenant, scheduled_for=tick, now=now, skipped="rescheduled"
             )
