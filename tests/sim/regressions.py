@@ -32,7 +32,7 @@ receive that started under a run cancel answered 200): test_run_cancel_races_a_s
 contract suite (JobStore.cancel_run); seed 110: test_pause_early_tick.py; seed 2973:
 test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_after_handler.py;
 seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py;
-seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py.
+seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py.
 """
 
 from __future__ import annotations
@@ -303,5 +303,11 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         530, 5, 10, "2026-11-30T12:03:00.000Z is CANCELLED but its handler succeeded",
         "as seed 137",
+    ),
+    (
+        83, 5, 10, "2026-11-30T12:02:40.000Z is SKIPPED but its handler succeeded",
+        "a receive on a clock behind met the live slot marker of another message of its run (a copy"
+        " that ran the handler and died); the starting deadline, asked before the slot, wrote SKIPPED"
+        " over that run (now a live marker of another message makes the receive a spare first)",
     ),
 ]  # fmt: skip

@@ -183,3 +183,35 @@ def test_a_cancelled_one_offs_redelivery_that_meets_its_own_live_lease_is_left_t
     assert row is not None and row.status == RunStatus.LOST and calls == []
     job = world.jobs.get_job(job_id)
     assert job is not None and job.status == JobStatus.CANCELLED
+
+
+@pytest.mark.parametrize("overlap", ["skip", "allow"], ids=["slot", "in_flight"])
+def test_a_copy_that_meets_its_runs_live_marker_past_the_starting_deadline_is_spare_not_skipped(
+    world: World, overlap: str
+) -> None:
+    # Given a per-minute job with a 5 s starting deadline, whose 12:01 tick one message (A) carries
+    # now: its receive took the run's start marker (the slot, or an in-flight entry) and runs it
+    request = CreateJobRequest(
+        type="recurring", handler="demo.echo", cron_expr="* * * * *", overlap_policy=overlap,  # type: ignore[arg-type]
+        starting_deadline_seconds=5,
+    )  # fmt: skip
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.set(TICK)
+    until = TICK + timedelta(seconds=hold_seconds(LEASE))
+    if overlap == "skip":
+        assert world.jobs.hold_and_read(job_id, run=SF, message="m-A", until=until, now=TICK)[0]
+    else:
+        assert world.jobs.count_and_read(job_id, run=SF, message="m-A", until=until, now=TICK)[0]
+    # When another message of the same tick (B: a wake-up copy, a second send) is received past the
+    # deadline while A's marker is live
+    world.clock.set(TICK + timedelta(seconds=20))
+    if not any(json.loads(body)["scheduled_for"] == SF for _, body in world.queue.peek()):
+        world.queue.send([Outgoing(RunMessage(job_id=job_id, scheduled_for=SF, guard=overlap == "skip"), 0)])
+    [b] = [m for m in world.queue.receive() if json.loads(m.body)["scheduled_for"] == SF]
+    outcome = world.svc.worker.process(Delivery(b.message_id, b.receipt_handle, b.body))
+    # Then B is spare (it leaves a copy delayed past A's marker) and writes nothing on the run. Before,
+    # the tick's deadline gate came first and wrote SKIPPED "deadline" over the run A was running
+    # (tests/sim KEY_SEEDS 83)
+    assert outcome == Outcome.SPARE
+    assert world.runs.get(job_id, SF) is None
+    assert [json.loads(body)["scheduled_for"] for _, body in world.queue.peek()].count(SF) == 2

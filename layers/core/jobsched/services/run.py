@@ -1032,6 +1032,13 @@ class Worker:
         """
         now = self.clock.now()
         if not started:
+            carrier = self._live_copy(job, sf, delivery, now=now)
+            if carrier is not None:
+                # Another message of this run carries it now (its live marker): this copy is spare,
+                # whatever the tick's gate would say. Asked first, the gate's deadline wrote SKIPPED
+                # over the run that other message was running (tests/sim KEY_SEEDS 83: a receive on
+                # a clock behind met the live marker of a copy that ran the handler and died).
+                return self._spare(delivery, until=carrier)
             decided = self._tick_gate(job, sf, delivery, kind=kind, held=held)
             if decided is not None:
                 return decided
@@ -1095,6 +1102,19 @@ class Worker:
             return skipped
         # A retry of a run that already started once is not dropped for overlap: it waits.
         raise WaitBehind(delivery.message_id)
+
+    @staticmethod
+    def _live_copy(job: Job, sf: str, delivery: Delivery, *, now: datetime) -> datetime | None:
+        """The until of a live start marker of this run left by another of its messages (the slot,
+        or an in-flight entry), as this receive read the job; None: there is none."""
+        other = job.active_run == sf and job.active_message not in (None, delivery.message_id)
+        if other and _live(job.active_until, now):
+            return job.active_until
+        for key, until in job.in_flight.items():
+            run, _, message = key.rpartition("#")
+            if run == sf and message != delivery.message_id and _live(until, now):
+                return until
+        return None
 
     def _tick_gate(self, job: Job, sf: str, delivery: Delivery, *, kind: str, held: bool) -> Outcome | None:
         """The tick's own gate, before the slot: a pause, an edit that moved the schedule, the
