@@ -32,7 +32,8 @@ receive that started under a run cancel answered 200): test_run_cancel_races_a_s
 contract suite (JobStore.cancel_run); seed 110: test_pause_early_tick.py; seed 2973:
 test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_after_handler.py;
 seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py;
-seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py.
+seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py;
+seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py.
 """
 
 from __future__ import annotations
@@ -309,5 +310,11 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a receive on a clock behind met the live slot marker of another message of its run (a copy"
         " that ran the handler and died); the starting deadline, asked before the slot, wrote SKIPPED"
         " over that run (now a live marker of another message makes the receive a spare first)",
+    ),
+    (
+        165, 5, 10, "upstreams succeeded, dependant is without a run",
+        "a one-off upstream asked to stop by a run cancel succeeded, and its worker died before settling;"
+        " the redelivery, its marker refused by the cancel, answered CANCELLED and settled nothing (now"
+        " a recorded run is settled, as any duplicate of it settles it)",
     ),
 ]  # fmt: skip

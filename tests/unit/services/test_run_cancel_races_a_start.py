@@ -21,11 +21,13 @@ from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.records import NewRun, Transition
-from jobsched.domain.status import RunStatus
+from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.handlers import RunContext
+from jobsched.ports import Crash, no_crash
 from jobsched.services.run import Outcome
 from jobsched.services.runs import RunCancel, RunService
 from tests.unit.services.conftest import T0, World
+from tests.unit.services.test_worker_crash_after_handler import VISIBILITY, crash_once_at
 
 
 def _job(world: World, kind: str, effect: Callable[[dict[str, Any], RunContext], Any]) -> tuple[str, Any]:
@@ -159,3 +161,33 @@ def test_a_run_cancel_of_a_buffered_tick_gives_its_turn_up_for_the_next_tick(wor
     assert ran == [times.stored(T0 + timedelta(seconds=60)), times.stored(T0 + timedelta(seconds=180))]
     row = world.runs.get(job_id, times.stored(twelve_02))
     assert row is not None and row.status == RunStatus.CANCELLED
+
+
+def test_a_run_recorded_under_a_run_cancel_whose_worker_died_before_settling_is_settled_by_its_redelivery(
+    world: World,
+) -> None:
+    # Given a one-off due now, whose handler, once running, is asked to stop by a run cancel (202:
+    # its start marker is there) and succeeds all the same; its worker records the success and dies
+    # before settling it (the one-off's COMPLETED write, its dependants' signal)
+    answers: list[RunCancel] = []
+
+    def effect(payload: dict[str, Any], ctx: RunContext) -> None:
+        answers.append(RunService(job_service=world.svc.job_service).cancel(ctx.run_id, tenant="t"))
+
+    job_id, tick = _job(world, "one_off", effect)
+    world.svc.worker.crash = crash_once_at("run.after_record")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    assert [a.stopping for a in answers] == [True]
+    # When its message comes back: the run cancel refuses the run's marker now
+    world.clock.advance(VISIBILITY + 1)
+    outcomes = world.deliver()
+    # Then the recorded success is settled, as any duplicate of a recorded run settles it: the
+    # one-off is COMPLETED. Before, the receive answered CANCELLED and settled nothing (a DAG's
+    # dependant was left without a run: tests/sim KEY_SEEDS 165)
+    assert outcomes == [Outcome.DUPLICATE]
+    row = world.runs.get(job_id, times.stored(tick))
+    assert row is not None and row.status == RunStatus.SUCCEEDED
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.status == JobStatus.COMPLETED

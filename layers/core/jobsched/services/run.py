@@ -681,6 +681,13 @@ class Worker:
         handler (tests/sim seed 80): both now write on the job item, where one of them wins."""
         sf = message.scheduled_for
         row = self.runs.get(job.job_id, sf)
+        if row is not None and row.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+            # The receive that got past its marker before the cancel recorded the run, and may have
+            # died before settling it: settle it (idempotent), as a duplicate of a recorded run does.
+            # Answered CANCELLED instead, a success's dependants were never signalled and a one-off
+            # never COMPLETED (tests/sim KEY_SEEDS 165: a DAG's dependant left without a run).
+            settle_recorded(job, row, failures=self.failures, dag=self.dag, now=self.clock.now())
+            return Outcome.DUPLICATE
         if row is not None and row.status == RunStatus.PENDING and row.cancel_requested_at is not None:
             now = self.clock.now()
             live = (job.active_run == sf and _live(job.active_until, now)) or any(
