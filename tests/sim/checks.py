@@ -51,7 +51,7 @@ class Ledger:
     cancelled_at: dict[str, float] = field(default_factory=dict)  # job -> when a cancel answered 200
     # (job, sf) -> when a run cancel (POST /api/runs/{id}/cancel) first answered CANCELLED
     run_cancelled_at: dict[tuple[str, str], float] = field(default_factory=dict)
-    run_cancel_asked: set[tuple[str, str]] = field(default_factory=set)  # (job, sf): any 2xx answer
+    run_cancel_asked: set[tuple[str, str]] = field(default_factory=set)  # (job, sf): 2xx, 5xx, the API died
     stalled: set[tuple[str, str]] = field(default_factory=set)  # (job, sf) whose handler skipped beats
     unbuffered: list[str] = field(default_factory=list)
     traces: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
@@ -292,7 +292,7 @@ def _check_recurring(
             elif (
                 r.status == RunStatus.CANCELLED
                 and (cancel is None or tick > cancel + timedelta(seconds=5))
-                and (job_id, times.stored(tick)) not in world.ledger.run_cancelled_at
+                and (job_id, times.stored(tick)) not in world.ledger.run_cancel_asked
             ):
                 bad.append(f"{job_id}: tick {times.stored(tick)} is CANCELLED but no cancel came before it")
     if policy == "allow":

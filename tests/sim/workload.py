@@ -188,9 +188,12 @@ class Workload:
         except Crash as exc:
             self.run_api = None
             self.w.trace(job_id, sf, f"api run-cancel: the API died at {exc}")
+            self.w.ledger.run_cancel_asked.add((job_id, sf))  # it may have applied before
             return
         except JobschedError as exc:
             self.w.trace(job_id, sf, f"api run-cancel: {exc.status} {type(exc).__name__}")
+            if exc.status >= 500:  # a 5xx may have applied (its first write went through)
+                self.w.ledger.run_cancel_asked.add((job_id, sf))
             return
         self.w.trace(job_id, sf, f"api run-cancel: {out.status.value}{' stopping' if out.stopping else ''}")
         self.w.ledger.run_cancel_asked.add((job_id, sf))
