@@ -73,7 +73,24 @@ def test_a_rotation_before_any_use_creates_the_first_secret(store: SigningSecret
     assert store.rotate("t1") == store.get("t1")
 
 
+def _one_request_at_a_time(*clients: Any) -> None:
+    """moto in-process is not thread-safe (a CI run under load failed inside moto): serve the clients'
+    requests one at a time, as moto_server and DynamoDB answer each one atomically. The adapter's own
+    steps (read, conditional put, read again) still interleave across the racing threads."""
+    lock = threading.Lock()
+    for client in clients:
+        call = client._make_api_call
+
+        def serialized(*args: Any, _call: Any = call, **kwargs: Any) -> Any:
+            with lock:
+                return _call(*args, **kwargs)
+
+        client._make_api_call = serialized
+
+
 def test_concurrent_first_uses_create_one_secret_that_every_caller_answers(store: SigningSecrets) -> None:
+    if isinstance(store, KmsSigningSecrets):
+        _one_request_at_a_time(store.client, store.kms)
     answers: list[str] = []
     start = threading.Barrier(8)
 
