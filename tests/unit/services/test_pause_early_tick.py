@@ -79,12 +79,10 @@ def test_a_tick_a_worker_whose_clock_runs_ahead_took_for_missed_still_runs_after
     assert run is not None and run.status == RunStatus.SUCCEEDED
 
 
-def test_a_tick_a_worker_ahead_ran_before_the_pause_and_died_after_is_not_coalesced_by_the_resume(
-    world: World,
-) -> None:
-    # Given the same per-minute job (catch-up "one"), its 12:01 tick handed over at once; a worker
-    # whose clock runs 0.5 s ahead receives it at 12:00:59.6 (due on its clock, the job not yet
-    # paused), runs the handler and dies before recording it; the job is paused at 12:00:59.8
+def _ran_early_and_died_before_the_pause(world: World) -> str:
+    """A per-minute job (catch-up "one"), its 12:01 tick handed over at once; a worker whose clock
+    runs 0.5 s ahead receives it at 12:00:59.6 (due on its clock, the job not yet paused), runs the
+    handler and dies before recording it; the job is paused at 12:00:59.8. Its id."""
     request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
     world.clock.advance(0.5)
     job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
@@ -97,6 +95,16 @@ def test_a_tick_a_worker_ahead_ran_before_the_pause_and_died_after_is_not_coales
     world.svc.worker.crash = no_crash
     world.clock.set(T0 + timedelta(seconds=59.8))
     world.svc.schedule.pause(job_id, tenant="t")
+    return job_id
+
+
+def test_a_tick_a_worker_ahead_ran_before_the_pause_and_died_after_is_not_coalesced_by_the_resume(
+    world: World,
+) -> None:
+    # Given the same per-minute job (catch-up "one"), its 12:01 tick handed over at once; a worker
+    # whose clock runs 0.5 s ahead receives it at 12:00:59.6 (due on its clock, the job not yet
+    # paused), runs the handler and dies before recording it; the job is paused at 12:00:59.8
+    job_id = _ran_early_and_died_before_the_pause(world)
     # When it is resumed at 12:03:30 (12:01, 12:02, 12:03 missed: coalesced into 12:03), and the
     # dead receive's message comes back (twice: the first receive finds the run's start kept on its
     # row by the tick that took its lapsed slot, and waits for that slot)
@@ -119,18 +127,7 @@ def test_a_tick_a_worker_ahead_ran_before_the_pause_and_died_after_is_not_resche
 ) -> None:
     # Given the same job and the same early receive of its 12:01 tick, which runs the handler and
     # dies before recording it; the job is paused at 12:00:59.8
-    request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
-    world.clock.advance(0.5)
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
-    world.svc.dispatcher.dispatch_all()
-    world.svc.worker.clock = AheadClock(world.clock, 0.5)
-    world.clock.set(T0 + timedelta(seconds=59.6))
-    world.svc.worker.crash = crash_once_at("run.after_handler")
-    with pytest.raises(Crash):
-        world.deliver()
-    world.svc.worker.crash = no_crash
-    world.clock.set(T0 + timedelta(seconds=59.8))
-    world.svc.schedule.pause(job_id, tenant="t")
+    job_id = _ran_early_and_died_before_the_pause(world)
     # When an edit during the pause (12:03:30) moves the schedule to every five minutes: the old
     # schedule's ticks of the pause (12:01, 12:02, 12:03) are its to record SKIPPED "rescheduled"
     world.clock.set(T0 + timedelta(seconds=210))
