@@ -33,7 +33,8 @@ contract suite (JobStore.cancel_run); seed 110: test_pause_early_tick.py; seed 2
 test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_after_handler.py;
 seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py;
 seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py;
-seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py.
+seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py; seeds 890, 5024, 5479, 6968, 7217 of KEY_SEEDS
+(the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait).
 """
 
 from __future__ import annotations
@@ -317,4 +318,17 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
         " the redelivery, its marker refused by the cancel, answered CANCELLED and settled nothing (now"
         " a recorded run is settled, as any duplicate of it settles it)",
     ),
+    (
+        890, 5, 10, "stuck PENDING",
+        "a key of limit 1 held by 30 s handlers of a job ticking every 10 s: its backlog drained past"
+        " the drain's fixed half hour, slowed further as each duplicate delivery of a waiting run left a"
+        " delayed copy of its own and a finished run's copies waited on (10 copies of one run queued at"
+        " once). Now the drain runs while handlers run (workload.py DRAIN_LIMIT_SECONDS), and one copy"
+        " carries a run's wait (RunStore.note_wait; a finished run's copy is spare): 4 at most. The"
+        " copies' fix is guarded by test_concurrency_keys.py and the contract suite, not by this seed",
+    ),
+    (5024, 5, 10, "stuck PENDING", "as seed 890"),
+    (5479, 5, 10, "the schedule did not settle", "as seed 890"),
+    (6968, 5, 10, "the schedule did not settle", "as seed 890"),
+    (7217, 5, 10, "the schedule did not settle", "as seed 890"),
 ]  # fmt: skip

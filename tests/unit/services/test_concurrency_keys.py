@@ -168,3 +168,70 @@ def test_a_job_without_concurrency_never_touches_the_limit_store(world: World) -
     # Then it runs without a single call to it
     assert world.deliver() == [Outcome.SUCCEEDED]
     assert world.runs.get(job_id, times.stored(T0 + timedelta(seconds=5))) is not None
+
+
+def _deliver_twice(world: World) -> list[Outcome]:
+    """Every visible message handed to the worker twice (SQS delivers a message more than once at
+    times: the same message id), then acknowledged."""
+    outcomes = []
+    for m in world.queue.receive():
+        for _ in range(2):
+            outcomes.append(world.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body)))
+        world.queue.delete(m.receipt_handle)
+    return outcomes
+
+
+def test_duplicate_deliveries_of_a_waiting_run_leave_one_copy_after_its_next_look(world: World) -> None:
+    # Given a keyed run whose key stays full, its message delivered twice: each receive waited
+    keyed_one_off(world)
+    occupy(world, seconds=3600)
+    world.clock.advance(5)
+    assert _deliver_twice(world) == [Outcome.WAITING, Outcome.WAITING]
+    assert len(world.queue.peek()) == 2
+    # When both copies come back to the full key, and then what is left once more
+    for _ in range(2):
+        world.clock.advance(60)
+        world.deliver()
+    # Then one copy carries the run: the one overtaken by the other's wait leaves none behind (the
+    # copies of a run never multiply, whatever duplicates SQS hands out: tests/sim KEY_SEEDS 890)
+    assert len(world.queue.peek()) == 1
+    # And that copy still runs the run once the key frees up
+    assert world.svc.worker.limits is not None
+    world.svc.worker.limits.release("t", "db", holder="other")
+    world.clock.advance(60)
+    assert world.deliver() == [Outcome.SUCCEEDED]
+    assert world.queue.peek() == []
+
+
+def test_a_waiting_copy_of_a_run_that_finished_leaves_no_copy_behind(world: World) -> None:
+    # Given an `allow` job with key "db" whose 12:00:10 run waited for the full key twice at once
+    # (its message delivered twice), and then ran from one of the copies
+    world.handler("test.ok", lambda payload, ctx: {"ok": True})
+    request = CreateJobRequest(
+        type="recurring",
+        handler="test.ok",
+        cron_expr="*/10 * * * * *",
+        overlap_policy="allow",
+        concurrency=Concurrency(key="db", limit=1),
+    )
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    occupy(world, seconds=12)
+    world.clock.set(T0 + timedelta(seconds=10))
+    world.svc.dispatcher.dispatch_all()
+    assert _deliver_twice(world) == [Outcome.WAITING, Outcome.WAITING]
+    assert world.svc.worker.limits is not None
+    world.svc.worker.limits.release("t", "db", holder="other")
+    world.clock.advance(2)
+    [m, spare] = world.queue.receive()
+    assert world.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body)) == Outcome.SUCCEEDED
+    world.queue.delete(m.receipt_handle)
+    run = world.runs.get(job_id, T0 + timedelta(seconds=10))
+    assert run is not None and run.status == RunStatus.SUCCEEDED
+    # When the other copy meets the key full again (another run holds it)
+    occupy(world, seconds=600)
+    outcome = world.svc.worker.process(Delivery(spare.message_id, spare.receipt_handle, spare.body))
+    world.queue.delete(spare.receipt_handle)
+    # Then it is a duplicate: it leaves no copy behind (before, a finished run's copies waited for
+    # the key forever, each duplicate delivery adding one)
+    assert outcome == Outcome.DUPLICATE
+    assert [body for _, body in world.queue.peek() if "12:00:10" in body] == []

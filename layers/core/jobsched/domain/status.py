@@ -108,3 +108,9 @@ def check_path(*path: RunStatus) -> None:
 def is_legal(src: RunStatus, dst: RunStatus) -> bool:
     """Whether src -> dst is an edge of the state machine."""
     return (src, dst) in LEGAL_EDGES
+
+# The runs that may still start, so a wait for a key is counted on them (RunStore.note_wait): the
+# rest are over for a waiting copy of their message (a replay or a release sends a message of its own).
+MAY_START: frozenset[RunStatus] = frozenset(
+    {RunStatus.PENDING, RunStatus.LEASED, RunStatus.RUNNING, RunStatus.FAILED}
+)

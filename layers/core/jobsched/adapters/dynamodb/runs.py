@@ -27,7 +27,7 @@ from jobsched.domain import times
 from jobsched.domain.keys import job_pk, run_id_for, run_sk
 from jobsched.domain.models import Execution
 from jobsched.domain.records import AttemptEnd, Cursor, DeadLetter, Lease, NewRun, Transition
-from jobsched.domain.status import HELD, UNSTARTED_RECORDS, RunStatus, check_path, sources_of
+from jobsched.domain.status import HELD, MAY_START, UNSTARTED_RECORDS, RunStatus, check_path, sources_of
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -224,11 +224,22 @@ class RunStore:
         )
 
     def note_wait(
-        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
-    ) -> int:
-        """A PENDING run (or no row: created PENDING, attempt 0) keeps `reason` and counts the wait
-        (`waits`); answers the count, or 0 when the row is past PENDING (nothing written). Not a
-        status change, so not a _transition: PENDING stays PENDING, created like put_pending's row."""
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        reason: str,
+        now: datetime,
+        create: NewRun,
+        message: str,
+        waited: int = 0,
+    ) -> int | None:
+        """A run that may still start (or no row: created PENDING, attempt 0, like put_pending's
+        row) keeps `reason`, counts the wait (`waits`) and names `message` (`wait_by`), in one
+        conditional update: a wait's copy (`waited` > 0) counts only while `waits` is its own, or
+        its message counted the last one. Answers the count; None when refused (nothing written).
+        Not a status change, so not a _transition: the status stays as it is."""
+        may_start = sorted(s.value for s in MAY_START)
         names = {"#s": "status"}
         values: dict[str, Any] = {
             ":pending": enc(RunStatus.PENDING.value),
@@ -236,6 +247,8 @@ class RunStore:
             ":now": enc(times.stored(now)),
             ":zero": enc(0),
             ":one": enc(1),
+            ":by": enc(message),
+            **{f":m{i}": enc(status) for i, status in enumerate(may_start)},
         }
         sets = [
             "#s = if_not_exists(#s, :pending)",
@@ -244,23 +257,31 @@ class RunStore:
             "reason = :reason",
             "updated_at = :now",
             "waits = if_not_exists(waits, :zero) + :one",
+            "wait_by = :by",
         ]
         for i, (key, value) in enumerate(sorted(self._created(create).items())):
             names[f"#c{i}"] = key
             values[f":c{i}"] = enc(value)
             sets.append(f"#c{i} = if_not_exists(#c{i}, :c{i})")
+        ours = ""
+        if waited:
+            values[":waited"] = enc(waited)
+            ours = any_of("waits = :waited", "wait_by = :by")
         applied, result = conditional(
             self.client.update_item,
             TableName=self.table,
             Key={"PK": enc(job_pk(job_id)), "SK": enc(run_sk(scheduled_for))},
             UpdateExpression="SET " + ", ".join(sets),
-            ConditionExpression=any_of("attribute_not_exists(PK)", "#s = :pending"),
+            ConditionExpression=any_of(
+                "attribute_not_exists(PK)",
+                all_of(f"#s IN ({', '.join(f':m{i}' for i in range(len(may_start)))})", ours),
+            ),
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
             ReturnValues="UPDATED_NEW",
         )
         if not applied:
-            return 0
+            return None
         return int(dec(result).get("waits", 1))
 
     def mark_upstream_failed(self, created: NewRun, *, reason: str, now: datetime) -> bool:
