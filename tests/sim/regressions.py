@@ -34,7 +34,8 @@ test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_a
 seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py;
 seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py;
 seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py; seeds 890, 5024, 5479, 6968, 7217 of KEY_SEEDS
-(the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait).
+(the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait);
+seeds 2521, 5050 of KEY_SEEDS (a kept start with no message): test_worker_revive_kept_start.py.
 """
 
 from __future__ import annotations
@@ -331,4 +332,12 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
     (5479, 5, 10, "the schedule did not settle", "as seed 890"),
     (6968, 5, 10, "the schedule did not settle", "as seed 890"),
     (7217, 5, 10, "the schedule did not settle", "as seed 890"),
+    (
+        2521, 5, 10, "stuck RUNNING",
+        "a paused tick's message handed out twice: one receive stopped at the pause and acknowledged it,"
+        " the other's hold outlived it (its release failed); a later tick took the lapsed slot over and"
+        " kept the tick's start on its row, RUNNING with no message left to move it (now the kept start"
+        " gets a delayed copy of the holder's message: Worker._revive)",
+    ),
+    (5050, 5, 10, "stuck RUNNING", "as seed 2521, the other hold's answer timed out after its write"),
 ]  # fmt: skip

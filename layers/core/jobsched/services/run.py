@@ -489,7 +489,8 @@ class Worker:
         True: the holder's start is safe (its row recorded, or kept now); False: both tries failed.
         """
         assert old.active_run is not None
-        return self._keep_start(old, old.active_run, old.active_message, renewed=old.active_until)
+        holder, message = old.active_run, old.active_message
+        return self._keep_start(old, holder, message, renewed=old.active_until, revive=True)
 
     def _hand_back(self, old: Job, sf: str, delivery: Delivery) -> None:
         """This receive took over a dead holder's slot and could not keep the holder's start on its
@@ -516,26 +517,38 @@ class Worker:
             )
         raise TransientStoreError(f"could not keep the start of run {holder}, whose slot this tick took")
 
-    def _keep_start(self, job: Job, holder: str, message: str | None, *, renewed: datetime | None) -> bool:
+    def _keep_start(
+        self, job: Job, holder: str, message: str | None, *, renewed: datetime | None, revive: bool = False
+    ) -> bool:
         """The run `holder` (carried by `message`) started and its worker died or stalled: unless its
         row is recorded, move it PENDING (or absent) -> RUNNING under a lapsed lease (see
         _keep_dead_holders_start). `renewed`: its hold's last until, when known. True: its start is
-        safe (its row recorded, or RUNNING now); False: the store failed both tries."""
+        safe (its row recorded, or RUNNING now); False: the store failed both tries.
+
+        `revive`: this receive carries another run, so the holder's own message is the only one that
+        can finish the kept run, and it may be gone: a twin receive of it (SQS handed it out twice)
+        stopped at the run's gate and acknowledged it, while the other's hold outlived it (its
+        release failed, or its hold's answer timed out after the write). The kept row then stayed
+        RUNNING with nothing to take it over (tests/sim seeds 2521, 5050). So the kept start gets a
+        copy of the holder's message, delayed past the visibility timeout: the holder's own
+        redelivery, if it comes, settles the run first and the copy is a duplicate; else the copy
+        takes the run over (or records it LOST). One send, only where the row was kept now."""
         now = self.clock.now()
+        owner = f"{DEAD_HOLDER}/{message}"
         for attempt in (1, 2):  # best effort: a failed try is tried once more, then logged
             try:
                 row = self.runs.get(job.job_id, holder, consistent=False)
                 if row is not None and row.status != RunStatus.PENDING:
-                    return True  # recorded: its row tells its redelivery how it ended, or that it started
+                    # Recorded: its row tells its redelivery how it ended, or that it started. (Or
+                    # this receive's first try kept it, and its answer was lost: revive it now.)
+                    ours = row.status == RunStatus.RUNNING and row.lease_owner == owner
+                    if revive and attempt == 2 and ours:
+                        self._revive(job, holder, row.kind)
+                    return True
                 # When it was last seen alive: the hold's last renewal (its start is not known).
                 seen = now if renewed is None else renewed - timedelta(seconds=self.hold_seconds())
-                lease = Lease(
-                    owner=f"{DEAD_HOLDER}/{message}",
-                    message=message or "",
-                    worker=DEAD_HOLDER,
-                    until=now,
-                )
-                self.runs.persist_running(
+                lease = Lease(owner=owner, message=message or "", worker=DEAD_HOLDER, until=now)
+                kept = self.runs.persist_running(
                     job.job_id,
                     holder,
                     lease=lease,
@@ -543,6 +556,8 @@ class Worker:
                     now=now,
                     create=NewRun(job.job_id, job.tenant, holder),
                 )
+                if revive and kept.applied:
+                    self._revive(job, holder, row.kind if row is not None else "scheduled")
                 return True
             except JobschedError as exc:
                 if attempt == 2:
@@ -551,6 +566,16 @@ class Worker:
                         extra={"job_id": job.job_id, "sf": holder, "error": repr(exc)},
                     )
         return False
+
+    def _revive(self, job: Job, sf: str, kind: str) -> None:
+        """A copy of the message of the run `sf`, whose start was kept on its row (see _keep_start),
+        delayed past the visibility timeout. Sent after the row's write, so the copy always finds
+        the run RUNNING (as a copy sent first could find it PENDING and skip a run that executed)."""
+        self.crash("run.before_revive_send")
+        guard = takes_slot(job.type, job.policy.overlap_policy)
+        fields = {"job_id": job.job_id, "scheduled_for": sf, "kind": kind, "guard": guard}
+        copy = RunMessage.model_validate(fields)
+        self.queue.send([Outgoing(copy, min(MAX_DELAY_SECONDS, self.settings.lease_seconds))])
 
     def _process(
         self, message: RunMessage, job: Job | None, delivery: Delivery, *, held: bool, started: bool
