@@ -125,6 +125,25 @@ def test_the_first_heartbeat_persists_the_fast_path_as_running(backend: Backend)
     assert backend.runs.record(JOB, SF, owner="w1/a", end=failed()).applied
 
 
+def test_a_first_heartbeat_tried_again_after_its_answer_was_lost_is_refused_by_its_own_lease(
+    backend: Backend,
+) -> None:
+    # The worker tells its own applied write from another holder's by the row these refusals answer:
+    # RUNNING under its own lease (Worker._run_fast, tests/sim seed 6505)
+    pending(backend)
+    first = backend.runs.persist_running(JOB, SF, lease=lease(), started_at=at(1), now=at(5), create=NEW)
+    again = backend.runs.persist_running(JOB, SF, lease=lease(), started_at=at(1), now=at(5), create=NEW)
+    assert first.applied
+    assert not again.applied and again.row is not None
+    assert (again.row.status, again.row.attempt, again.row.lease_owner) == (RunStatus.RUNNING, 1, "w1/a")
+    one_write = backend.runs.record_unleased(JOB, SF, worker="w1", end=failed(), create=NEW)
+    assert not one_write.applied and one_write.row is not None
+    assert (one_write.row.status, one_write.row.lease_owner) == (RunStatus.RUNNING, "w1/a")
+    assert backend.runs.record(JOB, SF, owner="w1/a", end=failed()).applied
+    row = backend.runs.get(JOB, SF)
+    assert row is not None and row.status == RunStatus.FAILED and [a.attempt for a in row.attempts] == [1]
+
+
 def test_a_failed_run_keeps_its_error_and_no_worker_can_claim_or_fail_it_again(backend: Backend) -> None:
     assert backend.runs.record_unleased(JOB, SF, worker="w1", end=failed(), create=NEW).applied
     row = backend.runs.get(JOB, SF)

@@ -35,7 +35,9 @@ seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_a
 seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py;
 seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py; seeds 890, 5024, 5479, 6968, 7217 of KEY_SEEDS
 (the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait);
-seeds 2521, 5050 of KEY_SEEDS (a kept start with no message): test_worker_revive_kept_start.py.
+seeds 2521, 5050 of KEY_SEEDS (a kept start with no message): test_worker_revive_kept_start.py;
+seed 6505 of KEY_SEEDS (a first beat's lease write timed out after it applied):
+test_run_cancel_first_beat_timeout.py.
 """
 
 from __future__ import annotations
@@ -340,4 +342,12 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
         " gets a delayed copy of the holder's message: Worker._revive)",
     ),
     (5050, 5, 10, "stuck RUNNING", "as seed 2521, the other hold's answer timed out after its write"),
+    (
+        6505, 5, 10, "is CANCELLED (a run cancel at 294.20) but its attempt 1 ran unrecorded",
+        "a fast-path run's first beat wrote its lease row and the answer timed out; the beat's second try,"
+        " refused by that row (RUNNING under its own lease), was read as another holder's: the worker let"
+        " the lease go, its record was refused, the takeover ran attempt 2, and a run cancel of the"
+        " re-armed retry wrote CANCELLED over attempt 1 that ran unrecorded (now a row RUNNING under the"
+        " attempt's own lease is its own write's: recorded under it)",
+    ),
 ]  # fmt: skip

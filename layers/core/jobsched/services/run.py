@@ -1328,7 +1328,19 @@ class Worker:
             if done.applied:
                 before = done.previous  # None: the write created the row
                 counted.append(((before.attempt if before else 0) + 1, before.replays if before else 0))
-            return done.applied
+                return True
+            mine = _held_by(done.row, owner)
+            if mine is not None:
+                # Refused because an earlier try of this very write applied, its answer lost (a
+                # timeout after the write, tried again by the beat): the row is RUNNING under this
+                # attempt's own lease (its owner names this attempt alone). Read as another holder's,
+                # the beat let the lease go, the outcome's one write was refused by that RUNNING row,
+                # the message was left, and the takeover after the lease ran the handler again as
+                # attempt 2: attempt 1 ran unrecorded, and a run cancel of the re-armed retry wrote
+                # CANCELLED over it (tests/sim seed 6505).
+                counted.append((mine.attempt, mine.replays))
+                return True
+            return False
 
         # A retried run (re-armed PENDING) resumes from the checkpoint on the row read above: an
         # eventually consistent read, which may show an older one (the re-arm came backoff seconds
@@ -1355,7 +1367,8 @@ class Worker:
         end = self._outcome(started, self.clock.now(), attempt, result, error)
         finished = end.finished_at
         self.metrics.emit(telemetry.DURATION, _ms(finished - started), telemetry.MILLISECONDS)
-        if heartbeat.persisted:
+        persisted = heartbeat.persisted
+        if persisted:
             done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         else:
             done = self._record(
@@ -1364,6 +1377,14 @@ class Worker:
                 ),
                 end,
             )
+            mine = None if done.applied else _held_by(done.row, owner)
+            if mine is not None:
+                # The first beat's lease write applied, but every answer of it was lost (a timeout
+                # after the write, then a failed try): the run is RUNNING under this attempt's own
+                # lease. Its outcome is recorded under that lease, as the attempt that write counted.
+                persisted, attempt, replays = True, mine.attempt, mine.replays
+                end = self._outcome(started, finished, attempt, result, error)
+                done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         if not done.applied:
             ours = self._recorded_for_us(job, done.row, owner=owner)
             if ours is not None:
@@ -1371,10 +1392,10 @@ class Worker:
             # Someone else recorded this run meanwhile (a duplicate delivery, or a retry's
             # takeover): theirs stands; finish what a dead recorder may have left undone.
             refused = self._refused(job, done.row, delivery)
-            if refused == Outcome.DUPLICATE and heartbeat.persisted:
+            if refused == Outcome.DUPLICATE and persisted:
                 raise LeaseLost(delivery.message_id)
             return refused
-        if not heartbeat.persisted:
+        if not persisted:
             # The attempt is the one the write counted: the read that picked this path is eventually
             # consistent and may have shown an older row (a retry's re-armed row read as absent),
             # and a failure handed over under an attempt already handed over starts no workflow.
@@ -1771,6 +1792,11 @@ def _records(row: Execution | None, end: AttemptEnd) -> bool:
         and times.stored(last.started_at) == times.stored(end.started_at)
         and times.stored(last.finished_at) == times.stored(end.finished_at)
     )
+
+
+def _held_by(row: Execution | None, owner: str) -> Execution | None:
+    """`row` if it is RUNNING under the lease `owner` (one attempt's own: a worker id and a nonce)."""
+    return row if row is not None and row.status == RunStatus.RUNNING and row.lease_owner == owner else None
 
 
 def hold_seconds(lease_seconds: int) -> int:
