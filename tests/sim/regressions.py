@@ -34,7 +34,8 @@ test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_a
 seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py;
 seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py;
 seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py; seeds 890, 5024, 5479, 6968, 7217 of KEY_SEEDS
-(the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait).
+(the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait);
+seed 5225 of KEY_SEEDS (an edit's records of the overdue ticks it took off the schedule): test_pause_edit.py.
 """
 
 from __future__ import annotations
@@ -331,4 +332,11 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
     (5479, 5, 10, "the schedule did not settle", "as seed 890"),
     (6968, 5, 10, "the schedule did not settle", "as seed 890"),
     (7217, 5, 10, "the schedule did not settle", "as seed 890"),
+    (
+        5225, 5, 10, "2026-11-30T12:02:30.000Z was due and is missing",
+        "a pause handed over its due tick and failed before its stamp; an edit 55 s later found the old"
+        " schedule's ticks due and not handed over, and its SKIPPED 'rescheduled' records of those off"
+        " the new schedule, written after its write, met a timeout: the rest had no row for good (now"
+        " the edit hands them over first, as the next pass would have, and a worker records them)",
+    ),
 ]  # fmt: skip
