@@ -35,7 +35,9 @@ seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_a
 seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py;
 seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py; seeds 890, 5024, 5479, 6968, 7217 of KEY_SEEDS
 (the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait);
-seed 5225 of KEY_SEEDS (an edit's records of the overdue ticks it took off the schedule): test_pause_edit.py.
+seed 5225 of KEY_SEEDS (an edit's records of the overdue ticks it took off the schedule): test_pause_edit.py;
+seed 7098 of KEY_SEEDS (a resume's copies of the ticks a worker ahead took for ones of the pause):
+test_pause_early_tick.py and tests/unit/test_plan_ticks.py.
 """
 
 from __future__ import annotations
@@ -338,5 +340,11 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
         " schedule's ticks due and not handed over, and its SKIPPED 'rescheduled' records of those off"
         " the new schedule, written after its write, met a timeout: the rest had no row for good (now"
         " the edit hands them over first, as the next pass would have, and a worker records them)",
+    ),
+    (
+        7098, 5, 10, "2026-11-30T12:04:30.000Z was due and is missing",
+        "a worker whose clock ran ahead acknowledged a handed-over tick as one of the pause; the resume's"
+        " copy of it, sent in a step after its hand-over's stamp, met a throttle (now the copies go out"
+        " in the resume's hand-over, before its stamp, which stays at the pause's first tick if it fails)",
     ),
 ]  # fmt: skip

@@ -32,7 +32,7 @@ from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import EcsTarget, WorkerTarget
 from jobsched.errors import Conflict, StoreUnreachable, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
-from jobsched.services.dispatch import MAX_MISSED_PER_PASS, jitter_offset
+from jobsched.services.dispatch import MAX_MISSED_PER_PASS
 from jobsched.services.jobs import JobService, next_run_shown
 
 MAX_BACKFILL_TICKS = 1000
@@ -129,9 +129,18 @@ class ScheduleService:
         # Every tick that came due during the pause was missed, whether it had been handed over
         # before the pause (the worker left it alone) or not: the plan starts at the pause's first
         # tick and the catch-up policy decides. Ticks handed over and not yet due still wait in
-        # the queue; they are not sent again.
+        # the queue; they are not sent again, but for those due within RESEND_WITHIN_SECONDS: they
+        # were judged "not yet due" on the API's clock, a worker judged them on its own, and a
+        # worker ahead has acknowledged such a tick as one of the pause (tests/sim seed 5). Their
+        # copies go out in the resume's hand-over, before its stamp: sent after it, a fault left
+        # them unsent for good (seed 7098), where a hand-over that fails before its stamp leaves the
+        # job's pending tick at the pause's first tick, for the next pass to hand over from there.
+        # (A copy whose original is still queued finds the run started or finished and is dropped.)
         first = self._first_tick_of_pause(job)
-        replan = first is not None and job.resume_from is not None and first < min(now, job.resume_from)
+        resend_before = now + timedelta(seconds=RESEND_WITHIN_SECONDS)
+        replan = (
+            first is not None and job.resume_from is not None and first < min(resend_before, job.resume_from)
+        )
         # An edit's SKIPPED records of the old schedule's ticks of the pause, all written before the
         # resume lets go of them (a fault among them after the edit's write left the rest undone).
         self._record_rescheduled(job, now=now)
@@ -146,35 +155,13 @@ class ScheduleService:
             }
         )
         self._save(job, resumed)
-        self.job_service.hand_over_if_due_soon(
-            resumed, missed_before=now, queued_before=job.resume_from if replan else None
-        )
-        if first is not None and job.resume_from is not None:
-            self._send_again_soon(job, first=max(first, now), before=job.resume_from, now=now)
+        if replan:
+            self.job_service.hand_over_if_due_soon(
+                resumed, missed_before=now, queued_before=job.resume_from, resend_before=resend_before
+            )
+        else:
+            self.job_service.hand_over_if_due_soon(resumed, missed_before=now)
         return self._control(self.job_service.owned(job_id, tenant))
-
-    def _send_again_soon(self, job: Job, *, first: datetime, before: datetime, now: datetime) -> None:
-        """Send a copy of each handed-over tick in [first, before) due within RESEND_WITHIN_SECONDS.
-
-        Ticks the resume leaves to their queued messages were judged "not yet due" on the API's clock;
-        a worker judged them on its own, and a worker ahead has acknowledged the tick as one of the
-        pause. A copy whose original is still queued finds the run started or finished and is dropped.
-        """
-        assert job.cron_expr is not None  # _first_tick_of_pause: a recurring job's
-        end = min(before, now + timedelta(seconds=RESEND_WITHIN_SECONDS))
-        schedule = cron.parse(job.cron_expr, job.timezone)
-        offset = jitter_offset(job.job_id, job.policy.jitter_seconds)
-        guard = takes_slot(job.type, job.policy.overlap_policy)
-        out: list[Outgoing] = []
-        tick = schedule.next_after(first - timedelta(milliseconds=1))
-        while tick < end:
-            if self.runs.get(job.job_id, tick) is None:  # a row: a worker received it, and it went on
-                message = RunMessage(job_id=job.job_id, scheduled_for=times.stored(tick), guard=guard)
-                delay = max(0, math.floor((tick + timedelta(seconds=offset) - now).total_seconds()))
-                out.append(Outgoing(message, delay))
-            tick = schedule.next_after(tick)
-        if out:
-            self.queue.send(out)
 
     @staticmethod
     def _first_tick_of_pause(job: Job) -> datetime | None:
