@@ -37,7 +37,10 @@ seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py; seeds 890, 5024, 5479, 
 (the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait);
 seeds 2521, 5050 of KEY_SEEDS (a kept start with no message): test_worker_revive_kept_start.py;
 seed 6505 of KEY_SEEDS (a first beat's lease write timed out after it applied):
-test_run_cancel_first_beat_timeout.py.
+test_run_cancel_first_beat_timeout.py;
+seed 5225 of KEY_SEEDS (an edit's records of the overdue ticks it took off the schedule): test_pause_edit.py;
+seed 7098 of KEY_SEEDS (a resume's copies of the ticks a worker ahead took for ones of the pause):
+test_pause_early_tick.py and tests/unit/test_plan_ticks.py.
 """
 
 from __future__ import annotations
@@ -349,5 +352,18 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
         " the lease go, its record was refused, the takeover ran attempt 2, and a run cancel of the"
         " re-armed retry wrote CANCELLED over attempt 1 that ran unrecorded (now a row RUNNING under the"
         " attempt's own lease is its own write's: recorded under it)",
+    ),
+    (
+        5225, 5, 10, "2026-11-30T12:02:30.000Z was due and is missing",
+        "a pause handed over its due tick and failed before its stamp; an edit 55 s later found the old"
+        " schedule's ticks due and not handed over, and its SKIPPED 'rescheduled' records of those off"
+        " the new schedule, written after its write, met a timeout: the rest had no row for good (now"
+        " the edit hands them over first, as the next pass would have, and a worker records them)",
+    ),
+    (
+        7098, 5, 10, "2026-11-30T12:04:30.000Z was due and is missing",
+        "a worker whose clock ran ahead acknowledged a handed-over tick as one of the pause; the resume's"
+        " copy of it, sent in a step after its hand-over's stamp, met a throttle (now the copies go out"
+        " in the resume's hand-over, before its stamp, which stays at the pause's first tick if it fails)",
     ),
 ]  # fmt: skip

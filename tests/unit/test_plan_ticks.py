@@ -100,3 +100,21 @@ def test_it_fires_a_daily_job_exactly_once_per_local_day_across_2026_dst(
         now += timedelta(minutes=10)
     days = Counter(t.astimezone(ZoneInfo(tz)).date() for t in fired)
     assert len(fired) == 7 and set(days.values()) == {1}
+
+
+def test_a_resumes_plan_sends_the_queued_ticks_due_soon_again_and_counts_none_of_them_twice() -> None:
+    # Given a job every minute resumed at 12:02:30 from a pause since 12:00:30: 12:01 and 12:02 were
+    # missed, and 12:03 .. 12:05 were handed over before the pause and still wait in the queue
+    plan = plan_ticks(
+        entry(m(1)),
+        until=m(7),
+        missed_before=m(2) + timedelta(seconds=30),
+        queued_before=m(6),
+        resend_before=m(3) + timedelta(seconds=40),
+    )
+    # Then the catch-up decides the missed ones, the queued tick due soon (12:03) goes out again, the
+    # other queued ones are left to their messages, and only the ticks sent for the first time count
+    assert plan.skip == [(m(1), "coalesced")]
+    assert plan.run == [m(2), m(6), m(7)]
+    assert plan.resent == [m(3)]
+    assert plan.following == m(8)

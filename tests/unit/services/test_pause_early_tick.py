@@ -1,14 +1,16 @@
 """A tick of a pause received before its second, or by a worker whose clock runs ahead (tests/sim, seeds 5,
-110, 273)."""
+110, 273, 7098)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
 from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import RunStatus
+from jobsched.errors import TransientStoreError
 from jobsched.ports import Crash, FakeClock, no_crash
 from jobsched.services.run import Outcome
 from tests.unit.services.conftest import T0, World
@@ -146,3 +148,55 @@ def test_a_tick_a_worker_ahead_ran_before_the_pause_and_died_after_is_not_resche
         world.deliver()
     first = world.runs.get(job_id, T0 + timedelta(seconds=60))
     assert first is not None and first.status == RunStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("fails", ["runs.get", "queue.send"])
+def test_a_tick_a_worker_ahead_took_for_one_of_the_pause_runs_when_a_call_after_the_resumes_write_fails(
+    world: World, fails: str
+) -> None:
+    # Given the per-minute job, its 12:01 tick handed over at once, paused; a worker whose clock runs
+    # 0.5 s ahead received the tick at 12:00:59.6 and acknowledged it as one of the pause
+    request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.svc.schedule.pause(job_id, tenant="t")
+    world.svc.worker.clock = AheadClock(world.clock, 0.5)
+    world.clock.set(T0 + timedelta(seconds=59.6))
+    assert world.deliver() == [Outcome.PAUSED]
+    # When the job is resumed at 12:00:59.8, and after its write applied a call of the resume meets a
+    # throttle (a read of the store, a send to the queue), the API answering 503
+    world.clock.set(T0 + timedelta(seconds=59.8))
+    target = world.runs if fails == "runs.get" else world.queue
+    name = fails.split(".")[1]
+    real = getattr(target, name)
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        raise TransientStoreError(f"sim: ThrottlingException on {name}")
+
+    save = world.jobs.save_definition
+
+    def save_then_throttle(job: Any, *, expected_version: int) -> bool:
+        applied = save(job, expected_version=expected_version)
+        setattr(target, name, throttled)
+        return applied
+
+    world.jobs.save_definition = save_then_throttle  # type: ignore[method-assign]
+    try:
+        world.svc.schedule.resume(job_id, tenant="t")
+    except TransientStoreError:
+        pass
+    finally:
+        world.jobs.save_definition = save  # type: ignore[method-assign]
+        setattr(target, name, real)
+    # and the dispatcher's next pass comes at 12:01:00.5, then the workers
+    world.clock.set(T0 + timedelta(seconds=60.5))
+    world.svc.dispatcher.dispatch_all()
+    later = world.deliver()
+    # Then the tick runs: the resume's copy of it goes out in its hand-over, before the stamp, and a
+    # hand-over that failed leaves the stamp at the tick for the next pass. Before, the copy was sent
+    # in a step after the hand-over's stamp, and a fault there lost the tick: no run, no row (tests/sim
+    # seed 7098: a throttle on the read of the run row that decided the copy)
+    assert Outcome.SUCCEEDED in later
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.status == RunStatus.SUCCEEDED

@@ -4,7 +4,9 @@ A paused job's ticks are decided at its resume, by its catch-up policy, over the
 has. An edit during the pause left the old schedule's ticks of the pause with no row at all: due,
 never run, never recorded (tests/sim seeds 59, 118, 230). So did an edit of a running job whose
 dispatcher was behind: ticks due before the edit but not handed over yet (seed 213), and an edit
-after a resume whose hand-over failed, the stamp left at the pause's first tick (seed 5309).
+after a resume whose hand-over failed, the stamp left at the pause's first tick (seed 5309). An edit
+whose records of the overdue ticks it took off the schedule met a fault after its write left the rest
+with no row (seed 5225): it now hands the overdue ticks over first, as the next pass would have.
 """
 
 from __future__ import annotations
@@ -255,6 +257,51 @@ def test_an_edit_after_a_resume_whose_hand_over_failed_keeps_the_new_schedules_t
         row = world.runs.get(job_id, T0 + timedelta(seconds=second))
         assert row is not None, second
         if second >= 30:
+            assert row.status == RunStatus.SUCCEEDED, second
+        else:
+            assert (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second
+
+
+def test_an_edit_while_the_dispatcher_is_behind_loses_no_tick_when_a_write_after_it_fails(
+    world: World,
+) -> None:
+    # Given a job every 10 s, handed over at its create up to the lookahead (12:01:30), whose
+    # dispatcher is then down: its ticks 12:01:40 .. 12:03:20 come due and are not handed over
+    job_id = _every_10s(world)
+    # When, at 12:03:20, an edit moves it to every 20 s, and the second of its SKIPPED "rescheduled"
+    # records (had it any to write after its own) meets a timeout, before it applied
+    world.clock.set(T0 + timedelta(seconds=200))
+    real = world.runs.put_pending
+    records = 0
+
+    def times_out_once(**kwargs: Any) -> Any:
+        nonlocal records
+        if kwargs.get("skipped") == "rescheduled":
+            records += 1
+            if records == 2:
+                raise StoreUnreachable("sim: read timeout on put_pending")
+        return real(**kwargs)
+
+    world.runs.put_pending = times_out_once  # type: ignore[method-assign]
+    with contextlib.suppress(StoreUnreachable):
+        world.svc.schedule.edit(job_id, PatchJobRequest(cron_expr="*/20 * * * * *"), tenant="t")
+    world.runs.put_pending = real  # type: ignore[method-assign]
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.cron_expr == "*/20 * * * * *"
+    # and the dispatcher comes back
+    world.clock.set(T0 + timedelta(seconds=230))
+    world.svc.dispatcher.dispatch_all()
+    while world.deliver():  # every visible message, ten at a time
+        pass
+    # Then every tick that came due before the edit has a row: the edit handed them over first, as the
+    # next pass would have; those on the new schedule ran, and the workers recorded those it took off
+    # the schedule SKIPPED "rescheduled". Before, the edit recorded these itself after its write: the
+    # fault left 12:02:10 .. 12:03:10 with no row for good (tests/sim seed 5225).
+    rows = {times.stored(r.scheduled_for): r for r in world.runs.recent(job_id, limit=50)}
+    for second in range(100, 201, 10):
+        row = rows.get(times.stored(T0 + timedelta(seconds=second)))
+        assert row is not None, second
+        if second % 20 == 0:
             assert row.status == RunStatus.SUCCEEDED, second
         else:
             assert (row.status, row.reason) == (RunStatus.SKIPPED, "rescheduled"), second

@@ -98,12 +98,14 @@ MAX_LATE_ALERTS_PER_PASS = 10
 
 @dataclass
 class Plan:
-    """What one pass does with one job: ticks to run, ticks to record SKIPPED, the next pending tick."""
+    """What one pass does with one job: ticks to run, ticks to record SKIPPED, the next pending tick;
+    and ticks handed over already that go out again (`resent`: a resume's, see plan_ticks)."""
 
     entry: DueEntry
     run: list[datetime] = field(default_factory=list)
     skip: list[tuple[datetime, str]] = field(default_factory=list)
     following: datetime | None = None
+    resent: list[datetime] = field(default_factory=list)
 
 
 def jitter_offset(job_id: str, jitter_seconds: int) -> int:
@@ -115,7 +117,12 @@ def jitter_offset(job_id: str, jitter_seconds: int) -> int:
 
 
 def plan_ticks(
-    entry: DueEntry, *, until: datetime, missed_before: datetime, queued_before: datetime | None = None
+    entry: DueEntry,
+    *,
+    until: datetime,
+    missed_before: datetime,
+    queued_before: datetime | None = None,
+    resend_before: datetime | None = None,
 ) -> Plan:
     """Decide the fate of a job's ticks from its pending one up to `until` (pure: no I/O).
 
@@ -127,7 +134,9 @@ def plan_ticks(
     SKIPPED ("catchup_backlog") one pass at a time until the rest fits.
 
     `queued_before`: ticks not missed but earlier than this were handed over already (a resume
-    re-plans a pause from its start: its later ticks still wait in the queue) and are not sent again.
+    re-plans a pause from its start: its later ticks still wait in the queue) and are not sent again,
+    but for those earlier than `resend_before` (Plan.resent: a worker whose clock runs ahead may have
+    taken them for ticks of the pause already; services/schedule.py resume). Not counted again.
     """
     plan = Plan(entry=entry)
     policy = entry.policy
@@ -156,12 +165,15 @@ def plan_ticks(
         due += schedule.ticks(missed[-1] if missed else first, until, limit=MAX_TICKS_PER_PASS - len(due))
         last = max([*missed, *due]) if (missed or due) else first
         plan.run += [t for t in due if queued_before is None or t >= queued_before]
+        if queued_before is not None and resend_before is not None:
+            plan.resent = [t for t in due if t < min(queued_before, resend_before)]
     plan.following = schedule.next_after(last)
     if queued_before is not None and plan.following < queued_before:
         plan.following = queued_before  # the ticks up to it wait in the queue already
     # Lifetime bounds: nothing after end_at, at most max_runs ticks handed over.
     if policy.end_at is not None:
         plan.run = [t for t in plan.run if t <= policy.end_at]
+        plan.resent = [t for t in plan.resent if t <= policy.end_at]
         plan.skip = [(t, r) for t, r in plan.skip if t <= policy.end_at]
         if plan.following > policy.end_at:
             plan.following = None
@@ -356,6 +368,7 @@ class Dispatcher:
         until: datetime,
         missed_before: datetime | None = None,
         queued_before: datetime | None = None,
+        resend_before: datetime | None = None,
     ) -> int:
         """Hand every tick <= until of these jobs to the queue (steps 1-3 above); returns runs sent.
 
@@ -374,10 +387,11 @@ class Dispatcher:
                 until=self._horizon(e, now=now, until=until),
                 missed_before=missed_before,
                 queued_before=queued_before,
+                resend_before=resend_before,
             )
             for e in entries
         ]
-        plans = [p for p in plans if p.run or p.skip or p.following != p.entry.next_run_at]
+        plans = [p for p in plans if p.run or p.skip or p.resent or p.following != p.entry.next_run_at]
         outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]] = []  # when each fires, whose it is
         for plan in plans:
             entry = plan.entry
@@ -406,6 +420,10 @@ class Dispatcher:
                 outgoing.append((message, fire_at, entry))
                 if self.alerts is not None and (watch := watch_for(entry, tick, now=now)) is not None:
                     outgoing.append((*watch, entry))  # only for a job alerting on "late": services/late.py
+            for tick in plan.resent:  # a copy: its first hand-over counted it, and sent its late watch
+                guard = takes_slot(entry.type, entry.policy.overlap_policy)
+                message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
+                outgoing.append((message, tick + timedelta(seconds=offset), entry))
         if self.settings.fair_dispatch:
             outgoing = fair_order(
                 outgoing,

@@ -417,7 +417,12 @@ class JobService:
         return job.next_run_at is not None and job.status == JobStatus.SCHEDULED and job.next_run_at <= until
 
     def hand_over_if_due_soon(
-        self, job: Job, *, missed_before: datetime | None = None, queued_before: datetime | None = None
+        self,
+        job: Job,
+        *,
+        missed_before: datetime | None = None,
+        queued_before: datetime | None = None,
+        resend_before: datetime | None = None,
     ) -> None:
         """Hand a tick the next dispatcher pass may not reach in time to the queue now."""
         if not self._due_soon(job):
@@ -425,7 +430,12 @@ class JobService:
         now = self.clock.now()
         until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
         self.dispatcher.hand_over(
-            [DueEntry.of(job)], now=now, until=until, missed_before=missed_before, queued_before=queued_before
+            [DueEntry.of(job)],
+            now=now,
+            until=until,
+            missed_before=missed_before,
+            queued_before=queued_before,
+            resend_before=resend_before,
         )
 
 

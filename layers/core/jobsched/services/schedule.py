@@ -32,7 +32,7 @@ from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import EcsTarget, WorkerTarget
 from jobsched.errors import Conflict, StoreUnreachable, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
-from jobsched.services.dispatch import MAX_MISSED_PER_PASS, jitter_offset
+from jobsched.services.dispatch import MAX_MISSED_PER_PASS
 from jobsched.services.jobs import JobService, next_run_shown
 
 MAX_BACKFILL_TICKS = 1000
@@ -43,6 +43,8 @@ MAX_HISTORY_PAGE = 100
 # ahead of the API's by up to this much may have taken one for due already, a tick of the pause, and
 # acknowledged its message (tests/sim seed 5). Lambda clocks keep NTP time to milliseconds: ample.
 RESEND_WITHIN_SECONDS = 10
+# At most this many hand-overs of the ticks due before a pause or an edit (_hand_over_due_ticks).
+MAX_DUE_HAND_OVERS = 5
 
 _SCHEDULE_FIELDS = {"cron_expr", "timezone", "jitter_seconds", "start_at", "end_at", "max_runs"}
 _RETRY_FIELDS = {"max_attempts", "backoff", "timeout_seconds", "non_retryable_errors"}
@@ -80,15 +82,12 @@ class ScheduleService:
                 f"job {job_id} is {job.status.value} with no pending tick: there is nothing to pause"
             )
         now = times.truncate_ms(self.clock.now())
-        if job.type == "recurring" and job.next_run_at <= now:
-            # Ticks due before the pause run as usual, but these were not handed over yet (the
-            # dispatcher is behind, or an API hand-over failed): the pause hands them over first, as
-            # the next pass would have. Left to the resume, a job never resumed kept no row of them
-            # (tests/sim seed 767). A failure here answers before the pause is written.
-            self.job_service.dispatcher.hand_over([DueEntry.of(job)], now=now, until=now)
-            job = self.job_service.owned(job_id, tenant)
-            if job.status != JobStatus.SCHEDULED or job.next_run_at is None:
-                raise Conflict(f"job {job_id} changed meanwhile; read it again and retry")
+        # Ticks due before the pause run as usual, but these were not handed over yet (the dispatcher
+        # is behind, or an API hand-over failed): left to the resume, a job never resumed kept no row
+        # of them (tests/sim seed 767).
+        job = self._hand_over_due_ticks(job, now=now, tenant=tenant)
+        if job.status != JobStatus.SCHEDULED or job.next_run_at is None:
+            raise Conflict(f"job {job_id} changed meanwhile; read it again and retry")
         paused = job.model_copy(
             update={
                 "status": JobStatus.PAUSED,
@@ -101,6 +100,24 @@ class ScheduleService:
         self._save(job, paused)
         return Control(job_id=job.job_id, status=JobStatus.PAUSED)
 
+    def _hand_over_due_ticks(self, job: Job, *, now: datetime, tenant: str) -> Job:
+        """Hand over the recurring job's ticks due by `now` that no pass or API hand-over reached yet,
+        as the next pass would have, before a pause or an edit of the schedule is written; the job as
+        it then stands, read again.
+
+        Those ticks were due under the schedule as it stood: they run, or follow the catch-up policy,
+        as any tick the dispatcher hands over late; a tick an edit then takes off the schedule is
+        recorded SKIPPED "rescheduled" by the worker that receives it, as are the ticks handed over
+        ahead of an edit. A failure here answers before the pause or the edit is written, and the
+        ticks are still the next pass's: nothing is left for a step after the write to do.
+        """
+        for _ in range(MAX_DUE_HAND_OVERS):  # one hand-over reaches MAX_TICKS_PER_PASS due ticks
+            if job.type != "recurring" or job.next_run_at is None or job.next_run_at > now:
+                break
+            self.job_service.dispatcher.hand_over([DueEntry.of(job)], now=now, until=now)
+            job = self.job_service.owned(job.job_id, tenant)
+        return job
+
     def resume(self, job_id: str, *, tenant: str) -> Control:
         """Hand ticks over again; ticks missed while paused follow the job's catch-up policy."""
         job = self.job_service.owned(job_id, tenant)
@@ -112,9 +129,18 @@ class ScheduleService:
         # Every tick that came due during the pause was missed, whether it had been handed over
         # before the pause (the worker left it alone) or not: the plan starts at the pause's first
         # tick and the catch-up policy decides. Ticks handed over and not yet due still wait in
-        # the queue; they are not sent again.
+        # the queue; they are not sent again, but for those due within RESEND_WITHIN_SECONDS: they
+        # were judged "not yet due" on the API's clock, a worker judged them on its own, and a
+        # worker ahead has acknowledged such a tick as one of the pause (tests/sim seed 5). Their
+        # copies go out in the resume's hand-over, before its stamp: sent after it, a fault left
+        # them unsent for good (seed 7098), where a hand-over that fails before its stamp leaves the
+        # job's pending tick at the pause's first tick, for the next pass to hand over from there.
+        # (A copy whose original is still queued finds the run started or finished and is dropped.)
         first = self._first_tick_of_pause(job)
-        replan = first is not None and job.resume_from is not None and first < min(now, job.resume_from)
+        resend_before = now + timedelta(seconds=RESEND_WITHIN_SECONDS)
+        replan = (
+            first is not None and job.resume_from is not None and first < min(resend_before, job.resume_from)
+        )
         # An edit's SKIPPED records of the old schedule's ticks of the pause, all written before the
         # resume lets go of them (a fault among them after the edit's write left the rest undone).
         self._record_rescheduled(job, now=now)
@@ -129,35 +155,13 @@ class ScheduleService:
             }
         )
         self._save(job, resumed)
-        self.job_service.hand_over_if_due_soon(
-            resumed, missed_before=now, queued_before=job.resume_from if replan else None
-        )
-        if first is not None and job.resume_from is not None:
-            self._send_again_soon(job, first=max(first, now), before=job.resume_from, now=now)
+        if replan:
+            self.job_service.hand_over_if_due_soon(
+                resumed, missed_before=now, queued_before=job.resume_from, resend_before=resend_before
+            )
+        else:
+            self.job_service.hand_over_if_due_soon(resumed, missed_before=now)
         return self._control(self.job_service.owned(job_id, tenant))
-
-    def _send_again_soon(self, job: Job, *, first: datetime, before: datetime, now: datetime) -> None:
-        """Send a copy of each handed-over tick in [first, before) due within RESEND_WITHIN_SECONDS.
-
-        Ticks the resume leaves to their queued messages were judged "not yet due" on the API's clock;
-        a worker judged them on its own, and a worker ahead has acknowledged the tick as one of the
-        pause. A copy whose original is still queued finds the run started or finished and is dropped.
-        """
-        assert job.cron_expr is not None  # _first_tick_of_pause: a recurring job's
-        end = min(before, now + timedelta(seconds=RESEND_WITHIN_SECONDS))
-        schedule = cron.parse(job.cron_expr, job.timezone)
-        offset = jitter_offset(job.job_id, job.policy.jitter_seconds)
-        guard = takes_slot(job.type, job.policy.overlap_policy)
-        out: list[Outgoing] = []
-        tick = schedule.next_after(first - timedelta(milliseconds=1))
-        while tick < end:
-            if self.runs.get(job.job_id, tick) is None:  # a row: a worker received it, and it went on
-                message = RunMessage(job_id=job.job_id, scheduled_for=times.stored(tick), guard=guard)
-                delay = max(0, math.floor((tick + timedelta(seconds=offset) - now).total_seconds()))
-                out.append(Outgoing(message, delay))
-            tick = schedule.next_after(tick)
-        if out:
-            self.queue.send(out)
 
     @staticmethod
     def _first_tick_of_pause(job: Job) -> datetime | None:
@@ -217,25 +221,22 @@ class ScheduleService:
         except ValueError as exc:
             raise ValidationFailed(f"invalid policy: {exc}") from exc
         now = times.truncate_ms(self.clock.now())
-        updated = job.model_copy(
-            update={
-                "name": fields.get("name", job.name),
-                "target": target or job.target,
-                "payload": fields["payload"] if fields.get("payload") is not None else job.payload,
-                "cron_expr": " ".join(fields["cron_expr"].split())
-                if fields.get("cron_expr")
-                else job.cron_expr,
-                "timezone": fields.get("timezone") or job.timezone,
-                "tags": dict(fields["tags"]) if fields.get("tags") is not None else job.tags,
-                "alerts": fields["alerts"] if "alerts" in changed else job.alerts,
-                "concurrency": fields["concurrency"] if "concurrency" in changed else job.concurrency,
-                "resources": fields["resources"] if "resources" in changed else job.resources,
-                "runs_on": fields["runs_on"] if "runs_on" in changed else job.runs_on,
-                "retry": new_retry,
-                "policy": new_policy,
-                "updated_at": now,
-            }
-        )
+        definition: dict[str, Any] = {
+            "name": fields.get("name", job.name),
+            "target": target or job.target,
+            "payload": fields["payload"] if fields.get("payload") is not None else job.payload,
+            "cron_expr": " ".join(fields["cron_expr"].split()) if fields.get("cron_expr") else job.cron_expr,
+            "timezone": fields.get("timezone") or job.timezone,
+            "tags": dict(fields["tags"]) if fields.get("tags") is not None else job.tags,
+            "alerts": fields["alerts"] if "alerts" in changed else job.alerts,
+            "concurrency": fields["concurrency"] if "concurrency" in changed else job.concurrency,
+            "resources": fields["resources"] if "resources" in changed else job.resources,
+            "runs_on": fields["runs_on"] if "runs_on" in changed else job.runs_on,
+            "retry": new_retry,
+            "policy": new_policy,
+            "updated_at": now,
+        }
+        updated = job.model_copy(update=definition)
         rescheduled_pause = False
         if isinstance(updated.target, EcsTarget) and updated.runs_on == "lambda":
             # As at create (CreateJobRequest._placeable): a container is its own Fargate task
@@ -258,6 +259,16 @@ class ScheduleService:
             )
             if self.job_service.quotas is not None:
                 self.job_service.quotas.check_cron_interval(tenant, schedule)
+            if job.status == JobStatus.SCHEDULED:
+                # The old schedule's ticks due before the edit and not handed over yet are handed over
+                # first, as the next pass would have (a worker records those the edit takes off the
+                # schedule SKIPPED "rescheduled"). Recorded by the edit after its write, a fault among
+                # the records left the rest with no row for good (tests/sim seed 5225).
+                current = self._hand_over_due_ticks(job, now=now, tenant=tenant)
+                if current.version != job.version:  # the definition it edits changed meanwhile
+                    raise Conflict(f"job {job_id} changed meanwhile; read it again and retry")
+                job, updated = current, current.model_copy(update=definition)
+            # Overdue still: beyond what one hand-over reaches (MAX_TICKS_PER_PASS, a long backlog)
             overdue = self._overdue_ticks(job, now) if job.status != JobStatus.PAUSED else []
             tick = self._next_tick_after_edit(updated, now, since=overdue[0] if overdue else None)
             if job.status == JobStatus.PAUSED:
@@ -288,7 +299,8 @@ class ScheduleService:
     @staticmethod
     def _overdue_ticks(job: Job, now: datetime) -> list[datetime]:
         """The old schedule's ticks that came due before an edit and were not handed over yet (the
-        dispatcher was behind: its stamp, next_run_at, is the oldest tick not handed over)."""
+        dispatcher was behind: its stamp, next_run_at, is the oldest tick not handed over), beyond
+        those the edit's own hand-overs reached first (_hand_over_due_ticks: a long backlog)."""
         stamp = job.next_run_at
         if job.type != "recurring" or not job.cron_expr or stamp is None or stamp > now:
             return []
