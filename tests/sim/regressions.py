@@ -40,7 +40,8 @@ seed 6505 of KEY_SEEDS (a first beat's lease write timed out after it applied):
 test_run_cancel_first_beat_timeout.py;
 seed 5225 of KEY_SEEDS (an edit's records of the overdue ticks it took off the schedule): test_pause_edit.py;
 seed 7098 of KEY_SEEDS (a resume's copies of the ticks a worker ahead took for ones of the pause):
-test_pause_early_tick.py and tests/unit/test_plan_ticks.py.
+test_pause_early_tick.py and tests/unit/test_plan_ticks.py; seed 5797 of KEY_SEEDS (a key wait that could
+not keep its run's start): test_worker_crash_after_handler.py.
 """
 
 from __future__ import annotations
@@ -365,5 +366,11 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
         "a worker whose clock ran ahead acknowledged a handed-over tick as one of the pause; the resume's"
         " copy of it, sent in a step after its hand-over's stamp, met a throttle (now the copies go out"
         " in the resume's hand-over, before its stamp, which stays at the pause's first tick if it fails)",
+    ),
+    (
+        5797, 5, 10, "2026-11-30T12:02:50.000Z is CANCELLED but its handler succeeded",
+        "an allow run's worker died after its handler; its redelivery found the key full, failed to keep"
+        " the start on the row (both tries), waited anyway and dropped its in-flight entry, the one proof:"
+        " the job's cancel wrote CANCELLED over the run (now the receive leaves the message, marker kept)",
     ),
 ]  # fmt: skip

@@ -8,6 +8,7 @@ CANCELLED over a run that executed (seeds 4, 5, 6, 7, 9 of 10,000).
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from typing import Any
 
@@ -460,3 +461,59 @@ def test_a_run_whose_worker_died_after_its_handler_keeps_its_start_through_a_key
     else:
         assert outcomes == [Outcome.LOST] and len(calls) == 1
         assert run.status == RunStatus.LOST
+
+
+def test_a_key_wait_that_cannot_keep_its_runs_start_leaves_the_message_and_its_marker(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an `allow` job every minute with concurrency key "batch" (limit 1), whose 12:01 tick's
+    # worker dies after the handler ran (fast path: its in-flight entry on the job is the one proof)
+    calls = _effect(world)
+    request = CreateJobRequest(
+        type="recurring",
+        handler="test.effect",
+        cron_expr="* * * * *",
+        overlap_policy="allow",
+        concurrency=Concurrency(key="batch", limit=1),
+    )
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.clock.set(T0 + timedelta(seconds=60))
+    world.svc.worker.crash = crash_once_at("run.after_handler")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When its message comes back to a full key, and keeping its start on the row fails both tries
+    assert world.svc.worker.limits is not None
+    world.clock.set(T0 + timedelta(seconds=60 + VISIBILITY + 1))
+    now = world.clock.now()
+    assert world.svc.worker.limits.acquire(
+        "t", "batch", holder="other", limit=1, until=now + timedelta(seconds=600), now=now
+    )
+    persist_running = world.runs.persist_running
+
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise TransientStoreError("throttled")
+
+    monkeypatch.setattr(world.runs, "persist_running", fails)
+    [m] = world.queue.receive()
+    with pytest.raises(TransientStoreError):
+        world.svc.worker.process(Delivery(m.message_id, m.receipt_handle, m.body))
+    # Then the receive does not wait (a wait drops its marker): the message stays, and so does the
+    # run's in-flight entry, lapsed
+    job = world.jobs.get_job(job_id)
+    assert job is not None and any(k.startswith("2026-11-30T12:01:00.000Z#") for k in job.in_flight)
+    # And when the job is cancelled later, the run that executed is never recorded CANCELLED (before,
+    # the wait dropped the entry and the cancel wrote CANCELLED over it: tests/sim seed 5797)
+    monkeypatch.setattr(world.runs, "persist_running", persist_running)
+    world.svc.worker.limits.release("t", "batch", holder="other")
+    world.svc.schedule.pause(job_id, tenant="t")
+    for _ in range(4):
+        world.clock.advance(VISIBILITY + 1)
+        with contextlib.suppress(Exception):
+            world.svc.job_service.cancel(job_id, tenant="t")
+        world.deliver()
+    run = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert run is not None and run.status != RunStatus.CANCELLED
+    assert len([c for c in calls if c[1] == 1]) == 1

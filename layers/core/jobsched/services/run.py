@@ -611,16 +611,18 @@ class Worker:
             if full is not None:
                 self._free_keys(job, [k for k, _, _ in keys], sf, delivery)
         if full is not None:
-            if started:
-                # A receive of this run got past its gate and died, maybe after its handler ran: its
-                # proof is a marker of this message (or a lapsed one of another), and the wait's
-                # delayed copy is a new message, whose receive would meet no marker of its own and
-                # pass the gate as a fresh tick: it wrote SKIPPED (an edit) or a run cancel wrote
-                # CANCELLED over a run that executed (tests/sim KEY_SEEDS 128, 137, 530). Keep the
-                # start on the row first (RUNNING under a lapsed lease, as _keep_dead_holders_start
-                # writes it): the copy then takes the run over, or records it LOST, like any run
-                # whose worker died.
-                self._keep_start(job, sf, delivery.message_id, renewed=None)
+            # A receive of this run got past its gate and died, maybe after its handler ran: its
+            # proof is a marker of this message (or a lapsed one of another), and the wait's
+            # delayed copy is a new message, whose receive would meet no marker of its own and
+            # pass the gate as a fresh tick: it wrote SKIPPED (an edit) or a run cancel wrote
+            # CANCELLED over a run that executed (tests/sim KEY_SEEDS 128, 137, 530). Keep the
+            # start on the row first (RUNNING under a lapsed lease, as _keep_dead_holders_start
+            # writes it): the copy then takes the run over, or records it LOST, like any run
+            # whose worker died. Not kept (the store failed both tries), the wait would drop the
+            # receive's marker, the one proof of the start, and a cancel wrote CANCELLED over the
+            # run that executed (tests/sim seed 5797): leave the message, its marker kept lapsed.
+            if started and not self._keep_start(job, sf, delivery.message_id, renewed=None):
+                raise TransientStoreError(f"could not keep the start of run {sf} before its key wait")
             if holds:
                 self._release(job, sf)
             return self._wait_for_key(message, job, delivery, reason=full), holds
