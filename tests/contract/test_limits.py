@@ -169,53 +169,12 @@ def test_a_quota_is_none_until_set_then_read_back_and_listed(stores: tuple[Any, 
 def test_note_wait_creates_a_pending_row_keeps_the_reason_and_counts_the_waits(backend: Backend) -> None:
     sf = times.stored(at(60))
     new = NewRun("job_a", "t1", sf, "scheduled")
-    assert backend.runs.note_wait("job_a", sf, reason="waited for x", now=T0, create=new, message="m-1") == 1
+    assert backend.runs.note_wait("job_a", sf, reason="waited for x", now=T0, create=new) == 1
     later = T0 + timedelta(seconds=1)
-    copy = backend.runs.note_wait(
-        "job_a", sf, reason="waited for x", now=later, create=new, message="m-2", waited=1
-    )
-    assert copy == 2
+    assert backend.runs.note_wait("job_a", sf, reason="waited for x", now=later, create=new) == 2
     row = backend.runs.get("job_a", sf)
     assert row is not None and row.status == RunStatus.PENDING and row.attempt == 0
     assert row.reason == "waited for x" and row.tenant == "t1" and row.kind == "scheduled"
-
-
-def _waited_twice(backend: Backend) -> tuple[str, NewRun]:
-    """A run whose first message (m-1) waited, and whose copy (m-2, sent under count 1) waited."""
-    sf = times.stored(at(60))
-    new = NewRun("job_a", "t1", sf, "scheduled")
-    assert backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new, message="m-1") == 1
-    assert backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new, message="m-2", waited=1) == 2
-    return sf, new
-
-
-def test_note_wait_refuses_a_copy_that_another_copys_wait_overtook(backend: Backend) -> None:
-    # Given a run whose copy m-2 (count 1) counted the second wait, and sent m-3 under count 2
-    sf, new = _waited_twice(backend)
-    # When a duplicate delivery of m-1's copy, m-x (also sent under count 1), meets the full key
-    late = backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new, message="m-x", waited=1)
-    # Then it counts nothing: m-3 carries the run's wait, and m-x leaves no copy behind
-    assert late is None
-    assert backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new, message="m-3", waited=2) == 3
-
-
-def test_note_wait_counts_again_for_the_message_that_counted_the_last_wait(backend: Backend) -> None:
-    # Given m-2's wait was counted, and its receive died before its copy was sent
-    sf, new = _waited_twice(backend)
-    # When m-2 is delivered again (still sent under count 1)
-    again = backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new, message="m-2", waited=1)
-    # Then it counts the wait again, and its new copy carries the run (any copy the dead receive did
-    # send is overtaken)
-    assert again == 3
-    overtaken = backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new, message="m-9", waited=2)
-    assert overtaken is None
-
-
-def test_note_wait_always_counts_a_message_that_is_no_waits_copy(backend: Backend) -> None:
-    # Given a run that waited twice already
-    sf, new = _waited_twice(backend)
-    # When a retry's new message (waited 0) meets the full key, it counts a wait of its own
-    assert backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new, message="m-retry") == 3
 
 
 def test_note_wait_counts_on_a_start_held_under_a_lease(backend: Backend) -> None:
@@ -228,7 +187,7 @@ def test_note_wait_counts_on_a_start_held_under_a_lease(backend: Backend) -> Non
     assert backend.runs.claim("job_a", sf, lease=lease, now=T0, create=new).applied
     assert backend.runs.start("job_a", sf, owner="w1/1", now=T0).applied
     # When its redelivery waits for the key, the wait is counted and the row stays RUNNING
-    assert backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new, message="m-1") == 1
+    assert backend.runs.note_wait("job_a", sf, reason="r", now=T0, create=new) == 1
     row = backend.runs.get("job_a", sf)
     assert row is not None and row.status == RunStatus.RUNNING
 
@@ -237,7 +196,7 @@ def test_note_wait_writes_nothing_on_a_run_that_is_over(backend: Backend) -> Non
     sf = times.stored(at(60))
     backend.runs.put_pending(job_id="job_a", tenant="t1", scheduled_for=at(60), now=T0, skipped="overlap")
     new = NewRun("job_a", "t1", sf, "scheduled")
-    assert backend.runs.note_wait("job_a", sf, reason="x", now=T0, create=new, message="m-1") is None
+    assert backend.runs.note_wait("job_a", sf, reason="x", now=T0, create=new) is None
     row = backend.runs.get("job_a", sf)
     assert row is not None and row.status == RunStatus.SKIPPED and row.reason == "overlap"
 

@@ -34,7 +34,7 @@ test_worker_record_faults.py; seed 3369 of RUN_CANCEL_SEEDS: test_worker_crash_a
 seeds 128, 137, 530 of KEY_SEEDS (a started run's key wait): test_worker_crash_after_handler.py;
 seed 273 of RUN_CANCEL_SEEDS: test_pause_early_tick.py; seed 83 of KEY_SEEDS: test_worker_spare_copies.py;
 seed 165 of KEY_SEEDS: test_run_cancel_races_a_start.py; seeds 890, 5024, 5479, 6968, 7217 of KEY_SEEDS
-(the copies of a waiting run): test_concurrency_keys.py and the contract suite (RunStore.note_wait);
+(a finished run's waiting copies): test_concurrency_keys.py and the contract suite (RunStore.note_wait);
 seeds 2521, 5050 of KEY_SEEDS (a kept start with no message): test_worker_revive_kept_start.py;
 seed 6505 of KEY_SEEDS (a first beat's lease write timed out after it applied):
 test_run_cancel_first_beat_timeout.py;
@@ -328,11 +328,10 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
     (
         890, 5, 10, "stuck PENDING",
         "a key of limit 1 held by 30 s handlers of a job ticking every 10 s: its backlog drained past"
-        " the drain's fixed half hour, slowed further as each duplicate delivery of a waiting run left a"
-        " delayed copy of its own and a finished run's copies waited on (10 copies of one run queued at"
-        " once). Now the drain runs while handlers run (workload.py DRAIN_LIMIT_SECONDS), and one copy"
-        " carries a run's wait (RunStore.note_wait; a finished run's copy is spare): 4 at most. The"
-        " copies' fix is guarded by test_concurrency_keys.py and the contract suite, not by this seed",
+        " the drain's fixed half hour, slowed further as a finished run's waiting copies waited on while"
+        " the key stayed full. Now the drain runs while handlers run (workload.py DRAIN_LIMIT_SECONDS),"
+        " and a finished run's copy is spare (RunStore.note_wait answers None); the latter is guarded by"
+        " test_concurrency_keys.py and the contract suite, not by this seed",
     ),
     (5024, 5, 10, "stuck PENDING", "as seed 890"),
     (5479, 5, 10, "the schedule did not settle", "as seed 890"),
@@ -372,5 +371,12 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
         "an allow run's worker died after its handler; its redelivery found the key full, failed to keep"
         " the start on the row (both tries), waited anyway and dropped its in-flight entry, the one proof:"
         " the job's cancel wrote CANCELLED over the run (now the receive leaves the message, marker kept)",
+    ),
+    (
+        8077, 5, 10, "stuck RUNNING",
+        "found in a first fix of seed 890 that let one copy carry a run's wait (the row's count named"
+        " the current copy, and an overtaken copy was dropped): a twin receive counted a wait, its send"
+        " failed, and its message was acknowledged by the other twin, so the count named a copy that was"
+        " never sent and every real copy was dropped. Taken back: each wait leaves its own copy",
     ),
 ]  # fmt: skip

@@ -371,25 +371,12 @@ class RunStore(Protocol):
         ...
 
     def note_wait(
-        self,
-        job_id: str,
-        scheduled_for: str,
-        *,
-        reason: str,
-        now: datetime,
-        create: NewRun,
-        message: str,
-        waited: int = 0,
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
     ) -> int | None:
         """A run that may still start (no row: created PENDING, attempt 0; PENDING; a start held
-        under a lease; FAILED) waits for a key, and one copy of its message carries the wait: the
-        row keeps `reason`, counts the wait and names `message`, the receive that counted it.
-
-        `waited`: the count this message was sent under (RunMessage.waited; 0: no wait's copy). A
-        wait's copy counts only while the row's count is still its own (or its message counted the
-        last wait: a receive that died before its copy was sent, delivered again); else another
-        copy overtook it, and that one carries the run. Answers the waits counted (this one
-        included), or None: nothing written, the copy is spare (overtaken, or the run is over)."""
+        under a lease; FAILED) waits for a key: its row keeps `reason` and counts the wait; answers
+        the waits counted so far (this one included), or None when the run is over (nothing
+        written: the waiting copy is spare). The reason stays on the row when the run goes on."""
         ...
 
     def mark_upstream_failed(self, created: NewRun, *, reason: str, now: datetime) -> bool:

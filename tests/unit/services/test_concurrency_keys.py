@@ -181,28 +181,6 @@ def _deliver_twice(world: World) -> list[Outcome]:
     return outcomes
 
 
-def test_duplicate_deliveries_of_a_waiting_run_leave_one_copy_after_its_next_look(world: World) -> None:
-    # Given a keyed run whose key stays full, its message delivered twice: each receive waited
-    keyed_one_off(world)
-    occupy(world, seconds=3600)
-    world.clock.advance(5)
-    assert _deliver_twice(world) == [Outcome.WAITING, Outcome.WAITING]
-    assert len(world.queue.peek()) == 2
-    # When both copies come back to the full key, and then what is left once more
-    for _ in range(2):
-        world.clock.advance(60)
-        world.deliver()
-    # Then one copy carries the run: the one overtaken by the other's wait leaves none behind (the
-    # copies of a run never multiply, whatever duplicates SQS hands out: tests/sim KEY_SEEDS 890)
-    assert len(world.queue.peek()) == 1
-    # And that copy still runs the run once the key frees up
-    assert world.svc.worker.limits is not None
-    world.svc.worker.limits.release("t", "db", holder="other")
-    world.clock.advance(60)
-    assert world.deliver() == [Outcome.SUCCEEDED]
-    assert world.queue.peek() == []
-
-
 def test_a_waiting_copy_of_a_run_that_finished_leaves_no_copy_behind(world: World) -> None:
     # Given an `allow` job with key "db" whose 12:00:10 run waited for the full key twice at once
     # (its message delivered twice), and then ran from one of the copies
@@ -232,6 +210,6 @@ def test_a_waiting_copy_of_a_run_that_finished_leaves_no_copy_behind(world: Worl
     outcome = world.svc.worker.process(Delivery(spare.message_id, spare.receipt_handle, spare.body))
     world.queue.delete(spare.receipt_handle)
     # Then it is a duplicate: it leaves no copy behind (before, a finished run's copies waited for
-    # the key forever, each duplicate delivery adding one)
+    # the key for as long as it stayed full: tests/sim KEY_SEEDS 890)
     assert outcome == Outcome.DUPLICATE
     assert [body for _, body in world.queue.peek() if "12:00:10" in body] == []

@@ -389,11 +389,6 @@ class RunMessage(BaseModel):
     # reads the quota itself, through its own cache. Carried so that a healthy run costs the worker
     # no quota read: a change applies to the runs handed over after it (the horizon, 14 min at most).
     cap: int | None = Field(default=None, ge=0)
-    # The run row's wait count this message was sent under, when it is the delayed copy a wait for
-    # a full key left (services/run.py _wait_for_key); 0: it is no wait's copy. Only the copy whose
-    # count is the row's carries the wait on: duplicate deliveries would otherwise each leave a copy,
-    # and the copies of one run multiply (tests/sim KEY_SEEDS 890).
-    waited: int = Field(default=0, ge=0)
 
 
 def takes_slot(job_type: str, overlap_policy: str) -> bool:

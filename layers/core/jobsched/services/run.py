@@ -862,16 +862,14 @@ class Worker:
             reason=reason,
             now=self.clock.now(),
             create=NewRun(job.job_id, job.tenant, sf, message.kind),
-            message=delivery.message_id,
-            waited=message.waited,
         )
         if waits is None:
-            # Another copy of the run's message counted a wait since this one was sent, and carries
-            # the run (or the run is over): this copy is spare, and leaves none behind.
+            # The run is over (recorded by another copy of its message): this copy is spare, and
+            # leaves none behind. Before, a finished run's copies waited on for as long as its key
+            # stayed full (tests/sim KEY_SEEDS 890).
             return Outcome.DUPLICATE
         self.crash("run.before_key_wait_send")
-        copy = message.model_copy(update={"waited": waits})
-        self.queue.send([Outgoing(copy, key_wait_seconds(waits))])
+        self.queue.send([Outgoing(message, key_wait_seconds(waits))])
         self.crash("run.after_key_wait_send")
         return Outcome.WAITING
 

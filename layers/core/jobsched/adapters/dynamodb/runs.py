@@ -224,21 +224,12 @@ class RunStore:
         )
 
     def note_wait(
-        self,
-        job_id: str,
-        scheduled_for: str,
-        *,
-        reason: str,
-        now: datetime,
-        create: NewRun,
-        message: str,
-        waited: int = 0,
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
     ) -> int | None:
         """A run that may still start (or no row: created PENDING, attempt 0, like put_pending's
-        row) keeps `reason`, counts the wait (`waits`) and names `message` (`wait_by`), in one
-        conditional update: a wait's copy (`waited` > 0) counts only while `waits` is its own, or
-        its message counted the last one. Answers the count; None when refused (nothing written).
-        Not a status change, so not a _transition: the status stays as it is."""
+        row) keeps `reason` and counts the wait (`waits`), in one conditional update. Answers the
+        count; None when the run is over (refused: nothing written). Not a status change, so not a
+        _transition: the status stays as it is."""
         may_start = sorted(s.value for s in MAY_START)
         names = {"#s": "status"}
         values: dict[str, Any] = {
@@ -247,7 +238,6 @@ class RunStore:
             ":now": enc(times.stored(now)),
             ":zero": enc(0),
             ":one": enc(1),
-            ":by": enc(message),
             **{f":m{i}": enc(status) for i, status in enumerate(may_start)},
         }
         sets = [
@@ -257,16 +247,11 @@ class RunStore:
             "reason = :reason",
             "updated_at = :now",
             "waits = if_not_exists(waits, :zero) + :one",
-            "wait_by = :by",
         ]
         for i, (key, value) in enumerate(sorted(self._created(create).items())):
             names[f"#c{i}"] = key
             values[f":c{i}"] = enc(value)
             sets.append(f"#c{i} = if_not_exists(#c{i}, :c{i})")
-        ours = ""
-        if waited:
-            values[":waited"] = enc(waited)
-            ours = any_of("waits = :waited", "wait_by = :by")
         applied, result = conditional(
             self.client.update_item,
             TableName=self.table,
@@ -274,7 +259,7 @@ class RunStore:
             UpdateExpression="SET " + ", ".join(sets),
             ConditionExpression=any_of(
                 "attribute_not_exists(PK)",
-                all_of(f"#s IN ({', '.join(f':m{i}' for i in range(len(may_start)))})", ours),
+                f"#s IN ({', '.join(f':m{i}' for i in range(len(may_start)))})",
             ),
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,

@@ -31,9 +31,8 @@ class MemoryRunStore:
     dead: dict[Key, tuple[str, str, datetime]] = field(default_factory=dict)
     # The DAG workflow's wait records (job_id, period) -> (outstanding, upstream runs counted).
     waits: dict[Key, tuple[int, frozenset[str]]] = field(default_factory=dict)
-    # Waits counted per run row and the message that counted the last (note_wait), as the DynamoDB
-    # row's `waits` and `wait_by` attributes.
-    wait_counts: dict[Key, tuple[int, str | None]] = field(default_factory=dict)
+    # Waits counted per run row (note_wait), as the DynamoDB row's `waits` attribute.
+    wait_counts: dict[Key, int] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def put_pending(
@@ -234,30 +233,19 @@ class MemoryRunStore:
         )
 
     def note_wait(
-        self,
-        job_id: str,
-        scheduled_for: str,
-        *,
-        reason: str,
-        now: datetime,
-        create: NewRun,
-        message: str,
-        waited: int = 0,
+        self, job_id: str, scheduled_for: str, *, reason: str, now: datetime, create: NewRun
     ) -> int | None:
-        """A run that may still start (or no row: created) keeps `reason`, counts the wait and
-        names `message`, unless a newer copy's wait overtook this copy's (None: nothing written)."""
+        """A run that may still start (or no row: created) keeps `reason` and counts the wait;
+        None when it is over (nothing written)."""
         key = (job_id, scheduled_for)
         with self._lock:
             row = self.rows.get(key)
             if row is not None and row.status not in MAY_START:
                 return None
-            count, by = self.wait_counts.get(key, (0, None))
-            if waited and count != waited and by != message:
-                return None
             base = row or self._created(create).model_copy(update={"created_at": now})
             self.rows[key] = base.model_copy(update={"reason": reason})
-            self.wait_counts[key] = (count + 1, message)
-            return count + 1
+            self.wait_counts[key] = self.wait_counts.get(key, 0) + 1
+            return self.wait_counts[key]
 
     def cancel(
         self, job_id: str, scheduled_for: str, *, now: datetime, create: NewRun | None = None
