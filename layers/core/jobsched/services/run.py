@@ -1673,6 +1673,12 @@ class Worker:
         if row is not None and row.status in HELD:
             if row.lease_message == delivery.message_id:
                 raise InFlightElsewhere(delivery.message_id)
+            if row.worker == DEAD_HOLDER:
+                # A start kept for a dead holder (_keep_start), refused only because it was kept in
+                # this very instant (its lease ends as it is written): no receive holds it. Leave the
+                # message: it takes the run over after its visibility timeout. (A spare's copy, as
+                # below, would meet the same instant again on a clock that does not move.)
+                raise WaitBehind(delivery.message_id)
             # Another message's receive holds the run: it carries the run while it lives; this copy
             # is spare, and leaves a delayed copy behind in case that receive's message is gone
             # (_spare: tests/sim seeds 5924, 5109).
