@@ -541,8 +541,7 @@ class Worker:
                 if row is not None and row.status != RunStatus.PENDING:
                     # Recorded: its row tells its redelivery how it ended, or that it started. (Or
                     # this receive's first try kept it, and its answer was lost: revive it now.)
-                    ours = row.status == RunStatus.RUNNING and row.lease_owner == owner
-                    if revive and attempt == 2 and ours:
+                    if revive and attempt == 2 and _held_by(row, owner) is not None:
                         self._revive(job, holder, row.kind)
                     return True
                 # When it was last seen alive: the hold's last renewal (its start is not known).
