@@ -26,6 +26,7 @@ from jobsched.domain.ecs_tasks import started_by
 from jobsched.domain.fargate_vcpu import ACCOUNT_SCOPE
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.status import RunStatus
+from jobsched.errors import TransientStoreError
 from jobsched.handlers import registry
 from jobsched.ports import FakeClock
 from jobsched.services.run import NOTHING_TO_RUN, Outcome
@@ -80,6 +81,7 @@ def world() -> Iterator[tuple[Services, FakeClock, MemoryRunQueue, MemoryFargate
         queue = MemoryRunQueue(clock=clock, visibility_seconds=300)
         handlers = registry.copy()
         handlers.register("test.boom", _boom)
+        handlers.register("test.beats", _beats)
         factory = TargetFactory(
             handlers=handlers,
             roles=None,
@@ -109,6 +111,11 @@ def world() -> Iterator[tuple[Services, FakeClock, MemoryRunQueue, MemoryFargate
 
 def _boom(payload: dict[str, Any], ctx: Any) -> None:
     raise RuntimeError("boom in a task of its own")
+
+
+def _beats(payload: dict[str, Any], ctx: Any) -> dict[str, bool]:
+    ctx.heartbeat()
+    return {"cancelled": ctx.cancelled}
 
 
 def python_job(svc: Services, handler: str, resources: dict[str, int], **fields: Any) -> str:
@@ -194,6 +201,36 @@ def test_a_big_python_run_that_raises_fails_its_attempt_with_the_handlers_error_
     assert row.error is not None and row.error.type == "RuntimeError" and "boom" in row.error.message
     assert len(row.attempts) == 1
     assert vcpu.used(ACCOUNT_SCOPE) == 0
+
+
+def test_a_heartbeat_in_a_task_of_its_own_whose_cancel_read_fails_does_not_fail_the_handler(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, clock, queue, vcpu = world
+    # Given a big Python run whose handler beats once, and a run store that answers a 500 to every
+    # eventually consistent read while the task runs (the beat reads the run's cancel mark so)
+    job_id = python_job(svc, "test.beats", {"cpu": 2048, "memory_mib": 4096})
+    in_task, real_get, task_runs = [False], svc.worker.runs.get, the_task_runs(svc, vcpu, {})
+
+    def get(job_id: str, scheduled_for: Any, *, consistent: bool = True) -> Any:
+        if in_task[0] and not consistent:
+            raise TransientStoreError("sim: InternalServerError on get", aws_code="InternalServerError")
+        return real_get(job_id, scheduled_for, consistent=consistent)
+
+    def sleep(seconds: float) -> None:
+        in_task[0] = True
+        try:
+            task_runs(seconds)
+        finally:
+            in_task[0] = False
+
+    monkeypatch.setattr(svc.worker.runs, "get", get)
+    # When the ECS worker takes its run and its task runs the handler
+    assert run_once(svc, clock, queue, sleep, RUN_AT) == [Outcome.SUCCEEDED]
+    # Then the beat's failed read was the beat's alone: the handler ran on and its result stands
+    row = svc.runs.get(job_id, times.stored(RUN_AT))
+    assert row is not None and row.status == RunStatus.SUCCEEDED and row.result == {"cancelled": False}
+    assert len(row.attempts) == 1
 
 
 def test_a_task_that_dies_before_recording_fails_its_attempt_as_task_lost(world: Any) -> None:

@@ -940,7 +940,11 @@ class Worker:
         cancel = {"requested": row.cancel_requested_at is not None}
 
         def beat() -> None:  # the lease is the ECS worker's; a beat here reads the cancel mark
-            now_row = self.runs.get(job_id, sf, consistent=False)
+            try:
+                now_row = self.runs.get(job_id, sf, consistent=False)
+            except JobschedError as exc:  # the beat's failure, not the handler's: the next one reads again
+                logger.warning("could not read the cancel mark", extra={"run_id": run_id, "error": repr(exc)})
+                return
             cancel["requested"] = now_row is not None and now_row.cancel_requested_at is not None
 
         def note(progress: str | None, checkpoint: str | None) -> bool:
