@@ -19,6 +19,7 @@ from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict
 from jobsched.services.jobs import JobService
 from tests.sim.regressions import KEY_SEEDS, REGRESSION_SEEDS, RUN_CANCEL_SEEDS
+from tests.sim.targets import KINDS
 from tests.sim.workload import Workload, simulate
 from tests.sim.world import HANDLER, build_world, deterministic
 
@@ -46,7 +47,7 @@ def test_a_regression_seed_no_longer_shows_the_bug_it_found(
     seed: int, minutes: float, jobs: int, violation: str, bug: str
 ) -> None:
     # found before run cancels and keys
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=False, keys=False)
+    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=False, keys=False, targets=False)
     assert not [v for v in result.violations if violation in v], bug
 
 
@@ -54,7 +55,8 @@ def test_a_regression_seed_no_longer_shows_the_bug_it_found(
 def test_a_run_cancel_regression_seed_no_longer_shows_the_bug_it_found(
     seed: int, minutes: float, jobs: int, violation: str, bug: str
 ) -> None:
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=False)  # before keys
+    # found before keys and targets
+    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=False, targets=False)
     assert not [v for v in result.violations if violation in v], bug
 
 
@@ -62,8 +64,27 @@ def test_a_run_cancel_regression_seed_no_longer_shows_the_bug_it_found(
 def test_a_concurrency_key_regression_seed_no_longer_shows_the_bug_it_found(
     seed: int, minutes: float, jobs: int, violation: str, bug: str
 ) -> None:
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=True)
+    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=True, targets=False)
     assert not [v for v in result.violations if violation in v], bug
+
+
+def test_the_workload_calls_every_target_kind_and_runs_on_ecs_in_process_and_in_tasks_of_their_own() -> None:
+    # Given the first CI seeds, with targets and ECS runs (the default)
+    results = [simulate(s, minutes=5, scale=10) for s in CI_SEEDS[:8]]
+    accepted = [x for r in results for lines in r.traces.values() for x in lines if " accepted " in x]
+    # Then the jobs call every target kind, and some run on ECS, in the ECS worker's task and in
+    # tasks of their own (a 2048+ CPU run), each task started for an attempt of such a run
+    assert {k for k in KINDS if any(f"target={k}" in x for x in accepted)} == set(KINDS)
+    sizes = {x.split(" ecs=")[1].split()[0] for x in accepted if " ecs=" in x}
+    assert {"512/1024", "1024/2048"} & sizes and {"2048/4096", "4096/8192"} & sizes
+    assert sum(r.tasks for r in results) > 0
+    # And the peers refused attempts, with retryable errors (a Retry-After among them) and final ones,
+    # and every invariant still held
+    refused = {
+        x.rsplit(" ", 1)[1] for r in results for lines in r.traces.values() for x in lines if "refuses" in x
+    }
+    assert {"HTTP429", "HTTP503"} & refused and {"HTTP404", "HTTP400"} & refused
+    assert not [v for r in results for v in r.violations]
 
 
 def test_every_invariant_holds_on_the_ci_subset_of_seeds() -> None:

@@ -20,6 +20,13 @@ another (a run whose key is full notes the wait on its row and sends itself a de
 each of them a priority (the dispatcher's fair order). The key slots live in one LimitStore the
 whole fleet shares (World.limits), seen by each process through its own faults. Off
 (`simulate(keys=False)`, SIM_KEYS=0), every job is drawn as before: no key, priority "normal".
+
+Targets and ECS runs came last, from a stream of their own too (`targets-<seed>`, tests/sim/targets.py):
+a share of the one-offs and recurring jobs call a target of another kind (http, lambda, sqs, sns,
+eventbridge, stepfunctions: a simulated peer that may refuse with a retryable, a Retry-After or a
+final error) instead of the python handler, and a share run on ECS (the ECS queue and its workers;
+half of them in a Fargate task of their own). Off (`simulate(targets=False)`, SIM_TARGETS=0), the
+world has no ECS lane and every job calls the python handler, as before.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import JobschedError
 from jobsched.ports import Crash
 from jobsched.services.runs import RunService
+from tests.sim import targets as sim_targets
 from tests.sim.checks import check
 from tests.sim.faults import Faults
 from tests.sim.world import HANDLER, Process, World, build_world, deterministic
@@ -104,6 +112,7 @@ class Result:
     traces: dict[str, list[str]]
     statuses: Counter[str]
     wall_seconds: float
+    tasks: int = 0  # ECS tasks started for runs of their own
 
 
 class Workload:
@@ -116,6 +125,7 @@ class Workload:
         failures: bool,
         run_cancels: bool = True,
         keys: bool = True,
+        targets: bool = False,
     ) -> None:
         self.w, self.rng = world, world.rng
         self.load_seconds = minutes * 60
@@ -138,6 +148,9 @@ class Workload:
         # The concurrency keys' and priorities' own draws (see the module docstring).
         self.key_rng = random.Random(f"keys-{world.seed}")
         self.keys = keys
+        # The targets' and ECS placements' own draws (see the module docstring).
+        self.target_rng = random.Random(f"targets-{world.seed}")
+        self.targets = targets
 
     # -- calling the API like a client ---------------------------------------------------------------
     def call(self, what: str, job_id: str, fn: Callable[[Any], Any]) -> Any:
@@ -170,6 +183,10 @@ class Workload:
                     what += f" key={request.concurrency.key}/{request.concurrency.limit}"
                 if request.priority != "normal":
                     what += f" priority={request.priority}"
+                if request.target is not None and request.target.type != "python":
+                    what += f" target={request.target.type}"
+                if request.runs_on == "ecs" and request.resources is not None:
+                    what += f" ecs={request.resources.cpu}/{request.resources.memory_mib}"
                 self.w.trace(
                     created.job_id, "", f"accepted {what} catchup={request.catchup} payload={request.payload}"
                 )
@@ -325,6 +342,19 @@ class Workload:
             extra["concurrency"] = Concurrency(key=key, limit=limit)
         return extra
 
+    def _draw_target(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """What the job calls and where it runs (the targets' rng only): the request's fields, with
+        `handler` for the python handler; `payload` takes the peer's refusals."""
+        if not self.targets:
+            return {"handler": HANDLER}
+        fields, more = sim_targets.draw(self.target_rng, ecs=True)
+        payload.update(more)
+        if fields.get("runs_on") == "ecs":
+            # A stall is a handler that stops beating: a run's own task beats through the ECS worker
+            # that follows it, so a stall there is only a long hold.
+            payload.pop("stall", None)
+        return fields if "target" in fields else {"handler": HANDLER, **fields}
+
     def one_off(self) -> None:
         rng, now = self.rng, self.w.loop.instant()
         payload: dict[str, Any] = {}
@@ -344,9 +374,10 @@ class Workload:
         if rng.random() < 0.2:
             extra["idempotent"] = False
         extra.update(self._draw_keys(0.5))
+        extra.update(self._draw_target(payload))
         job_id = self.create(
             CreateJobRequest(
-                type="one_off", handler=HANDLER, payload=payload,
+                type="one_off", payload=payload,
                 run_at=now + timedelta(seconds=rng.randint(1, 150)), **extra,
             )
         )  # fmt: skip
@@ -375,9 +406,10 @@ class Workload:
         if rng.random() < 0.1:
             extra["idempotent"] = False
         extra.update(self._draw_keys(0.4))
+        extra.update(self._draw_target(payload))
         job_id = self.create(
             CreateJobRequest(
-                type="recurring", handler=HANDLER, payload=payload,
+                type="recurring", payload=payload,
                 cron_expr=rng.choice(CRONS), timezone=rng.choice(TIMEZONES),
                 overlap_policy=rng.choice(["skip", "buffer_one", "allow"]),
                 catchup=rng.choice(["one", "none", "all"]), max_catchup=rng.choice([1, 3, 10]), **extra,
@@ -437,7 +469,7 @@ class Workload:
 
 
 def settled(w: World, accepted: dict[str, Accepted]) -> bool:
-    if w.queue.depth() or w.queue.dead:
+    if any(q.depth() or q.dead for q in w.queues()):
         return False
     busy = getattr(w.machines, "busy", None)
     if callable(busy) and busy():
@@ -457,6 +489,7 @@ def simulate(
     fault_scale: float = 1.0,
     run_cancels: bool | None = None,
     keys: bool | None = None,
+    targets: bool | None = None,
 ) -> Result:
     """Run one schedule: load with faults, settle without, quiesce, drain; then check.
 
@@ -465,20 +498,26 @@ def simulate(
     seeds): a seed found without them (tests/sim/regressions.py REGRESSION_SEEDS) replays without.
     `keys`: whether jobs name concurrency keys and priorities (None: unless SIM_KEYS=0); the same
     holds for them (RUN_CANCEL_SEEDS replay without keys, KEY_SEEDS with both).
+    `targets`: targets and ECS runs (None: unless SIM_TARGETS=0); KEY_SEEDS replay without them.
     """
     if run_cancels is None:
         run_cancels = os.environ.get("SIM_RUN_CANCELS", "1") != "0"
     if keys is None:
         keys = os.environ.get("SIM_KEYS", "1") != "0"
+    if targets is None:
+        targets = os.environ.get("SIM_TARGETS", "1") != "0"
     started = time.perf_counter()
-    w = build_world(seed, fault_scale=fault_scale)
+    w = build_world(seed, fault_scale=fault_scale, targets=targets)
     with deterministic(w.rng, w.loop), contextlib.closing(w.loop):  # closing: no task left asleep
         failures = not type(w.machines).__name__.startswith("Memory")
         load = Workload(
-            w, minutes=minutes, scale=scale, failures=failures, run_cancels=run_cancels, keys=keys
-        )
+            w, minutes=minutes, scale=scale, failures=failures, run_cancels=run_cancels, keys=keys,
+            targets=targets,
+        )  # fmt: skip
         w.start_dispatchers(2)
         w.start_workers(3)
+        if targets:
+            w.start_ecs_workers(2)
         w.start_reconciler()
         load.plan()
         w.loop.run_until(load.load_seconds)
@@ -526,14 +565,14 @@ def simulate(
         seed=seed, jobs=len(load.accepted), runs=sum(statuses.values()), handler_calls=len(w.ledger.calls),
         sim_seconds=w.loop.now, events=w.loop.events, faults=faults, violations=violations,
         digest=w.ledger.digest(), traces=dict(w.ledger.traces), statuses=statuses,
-        wall_seconds=time.perf_counter() - started,
+        wall_seconds=time.perf_counter() - started, tasks=w.tasks,
     )  # fmt: skip
 
 
 def _idle(w: World) -> bool:
     """Nothing queued, dead-lettered or in a workflow: no event can change a run any more."""
     busy = getattr(w.machines, "busy", None)
-    return not w.queue.depth() and not w.queue.dead and not (callable(busy) and busy())
+    return not any(q.depth() or q.dead for q in w.queues()) and not (callable(busy) and busy())
 
 
 def _cancellable(job: Any) -> bool:

@@ -18,12 +18,15 @@ the thread would; a stalled handler (the lost-lease fault) schedules none.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsched import resources
+from jobsched.adapters.fargate_vcpu import MemoryFargateVcpuStore
 from jobsched.adapters.memory import (
     MemoryJobStore,
     MemoryLimitStore,
@@ -44,10 +47,12 @@ from tests.sim.checks import Ledger
 from tests.sim.faults import Faults, faulty_jobs, faulty_limits, faulty_queue, faulty_runs
 from tests.sim.loop import Loop, SimClock
 from tests.sim.queue import VISIBILITY_SECONDS, SimQueue
+from tests.sim.targets import MAX_ECS_INSTANCES, LaneQueue, SimTargets, SimTask, run_task
 
 HANDLER = "sim.effect"
 MAX_SKEW = 2.0  # seconds either way, per process (the API's clock is the reference)
 MAX_WORKER_INSTANCES = 6
+ECS_MESSAGE_IDS = 10**9  # the ECS queue's first message id ("m-1000000000")
 
 
 def _state_machines_factory() -> Callable[..., StateMachines] | None:
@@ -86,18 +91,29 @@ class World:
     workers: list[Process] = field(default_factory=list)
     api: Process | None = None
     reconciler: Process | None = None
+    # Targets and the ECS lane (tests/sim/targets.py), on with build_world(targets=True): the ECS
+    # queue, its worker instances, and the Fargate vCPU reservations the whole fleet shares.
+    ecs_queue: SimQueue | None = None
+    ecs_workers: list[Process] = field(default_factory=list)
+    vcpu: MemoryFargateVcpuStore = field(default_factory=MemoryFargateVcpuStore)
+    tasks: int = 0
     processes: int = 0
     trace_log: list[str] = field(default_factory=list)
 
     # -- building processes ----------------------------------------------------------------------
     def process(
-        self, role: str, *, rng: random.Random | None = None, faults: Faults | None = None
+        self,
+        role: str,
+        *,
+        rng: random.Random | None = None,
+        faults: Faults | None = None,
+        lane: str = "lambda",
     ) -> Process:
         """A fresh process: its own identity, clock skew, fault-wrapped view of the shared stores.
 
         `rng` and `faults`: a side process whose draws, and name, stay off the schedule's own streams
         and count (the workload's run cancels: added later, they must not shift what earlier seeds
-        drew)."""
+        drew). `lane`: the worker queue it is on ("ecs": an ECS worker or a run's own task)."""
         side = rng is not None
         rng, faults = rng or self.rng, faults or self.faults
         if not side:
@@ -108,17 +124,23 @@ class World:
         schedule_uuid4 = uuid.uuid4
         if side:  # the services' own ids (worker, dispatcher) drawn from the side rng too
             uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
+        settings, queue, on_ecs = self.settings, self.queue, {}
+        if self.ecs_queue is not None:  # targets and the ECS lane (off: the world before them)
+            settings = settings.model_copy(update={"worker_lane": lane})
+            queue = LaneQueue({"lambda": self.queue, "ecs": self.ecs_queue}, lane)
+            on_ecs = {"targets": SimTargets(self), "fargate_vcpu": self.vcpu}
         try:
             svc = compose(
-                self.settings,
+                settings,
                 jobs=faulty_jobs(self.jobs, faults),
                 runs=faulty_runs(self.runs, faults),
-                queue=faulty_queue(self.queue, faults),
+                queue=faulty_queue(queue, faults),
                 limits=faulty_limits(self.limits, faults),
                 state_machines=self.machines,
                 clock=SimClock(self.loop, skew),
                 crash=faults.crash,
                 handlers=self.handlers,
+                **on_ecs,  # type: ignore[arg-type]
             )
         finally:
             uuid.uuid4 = schedule_uuid4
@@ -185,8 +207,38 @@ class World:
 
         return poll
 
-    def deliver(self, worker: Process, batch: list[Received]) -> None:
+    # -- the ECS worker: its queue, each message on a thread of its own -------------------------------
+    def start_ecs_workers(self, count: int) -> None:
+        """ECS worker instances on the ECS queue: each message in flight is one instance here (the
+        ECS worker runs each on a thread of its task), up to MAX_ECS_INSTANCES at once."""
+        self.ecs_workers.extend(self.process("ecs-worker", lane="ecs") for _ in range(count))
+        self.loop.at(0.5, self._poll_ecs)
+
+    def _poll_ecs(self) -> None:
+        self.loop.after(1.0, self._poll_ecs)
+        assert self.ecs_queue is not None
+        idle = [w for w in self.ecs_workers if not w.busy]
+        room = len(idle) + MAX_ECS_INSTANCES - len(self.ecs_workers)
+        for m in self.ecs_queue.receive(min(10, room)) if room > 0 else []:
+            if idle:
+                worker = idle.pop()
+            else:
+                worker = self.process("ecs-worker", lane="ecs")
+                self.ecs_workers.append(worker)
+            worker.busy = True  # before its task starts: the next message takes another instance
+            self.loop.spawn(lambda w=worker, m=m: self.deliver(w, [m], lane="ecs"))
+
+    def start_task(self, run_id: str, attempt: int) -> SimTask:
+        """RunTask of a run's own task: its process starts on the loop once the caller waits."""
+        self.tasks += 1
+        task = SimTask(f"arn:aws:ecs:us-east-1:000000000000:task/sim/{self.tasks}")
+        self.loop.after(0, lambda: self.loop.spawn(lambda: run_task(self, task, run_id, attempt)))
+        return task
+
+    def deliver(self, worker: Process, batch: list[Received], *, lane: str = "lambda") -> None:
         """One invocation of a worker instance on a batch: message by message."""
+        queue = self.queue if lane == "lambda" else self.ecs_queue
+        assert queue is not None
         worker.busy = True
         try:
             for i, m in enumerate(batch):
@@ -215,7 +267,7 @@ class World:
                         f"{worker.svc.worker.worker_id} {path} CRASH at {exc}",
                     )
                     self.faults.count("lost_batch_messages", len(batch) - i - 1)
-                    self._replace(worker)
+                    self._replace(worker, lane=lane)
                     return
                 self.trace(
                     body.job_id,
@@ -224,13 +276,18 @@ class World:
                 )
                 if outcome == Outcome.SKIPPED:
                     self.ledger.observe_skip(self, body)
-                self.queue.delete(m.receipt_handle)
+                queue.delete(m.receipt_handle)
         finally:
             worker.busy = False
 
-    def _replace(self, dead: Process) -> None:
-        idx = next(i for i, w in enumerate(self.workers) if w is dead)
-        self.workers[idx] = self.process("worker")
+    def _replace(self, dead: Process, *, lane: str = "lambda") -> None:
+        pool = self.workers if lane == "lambda" else self.ecs_workers
+        idx = next(i for i, w in enumerate(pool) if w is dead)
+        pool[idx] = self.process("worker" if lane == "lambda" else "ecs-worker", lane=lane)
+
+    def queues(self) -> list[SimQueue]:
+        """The worker queues: the execution queue, and the ECS queue when there is one."""
+        return [self.queue] if self.ecs_queue is None else [self.queue, self.ecs_queue]
 
     # -- the reconciler ----------------------------------------------------------------------------
     def start_reconciler(self, every: float = 60.0) -> None:
@@ -239,7 +296,8 @@ class World:
         def reconcile() -> None:
             self.loop.after(every, reconcile)
             assert self.reconciler is not None
-            for m in self.queue.take_dead(10):
+            # The ECS queue redrives to the same dead-letter queue (resources.ECS_QUEUE).
+            for m in [d for q in self.queues() for d in q.take_dead(10)]:
                 body = RunMessage.model_validate_json(m.body)
                 try:
                     answer = self.reconciler.svc.failures.reconcile(body)
@@ -299,7 +357,8 @@ def settings_for(rng: random.Random) -> Settings:
     )
 
 
-def build_world(seed: int, *, fault_scale: float = 1.0) -> World:
+def build_world(seed: int, *, fault_scale: float = 1.0, targets: bool = False) -> World:
+    """`targets`: targets and the ECS lane (tests/sim/targets.py); off, the world before them."""
     rng = random.Random(seed)
     loop = Loop()
     faults = Faults(
@@ -310,6 +369,8 @@ def build_world(seed: int, *, fault_scale: float = 1.0) -> World:
         crash_rate=0.02 * fault_scale,
     )
     settings = settings_for(rng)
+    if targets:
+        settings = settings.model_copy(update={"ecs_queue_url": "sim://ecs"})
     clock = SimClock(loop)
     jobs, runs = MemoryJobStore(shard_count=settings.shard_count), MemoryRunStore()
     queue = SimQueue(
@@ -329,6 +390,15 @@ def build_world(seed: int, *, fault_scale: float = 1.0) -> World:
         )  # fmt: skip
     world = World(seed, loop, rng, faults, Ledger(), settings, jobs, runs, queue, machines, HandlerRegistry())
     world.handlers.register(HANDLER, world.handler)
+    if targets:  # its draws from a stream of its own: the schedule's other draws stay as they were
+        world.ecs_queue = SimQueue(
+            clock=clock,
+            visibility_seconds=resources.ECS_QUEUE.visibility_timeout_seconds,
+            rng=random.Random(f"ecs-queue-{seed}"),
+            duplicate_rate=0.03 * fault_scale,
+            max_receive_count=resources.ECS_QUEUE.max_receive_count or 0,
+            _ids=itertools.count(ECS_MESSAGE_IDS),  # message ids of their own (key holders name them)
+        )
     return world
 
 
