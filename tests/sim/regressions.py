@@ -380,3 +380,15 @@ KEY_SEEDS: list[tuple[int, float, int, str, str]] = [
         " never sent and every real copy was dropped. Taken back: each wait leaves its own copy",
     ),
 ]  # fmt: skip
+
+# Found with targets and ECS runs in the workload (simulate(targets=True), the default since they
+# came, with run cancels and keys): each replays with all three. "" stands for any violation: these
+# schedules raised out of the loop (a test fails on the raise itself) rather than broke an invariant.
+TARGET_SEEDS: list[tuple[int, float, int, str, str]] = [
+    (
+        14, 5, 10, "",
+        "a run's own task's ctx.heartbeat() read the run's cancel mark, and a 500 on that read raised"
+        " into the handler (now the beat logs it and keeps the mark it had: the next beat reads again)",
+    ),
+    (29, 5, 10, "", "as seed 14"),
+]  # fmt: skip

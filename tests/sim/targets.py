@@ -130,6 +130,7 @@ class SimTarget:
             call = w.ledger.start(ctx, w.loop.now, times.stored(ctx.scheduled_for))
             w.ledger.end(call, w.loop.now, ok=False, effect_key=ctx.effect_key)
             error = str(refuse["error"])
+            w.faults.count("peer_refusal")
             w.trace(ctx.job_id, times.stored(ctx.scheduled_for), f"the {self.kind} peer refuses with {error}")
             if final_error_type(error):
                 raise FinalTargetFailure(f"the peer answered {error}", error_type=error)

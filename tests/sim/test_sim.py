@@ -18,7 +18,7 @@ from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict
 from jobsched.services.jobs import JobService
-from tests.sim.regressions import KEY_SEEDS, REGRESSION_SEEDS, RUN_CANCEL_SEEDS
+from tests.sim.regressions import KEY_SEEDS, REGRESSION_SEEDS, RUN_CANCEL_SEEDS, TARGET_SEEDS
 from tests.sim.targets import KINDS
 from tests.sim.workload import Workload, simulate
 from tests.sim.world import HANDLER, build_world, deterministic
@@ -65,6 +65,14 @@ def test_a_concurrency_key_regression_seed_no_longer_shows_the_bug_it_found(
     seed: int, minutes: float, jobs: int, violation: str, bug: str
 ) -> None:
     result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=True, targets=False)
+    assert not [v for v in result.violations if violation in v], bug
+
+
+@pytest.mark.parametrize(("seed", "minutes", "jobs", "violation", "bug"), TARGET_SEEDS)
+def test_a_target_regression_seed_no_longer_shows_the_bug_it_found(
+    seed: int, minutes: float, jobs: int, violation: str, bug: str
+) -> None:
+    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=True, targets=True)
     assert not [v for v in result.violations if violation in v], bug
 
 

@@ -148,6 +148,7 @@ class World:
         svc.worker.worker_id = f"worker-{name}"
         svc.dispatcher.owner = f"dispatcher-{name}"
         svc.worker.heartbeat_thread = False
+        svc.worker.timeout_thread = False  # a target on the task's own thread: a crash there is one
         svc.worker.sleep = lambda seconds: self.loop.sleep(float(seconds))  # type: ignore[arg-type]
         # Most workers record a healthy run in one write; some lease first: the two paths race.
         svc.worker.fast_path = rng.random() < 0.7

@@ -220,6 +220,10 @@ class Worker:
     # Beat on a thread every lease/3 s of real time while a handler runs; False: only the handler's
     # ctx.heartbeat() beats (a simulation that plays time on its own clock drives it: tests/sim).
     heartbeat_thread: bool = True
+    # Call a target with a timeout on a thread of its own, failed with Timeout past it; False: on the
+    # calling thread, the timeout left to the target itself (a simulation whose processes are tasks
+    # of its own loop: a thread of their own would leave the loop, and a crash there is no crash).
+    timeout_thread: bool = True
     # Every other kind of target (http, lambda, sqs, sns, eventbridge, stepfunctions): the composition
     # root's TargetFactory. None: python targets only (an attempt of another kind fails, visibly).
     targets: TargetSource | None = None
@@ -1725,7 +1729,7 @@ class Worker:
         self, job: Job, ctx: RunContext, *, timeout: int | None
     ) -> tuple[object, tuple[str, str] | None, float | None]:
         """Call the job's target once: (result, error or None, the target's Retry-After hint)."""
-        if timeout is None:
+        if timeout is None or not self.timeout_thread:
             return self._call(job, ctx)
         # Python cannot kill a thread: a target past its timeout is failed and left to finish in
         # the background (its late result is discarded: the run has moved on). Handlers that must
