@@ -42,37 +42,23 @@ def test_a_seed_replays_exactly_and_another_seed_plays_another_schedule() -> Non
     assert first.handler_calls > 0 and sum(first.faults.values()) > 0
 
 
-@pytest.mark.parametrize(("seed", "minutes", "jobs", "violation", "bug"), REGRESSION_SEEDS)
+# Each set of regression seeds replays on the workload it was found on: what the workload drew then.
+WORKLOADS = {
+    "before run cancels": (REGRESSION_SEEDS, {"run_cancels": False, "keys": False, "targets": False}),
+    "with run cancels": (RUN_CANCEL_SEEDS, {"run_cancels": True, "keys": False, "targets": False}),
+    "with keys": (KEY_SEEDS, {"run_cancels": True, "keys": True, "targets": False}),
+    "with targets": (TARGET_SEEDS, {"run_cancels": True, "keys": True, "targets": True}),
+}
+
+
+@pytest.mark.parametrize(
+    ("workload", "seed", "minutes", "jobs", "violation", "bug"),
+    [(name, *entry) for name, (seeds, _) in WORKLOADS.items() for entry in seeds],
+)
 def test_a_regression_seed_no_longer_shows_the_bug_it_found(
-    seed: int, minutes: float, jobs: int, violation: str, bug: str
+    workload: str, seed: int, minutes: float, jobs: int, violation: str, bug: str
 ) -> None:
-    # found before run cancels and keys
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=False, keys=False, targets=False)
-    assert not [v for v in result.violations if violation in v], bug
-
-
-@pytest.mark.parametrize(("seed", "minutes", "jobs", "violation", "bug"), RUN_CANCEL_SEEDS)
-def test_a_run_cancel_regression_seed_no_longer_shows_the_bug_it_found(
-    seed: int, minutes: float, jobs: int, violation: str, bug: str
-) -> None:
-    # found before keys and targets
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=False, targets=False)
-    assert not [v for v in result.violations if violation in v], bug
-
-
-@pytest.mark.parametrize(("seed", "minutes", "jobs", "violation", "bug"), KEY_SEEDS)
-def test_a_concurrency_key_regression_seed_no_longer_shows_the_bug_it_found(
-    seed: int, minutes: float, jobs: int, violation: str, bug: str
-) -> None:
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=True, targets=False)
-    assert not [v for v in result.violations if violation in v], bug
-
-
-@pytest.mark.parametrize(("seed", "minutes", "jobs", "violation", "bug"), TARGET_SEEDS)
-def test_a_target_regression_seed_no_longer_shows_the_bug_it_found(
-    seed: int, minutes: float, jobs: int, violation: str, bug: str
-) -> None:
-    result = simulate(seed, minutes=minutes, scale=jobs, run_cancels=True, keys=True, targets=True)
+    result = simulate(seed, minutes=minutes, scale=jobs, **WORKLOADS[workload][1])
     assert not [v for v in result.violations if violation in v], bug
 
 
