@@ -404,6 +404,7 @@ class Dispatcher:
                 )
             self._alert(plan, now=now)
             offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
+            guard = takes_slot(entry.type, entry.policy.overlap_policy)
             for tick in plan.run:
                 if entry.type != "recurring":
                     # A one-off's single run is its whole life: its row is written now, so it is
@@ -415,13 +416,11 @@ class Dispatcher:
                     if row.row and row.row.status != RunStatus.PENDING:
                         continue  # sent and received before; a second message would be a duplicate
                 fire_at = tick + timedelta(seconds=offset)
-                guard = takes_slot(entry.type, entry.policy.overlap_policy)
                 message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
                 outgoing.append((message, fire_at, entry))
                 if self.alerts is not None and (watch := watch_for(entry, tick, now=now)) is not None:
                     outgoing.append((*watch, entry))  # only for a job alerting on "late": services/late.py
             for tick in plan.resent:  # a copy: its first hand-over counted it, and sent its late watch
-                guard = takes_slot(entry.type, entry.policy.overlap_policy)
                 message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
                 outgoing.append((message, tick + timedelta(seconds=offset), entry))
         if self.settings.fair_dispatch:

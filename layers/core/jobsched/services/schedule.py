@@ -155,12 +155,12 @@ class ScheduleService:
             }
         )
         self._save(job, resumed)
-        if replan:
-            self.job_service.hand_over_if_due_soon(
-                resumed, missed_before=now, queued_before=job.resume_from, resend_before=resend_before
-            )
-        else:
-            self.job_service.hand_over_if_due_soon(resumed, missed_before=now)
+        self.job_service.hand_over_if_due_soon(
+            resumed,
+            missed_before=now,
+            queued_before=job.resume_from if replan else None,
+            resend_before=resend_before if replan else None,
+        )
         return self._control(self.job_service.owned(job_id, tenant))
 
     @staticmethod
