@@ -249,6 +249,29 @@ def test_a_task_that_dies_before_recording_fails_its_attempt_as_task_lost(world:
     assert vcpu.used(ACCOUNT_SCOPE) == 0
 
 
+def test_a_lost_task_of_a_job_that_is_not_idempotent_is_dead_lettered_not_run_again(world: Any) -> None:
+    svc, clock, queue, vcpu = world
+    # Given a big Python job declared idempotent: false, with attempts left
+    job_id = python_job(svc, "demo.echo", {"cpu": 4096, "memory_mib": 8192}, idempotent=False)
+
+    def dies(seconds: float) -> None:  # stopped with no exit code: it may have run the handler, or not
+        for task in tasks():
+            task.status = "STOPPED"
+            task.containers[0].exitCode = None
+
+    # When its task is lost
+    assert run_once(svc, clock, queue, dies, RUN_AT) == [Outcome.FAILED]
+    # Then, as for a worker that died holding such a run, nothing runs it again by itself: its
+    # failure goes to the failure workflow as not retryable, which dead-letters it (a replay is the
+    # user's call), with the task's fate as its error
+    row = svc.runs.get(job_id, times.stored(RUN_AT))
+    assert row is not None and row.status == RunStatus.FAILED and row.attempt == 1
+    assert row.error is not None and row.error.type == "TaskLost"
+    [failure] = svc.failures.state_machines.started.values()
+    assert failure["retryable"] is False and failure["attempt"] == 1 and failure["max_attempts"] == 2
+    assert vcpu.used(ACCOUNT_SCOPE) == 0
+
+
 def test_a_python_run_that_fits_the_worker_task_runs_in_process_with_no_task(world: Any) -> None:
     svc, clock, queue, vcpu = world
     job_id = python_job(svc, "demo.echo", {"cpu": 1024, "memory_mib": 2048})

@@ -43,6 +43,7 @@ from typing import Any
 
 from jobsched.domain import times
 from jobsched.domain.commands import BackfillRequest, CreateJobRequest, PatchJobRequest
+from jobsched.domain.compute import needs_own_task
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.models import Backoff
@@ -349,7 +350,7 @@ class Workload:
             return {"handler": HANDLER}
         fields, more = sim_targets.draw(self.target_rng, ecs=True)
         payload.update(more)
-        if fields.get("runs_on") == "ecs":
+        if fields.get("runs_on") == "ecs" and needs_own_task(fields["resources"]):
             # A stall is a handler that stops beating: a run's own task beats through the ECS worker
             # that follows it, so a stall there is only a long hold.
             payload.pop("stall", None)

@@ -10,6 +10,7 @@ from typing import Any
 from jobsched import telemetry
 from jobsched.asl_inputs import Alert, FailureInput, JobKeys, ReplayInput
 from jobsched.domain import cursors, times
+from jobsched.domain.ecs_tasks import TASK_LOST
 from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
 from jobsched.domain.models import Execution, Job, RunMessage, takes_slot
 from jobsched.domain.results import DeadLetterPage, Replay
@@ -62,8 +63,14 @@ class FailureService:
         error_type = run.error.type if run.error else "Unknown"
         policy = job.retry
         if retryable is None:
-            # A target's final answer (a 4xx, a refused address) is never retried, whatever the policy.
-            retryable = policy.retries_after(run.attempt, error_type) and not final_error_type(error_type)
+            # A target's final answer (a 4xx, a refused address) is never retried, whatever the policy;
+            # nor is a lost task of a job that is not idempotent: like a run whose worker died (LOST),
+            # it may have had its effect, so running it again is the user's call (a replay).
+            retryable = (
+                policy.retries_after(run.attempt, error_type)
+                and not final_error_type(error_type)
+                and not (error_type == TASK_LOST and not job.idempotent)
+            )
         now = self.clock.now()
         sf = times.stored(run.scheduled_for)
         message = run.error.message if run.error else ""

@@ -970,6 +970,7 @@ class Worker:
         )
         started = row.started_at or self.clock.now()
         result, error, _ = self._call(job, context, self.registry.target(job.target.handler))
+        self.crash("run.own_task_after_handler")
         end = self._outcome(started, max(started, self.clock.now()), attempt, result, error)
         done = self._record(lambda: self.runs.record(job_id, sf, owner=owner, end=end), end)
         if done.applied:
