@@ -391,4 +391,15 @@ TARGET_SEEDS: list[tuple[int, float, int, str, str]] = [
         " into the handler (now the beat logs it and keeps the mark it had: the next beat reads again)",
     ),
     (29, 5, 10, "", "as seed 14"),
+    (
+        225, 10, 12, "of a non-idempotent job succeeded twice",
+        "a run's own task of an idempotent: false job died after its handler (TaskLost), and the job's"
+        " policy retried it: the handler succeeded twice (now such an attempt is dead-lettered)",
+    ),
+    (
+        184, 10, 12, "did not settle",
+        "the simulator's client, not the scheduler: six tries of a create got no answer, but the first"
+        " had applied; the client never knew its recurring job, never stopped it, and the queue never"
+        " emptied (now the client tries its unanswered creates again once the faults stop)",
+    ),
 ]  # fmt: skip

@@ -137,6 +137,7 @@ class Workload:
         # Set when the quiesce begins: the client's own planned actions stop there (a resume it had
         # planned for later undid the quiesce's pause, and the drain's cancels met runs: seed 24).
         self.stopped = False
+        self.unanswered: list[tuple[CreateJobRequest, str]] = []  # creates with no answer (and their keys)
         # The run cancels' own draws, faults and API process (see the module docstring).
         self.run_rng = random.Random(f"runcancel-{world.seed}")
         f = world.faults
@@ -168,14 +169,17 @@ class Workload:
         self.w.trace(job_id, "", f"api {what}: 2xx")
         return out if out is not None else True
 
-    def create(self, request: CreateJobRequest) -> str | None:
-        key = f"k{len(self.accepted)}-{self.rng.getrandbits(32)}"
+    def create(self, request: CreateJobRequest, key: str | None = None) -> str | None:
+        """POST /api/jobs with an Idempotency-Key, tried up to 6 times now; a create still unanswered
+        then is tried again once the faults stop (answer_unanswered): its write may have applied."""
+        key = key or f"k{len(self.accepted)}-{self.rng.getrandbits(32)}"
         for _ in range(6):  # a client retries with the same Idempotency-Key until it gets an answer
             created = self.call(
                 "create", "", lambda s: s.job_service.submit(request, tenant=TENANT, idempotency_key=key)
             )
             if created is not None:
-                now = self.w.loop.instant()
+                # When the job was written (a late answer's job may have run since its first try).
+                now = min(self.w.loop.instant(), self.job(created.job_id).created_at)
                 self.accepted[created.job_id] = Accepted(
                     created.job_id, request, now, overlap_policy=request.overlap_policy
                 )
@@ -193,7 +197,15 @@ class Workload:
                 )
                 self._plan_run_cancels(created.job_id, request)
                 return str(created.job_id)
+        self.unanswered.append((request, key))
         return None
+
+    def answer_unanswered(self) -> None:
+        """The client's creates that got no answer, tried again with their keys (faults over): one whose
+        write had applied answers its job, which the client then knows (and the quiesce stops)."""
+        pending, self.unanswered = self.unanswered, []
+        for request, key in pending:
+            self.create(request, key)
 
     def job(self, job_id: str) -> Any:
         return self.w.jobs.get_job(job_id)  # the store itself: fault-free, consistent
@@ -525,6 +537,7 @@ def simulate(
         load_end = w.loop.instant()
         w.faults.active = False
         w.queue.duplicate_rate = 0.0
+        load.answer_unanswered()
         w.loop.run_until(load.load_seconds + SETTLE_SECONDS)
         # Quiesce: recurring jobs are paused, then cancelled (a cancel answers 409 while a run is in
         # progress: it is tried again), and everything left drains.
