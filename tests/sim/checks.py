@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched import cron
 from jobsched.domain import times
-from jobsched.domain.models import RunMessage
+from jobsched.domain.ecs_tasks import TASK_LOST
+from jobsched.domain.models import Execution, RunMessage
 from jobsched.domain.status import RunStatus
 from jobsched.handlers import RunContext
 
@@ -136,8 +137,12 @@ def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) ->
             if r.status in NOT_FINAL:
                 bad.append(f"{job_id}: run {sf} stuck {r.status.value}")
             # (A failed attempt then a cancelled or skipped retry is truthful: the attempt is in the
-            # run's history. A success is an effect: a run that had one must not say it never ran.)
-            if r.status in (RunStatus.CANCELLED, RunStatus.SKIPPED) and any(c.ok for c in invoked):
+            # run's history. A success is an effect: a run that had one must not say it never ran,
+            # unless its history says that attempt's fate is unknown: a task lost with no exit code,
+            # whose handler may have run, is recorded as TaskLost, and its retry may be cancelled.)
+            if r.status in (RunStatus.CANCELLED, RunStatus.SKIPPED) and any(
+                c.ok and not _lost(r, c.attempt) for c in invoked
+            ):
                 bad.append(f"{job_id}: run {sf} is {r.status.value} but its handler succeeded")
             attempts = {c.attempt for c in invoked}
             limit = request.max_attempts * (1 + r.replays)
@@ -187,6 +192,11 @@ def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) ->
     bad.extend(_check_keys(world, accepted, calls))
     bad.extend(world.ledger.unbuffered)
     return bad
+
+
+def _lost(run: Execution, attempt: int) -> bool:
+    """Whether the run's history records `attempt` as lost with its fate unknown (TaskLost)."""
+    return any(a.attempt == attempt and a.error and a.error.type == TASK_LOST for a in run.attempts)
 
 
 def _check_keys(
@@ -257,6 +267,9 @@ def _check_run_cancels(
                 # A stalled attempt (the lost-lease fault) is taken over, its record refused: the row
                 # counts it (a later attempt ran) though it holds no end of it (tests/sim seed 3827).
                 and not ((j, sf) in world.ledger.stalled and row.attempt >= c.attempt)
+                # So is a failed attempt whose worker died before recording it (seed 1827): a takeover
+                # counted it; it had no effect that CANCELLED could hide (a success is checked above).
+                and not (not c.ok and row.attempt > c.attempt)
             ):
                 bad.append(
                     f"{job_id}: run {sf} is CANCELLED (a run cancel at {answered:.2f})"
