@@ -289,6 +289,10 @@ def test_a_run_whose_workers_keep_dying_is_dead_lettered(svc: Services) -> None:
     wait_executions_done(svc)
     run = the_run(svc, job_id)
     assert run.status == RunStatus.DEAD_LETTER and run.error and run.error.type == "LeaseExpired"
+    # (what happened, and no more: attempts that failed in their handlers are not deaths)
+    assert run.error.message == (
+        "the worker of attempt 2 died holding this run, and max_attempts (2) is used up"
+    )
 
 
 def test_the_reconciler_dead_letters_a_poison_message(svc: Services, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,7 @@ from jobsched.domain.ecs_tasks import TASK_LOST
 from jobsched.domain.models import Execution, RunMessage
 from jobsched.domain.status import RunStatus
 from jobsched.handlers import RunContext
+from jobsched.services.failures import LEASE_EXPIRED
 
 if TYPE_CHECKING:
     from tests.sim.workload import Accepted
@@ -195,8 +196,17 @@ def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) ->
 
 
 def _lost(run: Execution, attempt: int) -> bool:
-    """Whether the run's history records `attempt` as lost with its fate unknown (TaskLost)."""
-    return any(a.attempt == attempt and a.error and a.error.type == TASK_LOST for a in run.attempts)
+    """Whether the run's history says `attempt`'s fate is unknown: recorded TaskLost (its task stopped
+    with no exit code), or followed by a LeaseExpired record (a takeover found its worker dead, with
+    no attempt left to run again)."""
+    return any(
+        a.error
+        and (
+            (a.attempt == attempt and a.error.type == TASK_LOST)
+            or (a.attempt > attempt and a.error.type == LEASE_EXPIRED)
+        )
+        for a in run.attempts
+    )
 
 
 def _check_keys(

@@ -1470,7 +1470,8 @@ class Worker:
             retry_after: float | None = None
             error: tuple[str, str] | None = (
                 LEASE_EXPIRED,
-                f"workers died holding this run {attempt - 1} time(s)",
+                f"the worker of attempt {attempt - 1} died holding this run, and max_attempts"
+                f" ({job.retry.max_attempts}) is used up",
             )
             self.crash("run.after_handler")
         else:
