@@ -397,6 +397,17 @@ TARGET_SEEDS: list[tuple[int, float, int, str, str]] = [
         " policy retried it: the handler succeeded twice (now such an attempt is dead-lettered)",
     ),
     (
+        9173, 5, 10, "2026-11-30T12:03:00.000Z was due and is missing",
+        "SQS handed a tick of a pause out twice: one receive stopped at the pause and acknowledged it, the"
+        " other counted the run on the job and failed; the resume's catch-up left the tick to a"
+        " redelivery (its marker said it may have run) that could not come (now a lapsed marker's tick"
+        " gets a copy of its message from the pass that skips it)",
+    ),
+    (
+        9402, 5, 10, "2026-11-30T12:02:00.000Z was due and is missing",
+        "the checker's: a job created 0.2 ms after a tick's second was expected to run that tick",
+    ),
+    (
         184, 10, 12, "did not settle",
         "the simulator's client, not the scheduler: six tries of a create got no answer, but the first"
         " had applied; the client never knew its recurring job, never stopped it, and the queue never"

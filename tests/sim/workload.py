@@ -172,14 +172,17 @@ class Workload:
     def create(self, request: CreateJobRequest, key: str | None = None) -> str | None:
         """POST /api/jobs with an Idempotency-Key, tried up to 6 times now; a create still unanswered
         then is tried again once the faults stop (answer_unanswered): its write may have applied."""
+        late = key is not None
         key = key or f"k{len(self.accepted)}-{self.rng.getrandbits(32)}"
         for _ in range(6):  # a client retries with the same Idempotency-Key until it gets an answer
             created = self.call(
                 "create", "", lambda s: s.job_service.submit(request, tenant=TENANT, idempotency_key=key)
             )
             if created is not None:
-                # When the job was written (a late answer's job may have run since its first try).
-                now = min(self.w.loop.instant(), self.job(created.job_id).created_at)
+                now = self.w.loop.instant()
+                if late:  # its job was written at its first try (and may have run since): its ticks
+                    # are those after that instant, as the job's own schedule counts them
+                    now = min(now, self.job(created.job_id).created_at + timedelta(milliseconds=1))
                 self.accepted[created.job_id] = Accepted(
                     created.job_id, request, now, overlap_policy=request.overlap_policy
                 )

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest, PatchJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.errors import TransientStoreError
@@ -200,3 +201,40 @@ def test_a_tick_a_worker_ahead_took_for_one_of_the_pause_runs_when_a_call_after_
     assert Outcome.SUCCEEDED in later
     run = world.runs.get(job_id, T0 + timedelta(seconds=60))
     assert run is not None and run.status == RunStatus.SUCCEEDED
+
+
+def test_a_tick_of_the_pause_whose_twin_receive_counted_it_and_died_is_run_after_the_resume(
+    world: World,
+) -> None:
+    # Given a per-minute job (catch-up "one") paused before its 12:01 tick, handed over already; SQS
+    # hands the tick's message out twice at 12:01:00.5: one receive stops at the pause and
+    # acknowledges it, the other counts the run on the job (its start marker) and dies there
+    request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
+    world.clock.advance(0.5)
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.svc.dispatcher.dispatch_all()
+    world.svc.schedule.pause(job_id, tenant="t")
+    world.clock.set(T0 + timedelta(seconds=60.5))
+    assert world.deliver() == [Outcome.PAUSED]
+    twin = world.clock.now()
+    counted, _ = world.jobs.count_and_read(
+        job_id,
+        run=times.stored(T0 + timedelta(seconds=60)),
+        message="m-twin",
+        until=twin + timedelta(seconds=30),
+        now=twin,
+    )
+    assert counted and world.queue.peek() == []  # no message of the tick is left
+    # When it is resumed at 12:03:30 (12:01, 12:02 and 12:03 missed: coalesced into 12:03), the
+    # twin's marker long lapsed, and the queue plays what it holds then
+    world.clock.set(T0 + timedelta(seconds=210))
+    world.svc.schedule.resume(job_id, tenant="t")
+    world.clock.advance(1)
+    world.deliver()
+    # Then 12:01 has a row: the resume left it to a redelivery (its marker says it may have run) and,
+    # that marker lapsed, sent the copy that settles it. Before, the tick had no row for good
+    # (tests/sim seed 9173), neither run nor recorded SKIPPED
+    first = world.runs.get(job_id, T0 + timedelta(seconds=60))
+    assert first is not None and first.status == RunStatus.SUCCEEDED
+    second = world.runs.get(job_id, T0 + timedelta(seconds=120))
+    assert second is not None and second.status == RunStatus.SKIPPED and second.reason == "coalesced"

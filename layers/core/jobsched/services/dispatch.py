@@ -395,16 +395,22 @@ class Dispatcher:
         outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]] = []  # when each fires, whose it is
         for plan in plans:
             entry = plan.entry
-            started = self._started_runs(entry.job_id) if plan.skip else set()
+            started, lapsed = self._started_runs(entry.job_id, now=now) if plan.skip else (set(), set())
+            offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
+            guard = takes_slot(entry.type, entry.policy.overlap_policy)
             for tick, reason in plan.skip:
-                if times.stored(tick) in started:
+                sf = times.stored(tick)
+                if sf in lapsed:
+                    # Its holder is gone, and its message may be too (a twin receive acknowledged it
+                    # as a tick of the pause: tests/sim seed 9173): a copy settles it, as _revive does.
+                    message = RunMessage(job_id=entry.job_id, scheduled_for=sf, guard=guard)
+                    outgoing.append((message, tick + timedelta(seconds=offset), entry))
+                if sf in started:
                     continue  # it may have run: its redelivery records it (see _started_runs)
                 self.runs.put_pending(
                     job_id=entry.job_id, tenant=entry.tenant, scheduled_for=tick, now=now, skipped=reason
                 )
             self._alert(plan, now=now)
-            offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
-            guard = takes_slot(entry.type, entry.policy.overlap_policy)
             for tick in plan.run:
                 if entry.type != "recurring":
                     # A one-off's single run is its whole life: its row is written now, so it is
@@ -480,7 +486,7 @@ class Dispatcher:
                     out[i] = (message, fire_at + timedelta(seconds=slot - second), entry)
         return out
 
-    def _started_runs(self, job_id: str) -> set[str]:
+    def _started_runs(self, job_id: str, *, now: datetime) -> tuple[set[str], set[str]]:
         """The ticks with a start marker on the job (jobsched.domain.models.started_runs), which a
         catch-up must not record SKIPPED. A skipped tick is normally one never handed over, but a
         resume re-plans its pause from the first tick, handed over already (and so does the next
@@ -488,9 +494,18 @@ class Dispatcher:
         before the pause was written and died after its handler, and the resume's "coalesced" row
         met its redelivery as a finished run (tests/sim seed 110). Left without a row, the tick is
         the redelivery's: it finds its lapsed marker and runs the tick again or records it. One
-        consistent read of the job per plan with skipped ticks (a catch-up: rare)."""
+        consistent read of the job per plan with skipped ticks (a catch-up: rare).
+
+        And those of them whose every marker has lapsed (no live holder): their message may be gone
+        as well, acknowledged by a twin receive that stopped at the pause, so the pass sends a copy."""
         job = self.jobs.get_job(job_id)
-        return set() if job is None else started_runs(job)
+        if job is None:
+            return set(), set()
+        live = {key.split("#", 1)[0] for key, until in job.in_flight.items() if until >= now}
+        if job.active_run is not None and job.active_until is not None and job.active_until >= now:
+            live.add(job.active_run)
+        started = started_runs(job)
+        return started, started - live
 
     def _alert(self, plan: Plan, *, now: datetime) -> None:
         """Raise the plan's missed, skipped and late alerts (a job the pass drops ticks of, or hands
