@@ -18,16 +18,22 @@ from tests.unit.services.conftest import T0, World
 from tests.unit.services.test_worker_crash_after_handler import VISIBILITY, crash_once_at
 
 
-def test_a_tick_received_early_during_a_pause_still_runs_after_a_resume_before_its_second(
-    world: World,
-) -> None:
-    # Given a per-minute job created at 12:00:00.5, whose 12:01 tick went out at once (SQS delays are
-    # whole seconds, rounded down: the message surfaces at 12:00:59.5), and the job is paused
+def _paused_after_its_hand_over(world: World) -> str:
+    """A per-minute job (catch-up "one") created at 12:00:00.5, its 12:01 tick handed over, paused."""
     request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
     world.clock.advance(0.5)
     job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
     world.svc.dispatcher.dispatch_all()
     world.svc.schedule.pause(job_id, tenant="t")
+    return job_id
+
+
+def test_a_tick_received_early_during_a_pause_still_runs_after_a_resume_before_its_second(
+    world: World,
+) -> None:
+    # Given a per-minute job created at 12:00:00.5, whose 12:01 tick went out at once (SQS delays are
+    # whole seconds, rounded down: the message surfaces at 12:00:59.5), and the job is paused
+    job_id = _paused_after_its_hand_over(world)
     # When a worker receives it at 12:00:59.6, and the job is resumed at 12:00:59.8, before the tick
     world.clock.set(T0 + timedelta(seconds=59.6))
     early = world.deliver()
@@ -209,11 +215,7 @@ def test_a_tick_of_the_pause_whose_twin_receive_counted_it_and_died_is_run_after
     # Given a per-minute job (catch-up "one") paused before its 12:01 tick, handed over already; SQS
     # hands the tick's message out twice at 12:01:00.5: one receive stops at the pause and
     # acknowledges it, the other counts the run on the job (its start marker) and dies there
-    request = CreateJobRequest(type="recurring", handler="demo.echo", cron_expr="* * * * *", catchup="one")
-    world.clock.advance(0.5)
-    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
-    world.svc.dispatcher.dispatch_all()
-    world.svc.schedule.pause(job_id, tenant="t")
+    job_id = _paused_after_its_hand_over(world)
     world.clock.set(T0 + timedelta(seconds=60.5))
     assert world.deliver() == [Outcome.PAUSED]
     twin = world.clock.now()
