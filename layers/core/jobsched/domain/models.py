@@ -178,6 +178,15 @@ def started_runs(job: Job) -> set[str]:
     return started
 
 
+def live_runs(job: Job, now: datetime) -> set[str]:
+    """Those of `started_runs` whose start marker is live at `now` (its until not yet passed): a
+    receive holds it and runs or records it. A started run not in here has lost its holder."""
+    live = {key.split("#", 1)[0] for key, until in job.in_flight.items() if until >= now}
+    if job.active_run is not None and job.active_until is not None and job.active_until >= now:
+        live.add(job.active_run)
+    return live
+
+
 class RescheduledTicks(BaseModel):
     """The old schedule's ticks of a pause that an edit replaced: ticks of (cron_expr, timezone) from
     `first` to `until`, both included, each to be recorded SKIPPED "rescheduled".

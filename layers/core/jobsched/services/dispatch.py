@@ -65,7 +65,7 @@ from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch
 from jobsched.domain.fairness import LEAD_SECONDS, fair_order
 from jobsched.domain.limits import DEFAULT_QUOTA, rate_slots
-from jobsched.domain.models import RunMessage, started_runs, takes_slot
+from jobsched.domain.models import RunMessage, live_runs, started_runs, takes_slot
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
@@ -501,11 +501,8 @@ class Dispatcher:
         job = self.jobs.get_job(job_id)
         if job is None:
             return set(), set()
-        live = {key.split("#", 1)[0] for key, until in job.in_flight.items() if until >= now}
-        if job.active_run is not None and job.active_until is not None and job.active_until >= now:
-            live.add(job.active_run)
         started = started_runs(job)
-        return started, started - live
+        return started, started - live_runs(job, now)
 
     def _alert(self, plan: Plan, *, now: datetime) -> None:
         """Raise the plan's missed, skipped and late alerts (a job the pass drops ticks of, or hands

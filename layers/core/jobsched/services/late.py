@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch
-from jobsched.domain.models import Job
+from jobsched.domain.models import Job, live_runs
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.ports import Clock, JobStore, RunQueue, RunStore
@@ -95,6 +95,4 @@ class LateWatcher:
             return True
         # No row, or PENDING: a fast-path run writes its row when it ends, and is known to run by the
         # start marker it keeps live on its job while it does.
-        if job.active_run == sf and job.active_until is not None and job.active_until >= now:
-            return True
-        return any(key.split("#", 1)[0] == sf and until >= now for key, until in job.in_flight.items())
+        return sf in live_runs(job, now)
