@@ -22,7 +22,7 @@ from jobsched.adapters.memory import MemoryJobStore, MemoryRunQueue, MemoryRunSt
 from jobsched.adapters.targets import OWN_TASK_COMMAND, EcsPlace, TargetFactory
 from jobsched.domain import times
 from jobsched.domain.commands import CreateJobRequest
-from jobsched.domain.ecs_tasks import started_by
+from jobsched.domain.ecs_tasks import RAN_UNRECORDED, started_by
 from jobsched.domain.fargate_vcpu import ACCOUNT_SCOPE
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.status import RunStatus
@@ -82,6 +82,7 @@ def world() -> Iterator[tuple[Services, FakeClock, MemoryRunQueue, MemoryFargate
         handlers = registry.copy()
         handlers.register("test.boom", _boom)
         handlers.register("test.beats", _beats)
+        handlers.register("test.counts", _counts)
         factory = TargetFactory(
             handlers=handlers,
             roles=None,
@@ -111,6 +112,13 @@ def world() -> Iterator[tuple[Services, FakeClock, MemoryRunQueue, MemoryFargate
 
 def _boom(payload: dict[str, Any], ctx: Any) -> None:
     raise RuntimeError("boom in a task of its own")
+
+
+_ran: list[str] = []
+
+
+def _counts(payload: dict[str, Any], ctx: Any) -> None:
+    _ran.append(ctx.job_id)
 
 
 def _beats(payload: dict[str, Any], ctx: Any) -> dict[str, bool]:
@@ -267,6 +275,44 @@ def test_a_lost_task_of_a_job_that_is_not_idempotent_is_dead_lettered_not_run_ag
     row = svc.runs.get(job_id, times.stored(RUN_AT))
     assert row is not None and row.status == RunStatus.FAILED and row.attempt == 1
     assert row.error is not None and row.error.type == "TaskLost"
+    [failure] = svc.failures.state_machines.started.values()
+    assert failure["retryable"] is False and failure["attempt"] == 1 and failure["max_attempts"] == 2
+    assert vcpu.used(ACCOUNT_SCOPE) == 0
+
+
+def test_a_task_whose_handler_ran_and_whose_record_failed_is_task_lost_not_run_again(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, clock, queue, vcpu = world
+    # Given a big Python job declared idempotent: false, with attempts left, and a run store that
+    # answers a 500 to every record while its task runs (the handler has run by then)
+    job_id = python_job(svc, "test.counts", {"cpu": 4096, "memory_mib": 8192}, idempotent=False)
+    in_task, real_record, task_runs, codes = [False], svc.worker.runs.record, the_task_runs(svc, vcpu, {}), []
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        if in_task[0]:
+            raise TransientStoreError("sim: InternalServerError on record", aws_code="InternalServerError")
+        return real_record(*args, **kwargs)
+
+    def sleep(seconds: float) -> None:
+        in_task[0] = True
+        try:
+            task_runs(seconds)
+            codes.extend(t.containers[0].exitCode for t in tasks())
+        finally:
+            in_task[0] = False
+
+    monkeypatch.setattr(svc.worker.runs, "record", record)
+    _ran.clear()
+    # When the ECS worker takes its run, and its task runs the handler and cannot record it
+    assert run_once(svc, clock, queue, sleep, RUN_AT) == [Outcome.FAILED]
+    # Then the task said so by its exit code, and the worker recorded the attempt's fate unknown
+    assert codes == [RAN_UNRECORDED] and _ran == [job_id]
+    row = svc.runs.get(job_id, times.stored(RUN_AT))
+    assert row is not None and row.status == RunStatus.FAILED and row.attempt == 1
+    assert row.error is not None and row.error.type == "TaskLost"
+    assert "could not be recorded" in row.error.message
+    # And, the job not idempotent, its failure is not retryable: dead-lettered, not run a second time
     [failure] = svc.failures.state_machines.started.values()
     assert failure["retryable"] is False and failure["attempt"] == 1 and failure["max_attempts"] == 2
     assert vcpu.used(ACCOUNT_SCOPE) == 0

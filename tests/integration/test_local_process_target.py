@@ -115,6 +115,17 @@ def test_a_process_killed_by_another_hand_is_a_lost_task() -> None:
     assert failed.value.error_type == "TaskLost" and "SIGKILL" in str(failed.value)
 
 
+def test_the_workers_own_task_exiting_ran_unrecorded_is_a_lost_task_and_a_containers_is_not() -> None:
+    # A Python run's own task (the worker's environment inherited) exits 4 when its handler ran and
+    # its record failed: an unknown outcome. A user's container exiting 4 has simply failed.
+    with pytest.raises(TargetFailed) as own:
+        invoke(runner("raise SystemExit(4)", inherit_environment=True))
+    assert own.value.error_type == "TaskLost" and "could not be recorded" in str(own.value)
+    with pytest.raises(TargetFailed) as user:
+        invoke(runner("raise SystemExit(4)"))
+    assert user.value.error_type == "ExitCode" and "exit code 4" in str(user.value)
+
+
 def test_a_command_that_cannot_start_is_a_lost_task_and_no_command_is_unavailable() -> None:
     spec = parse_target({"type": "ecs", "image": "busybox:1.36", "command": ["/no/such/binary"]})
     with pytest.raises(TargetFailed) as failed:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.domain import times
 from jobsched.domain.compute import Resources
-from jobsched.domain.ecs_tasks import EXIT_CODE, TASK_LOST
+from jobsched.domain.ecs_tasks import task_ended
 from jobsched.domain.records import Outgoing
 from jobsched.domain.targets import FinalTargetFailure, TargetFailed, TargetSpec, final_error_type
 from jobsched.errors import JobschedError
@@ -163,19 +163,15 @@ class SimOwnTask:
     """A Python run in a task of its own, started and followed by the ECS worker holding its lease."""
 
     world: World
-    timeout_seconds: float | None
 
     def invoke(self, envelope: Mapping[str, Any], ctx: RunContext) -> object:
         w = self.world
         task = w.start_task(str(envelope["run_id"]), int(envelope["attempt"]))
         ctx.note_task(task.arn)
         while True:
-            if task.stopped:
-                if task.exit_code is None:
-                    raise TargetFailed(f"{task.arn}: stopped with no exit code", error_type=TASK_LOST)
-                if task.exit_code != 0:
-                    raise TargetFailed(f"{task.arn}: exit code {task.exit_code}", error_type=EXIT_CODE)
-                return {"task_arn": task.arn, "exit_code": 0}
+            if task.stopped:  # read as the ECS worker reads its own task's end
+                stopped = {"lastStatus": "STOPPED", "containers": [{"exitCode": task.exit_code}]}
+                return task_ended(task.arn, stopped, own_task=True)
             w.faults.crash("ecs.follow_task")  # the ECS worker dies while its task runs on
             ctx.heartbeat()
             w.loop.sleep(FOLLOW_SECONDS)
@@ -193,7 +189,7 @@ class SimTargets:
         return SimTarget(self.world, spec.type)
 
     def for_worker_task(self, *, timeout_seconds: float | None = None, resources: Resources) -> SimOwnTask:
-        return SimOwnTask(self.world, timeout_seconds)
+        return SimOwnTask(self.world)  # task timeouts are not simulated (the module docstring)
 
     def check(self, spec: TargetSpec) -> None:
         return None

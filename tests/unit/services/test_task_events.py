@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jobsched.domain.commands import CreateJobRequest
-from jobsched.domain.ecs_tasks import started_by, task_ended
+from jobsched.domain.ecs_tasks import RAN_UNRECORDED, started_by, task_ended
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import TargetFailed, TargetSpec
 from jobsched.handlers import RunContext
@@ -121,6 +121,19 @@ def test_it_maps_a_stopped_task_exactly_as_the_worker_poll_does() -> None:
     with pytest.raises(TargetFailed) as lost:
         task_ended(TASK_ARN, detail("no_exit_code"))
     assert lost.value.error_type == "TaskLost" and "Task failed to start" in str(lost.value)
+
+
+def test_a_python_runs_own_task_that_ran_its_handler_unrecorded_is_task_lost_not_exit_code() -> None:
+    # Given a STOPPED task whose container exited RAN_UNRECORDED (4)
+    task = {"lastStatus": "STOPPED", "containers": [{"exitCode": RAN_UNRECORDED}]}
+    # Then a Python run's own task (its handler ran; its record failed) is an unknown outcome
+    with pytest.raises(TargetFailed) as own:
+        task_ended(TASK_ARN, task, own_task=True)
+    assert own.value.error_type == "TaskLost" and "could not be recorded" in str(own.value)
+    # And a user's container exiting 4 is that container's own failure
+    with pytest.raises(TargetFailed) as user:
+        task_ended(TASK_ARN, task)
+    assert (user.value.error_type, str(user.value)) == ("ExitCode", f"{TASK_ARN}: exit code 4")
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,10 @@ from jobsched.domain.targets import CANCELLED, TargetFailed
 STARTED_BY_CHARS = 36
 TASK_LOST = "TaskLost"
 EXIT_CODE = "ExitCode"
+# The exit code of a Python run's own task (Worker.run_in_own_task) whose handler ran and whose record
+# of it failed (the store failed through every try): the attempt may have had its effect, so its
+# readers record it TaskLost (an unknown outcome: retried only for an idempotent job), not ExitCode.
+RAN_UNRECORDED = 4
 MAX_REASON_CHARS = 2000
 EVENT_SOURCE = "aws.ecs"
 EVENT_DETAIL_TYPE = "ECS Task State Change"
@@ -36,11 +40,12 @@ def started_by(run_id: str) -> str:
     return "js-" + hashlib.sha256(run_id.encode()).hexdigest()[: STARTED_BY_CHARS - 3]
 
 
-def task_ended(task_arn: str, task: Mapping[str, Any]) -> dict[str, Any]:
+def task_ended(task_arn: str, task: Mapping[str, Any], *, own_task: bool = False) -> dict[str, Any]:
     """A STOPPED task's outcome: {"task_arn", "exit_code": 0} for its first container's exit code 0;
     TargetFailed(ExitCode, "exit code N") for any other code; TargetFailed(TaskLost) for none. A task
     jobsched stopped and that did not exit 0 failed for that: TargetFailed(Cancelled) after its run's
-    cancel, TargetFailed(Timeout) past its timeout, whichever reader records it."""
+    cancel, TargetFailed(Timeout) past its timeout, whichever reader records it. A Python run's own
+    task (`own_task`) that exits RAN_UNRECORDED is TaskLost too: its handler ran, unrecorded."""
     containers = list(task.get("containers") or [])
     code = containers[0].get("exitCode") if containers else None
     reason = str(task.get("stoppedReason") or "")
@@ -56,17 +61,24 @@ def task_ended(task_arn: str, task: Mapping[str, Any]) -> dict[str, Any]:
         raise TargetFailed(
             f"{task_arn}: stopped with no exit code: {reason}"[:MAX_REASON_CHARS], error_type=TASK_LOST
         )
+    if own_task and int(code) == RAN_UNRECORDED:
+        raise TargetFailed(unrecorded(task_arn), error_type=TASK_LOST)
     if int(code) != 0:
         raise TargetFailed(f"{task_arn}: exit code {int(code)}", error_type=EXIT_CODE)
     return {"task_arn": task_arn, "exit_code": 0}
 
 
+def unrecorded(task: str) -> str:
+    """The error message of an own task that exited RAN_UNRECORDED."""
+    return f"{task}: its handler ran and its outcome could not be recorded (exit code {RAN_UNRECORDED})"
+
+
 def task_outcome(
-    task_arn: str, task: Mapping[str, Any]
+    task_arn: str, task: Mapping[str, Any], *, own_task: bool = False
 ) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
     """task_ended as (result, None) or (None, (error type, message)): the run path's pair."""
     try:
-        return task_ended(task_arn, task), None
+        return task_ended(task_arn, task, own_task=own_task), None
     except TargetFailed as exc:
         return None, (exc.error_type, str(exc))
 

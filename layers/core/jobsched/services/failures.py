@@ -27,6 +27,14 @@ POISON = "PoisonMessage"
 LEASE_EXPIRED = "LeaseExpired"
 
 
+def unknown_outcome(error_type: str) -> bool:
+    """Whether an attempt that failed with `error_type` may have had its effect: its task stopped with
+    no exit code (TaskLost), or its worker died holding it (LeaseExpired, a takeover's record). Such
+    an attempt of a job that is not idempotent is never run again by the retry policy (a replay is
+    the user's call), and its run may show no effect or one."""
+    return error_type in (TASK_LOST, LEASE_EXPIRED)
+
+
 @dataclass
 class FailureService:
     """Retries, dead letters and replays, through the failure workflow."""
@@ -69,7 +77,7 @@ class FailureService:
             retryable = (
                 policy.retries_after(run.attempt, error_type)
                 and not final_error_type(error_type)
-                and not (error_type == TASK_LOST and not job.idempotent)
+                and not (unknown_outcome(error_type) and not job.idempotent)
             )
         now = self.clock.now()
         sf = times.stored(run.scheduled_for)

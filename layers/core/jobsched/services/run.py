@@ -81,17 +81,18 @@ from jobsched import cron, telemetry
 from jobsched.domain import times
 from jobsched.domain.alerts import LateWatch, is_late_watch
 from jobsched.domain.compute import needs_own_task
+from jobsched.domain.ecs_tasks import RAN_UNRECORDED
 from jobsched.domain.fargate_vcpu import LAPSE_SLACK_SECONDS, MAX_RUN_SECONDS
 from jobsched.domain.fargate_vcpu import scopes as vcpu_scopes
 from jobsched.domain.fargate_vcpu import wait_reason as vcpu_wait_reason
 from jobsched.domain.keys import parse_run_id, run_id_for
 from jobsched.domain.limits import TENANT_KEY, key_wait_seconds, tenant_wait_reason, wait_reason
-from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, takes_slot
+from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, live_runs, takes_slot
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, UNSTARTED_RECORDS, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed, WorkerTarget
 from jobsched.domain.workers import pool_key_holder
-from jobsched.errors import JobschedError, StoreUnreachable, TransientStoreError
+from jobsched.errors import JobschedError, StoreError, StoreUnreachable, TransientStoreError
 from jobsched.handlers import RunContext
 from jobsched.logcontext import run_scope
 from jobsched.ports import (
@@ -719,11 +720,7 @@ class Worker:
             settle_recorded(job, row, failures=self.failures, dag=self.dag, now=self.clock.now())
             return Outcome.DUPLICATE
         if row is not None and row.status == RunStatus.PENDING and row.cancel_requested_at is not None:
-            now = self.clock.now()
-            live = (job.active_run == sf and _live(job.active_until, now)) or any(
-                key.rpartition("#")[0] == sf and _live(until, now) for key, until in job.in_flight.items()
-            )
-            if live:
+            if sf in live_runs(job, self.clock.now()):
                 raise InFlightElsewhere(delivery.message_id)  # it runs: its receive records it
             return self._lost_to_cancel(job, sf, delivery, kind=message.kind)
         if job.buffered_run == sf and _live(job.buffered_until, self.clock.now()):
@@ -908,6 +905,8 @@ class Worker:
             record the attempt under that lease (its real result or error), then settle it (a
                 failure handed to the failure workflow, a success settled): as a task's stop event
                 records (services/task_events.py), the first recorder wins
+                │ the store failed through every try ──> exit RAN_UNRECORDED: its readers record
+                │     TaskLost (the outcome is unknown: retried only for an idempotent job)
                 v
             exit 0 if the handler succeeded, else 1
 
@@ -945,11 +944,9 @@ class Worker:
 
         def beat() -> None:  # the lease is the ECS worker's; a beat here reads the cancel mark
             try:
-                now_row = self.runs.get(job_id, sf, consistent=False)
+                cancel["requested"] = cancel_marked(self.runs, job_id, sf)
             except JobschedError as exc:  # the beat's failure, not the handler's: the next one reads again
                 logger.warning("could not read the cancel mark", extra={"run_id": run_id, "error": repr(exc)})
-                return
-            cancel["requested"] = now_row is not None and now_row.cancel_requested_at is not None
 
         def note(progress: str | None, checkpoint: str | None) -> bool:
             return self.runs.save_progress(
@@ -972,7 +969,13 @@ class Worker:
         result, error, _ = self._call(job, context, self.registry.target(job.target.handler))
         self.crash("run.own_task_after_handler")
         end = self._outcome(started, max(started, self.clock.now()), attempt, result, error)
-        done = self._record(lambda: self.runs.record(job_id, sf, owner=owner, end=end), end)
+        try:
+            done = self._record(lambda: self.runs.record(job_id, sf, owner=owner, end=end), end)
+        except StoreError as exc:
+            # The handler ran: exit 1 would read as ExitCode, and the retry policy would run a job
+            # that is not idempotent again after its effect. Its readers record this code TaskLost.
+            logger.error("the handler ran and its attempt could not be recorded", extra={"error": repr(exc)})
+            return RAN_UNRECORDED
         if done.applied:
             self.crash("run.own_task_after_record")
             recorded = self.runs.get(job_id, sf, consistent=True)
@@ -1829,6 +1832,13 @@ def _ms(span: timedelta) -> int:
     return round(span.total_seconds() * 1000)
 
 
+def cancel_marked(runs: RunStore, job_id: str, sf: str) -> bool:
+    """Whether a cancel has marked the run's row (RunStore.request_cancel): what a beat reads for the
+    handler's ctx.cancelled, eventually consistent (a mark seconds old is seen at the next beat)."""
+    row = runs.get(job_id, sf, consistent=False)
+    return row is not None and row.cancel_requested_at is not None
+
+
 def _live(until: datetime | None, now: datetime) -> bool:
     return until is not None and until >= now
 
@@ -1977,8 +1987,7 @@ class _Heartbeat:
             )
 
     def _read_cancel_mark(self) -> bool:
-        row = self._worker.runs.get(self._job_id, self._sf, consistent=False)
-        self.cancel_requested = row is not None and row.cancel_requested_at is not None
+        self.cancel_requested = cancel_marked(self._worker.runs, self._job_id, self._sf)
         return True
 
     def _renew(self, what: str, call: Callable[[], bool]) -> bool | None:

@@ -50,6 +50,7 @@ from jobsched.domain.ecs_tasks import StoppedTask, stopped_task, task_outcome
 from jobsched.domain.keys import parse_run_id
 from jobsched.domain.records import AttemptEnd
 from jobsched.domain.status import RunStatus
+from jobsched.domain.targets import PythonTarget
 from jobsched.ports import Clock, CrashPoints, JobStore, RunStore, no_crash
 from jobsched.services.dag import DagService
 from jobsched.services.failures import FailureService
@@ -99,7 +100,9 @@ class TaskStopEvents:
             return TaskEventOutcome.UNKNOWN_RUN
         if row.status != RunStatus.RUNNING or row.attempt != task.attempt or row.lease_owner is None:
             return TaskEventOutcome.NOT_RUNNING
-        end = self._end(task, started_at=row.started_at)
+        # A Python job's task is its run's own task (Worker.run_in_own_task), a container job's the
+        # user's: only the former's RAN_UNRECORDED exit means an unrecorded handler (TaskLost).
+        end = self._end(task, started_at=row.started_at, own_task=isinstance(job.target, PythonTarget))
         # Conditional on the owner as read: the write applies only while this attempt's lease holds
         # the row RUNNING (RunStore.record), so a twin event, the worker's own record, a takeover
         # and a retry all make it refuse.
@@ -116,8 +119,8 @@ class TaskStopEvents:
         )
         return TaskEventOutcome.FAILED if end.error is not None else TaskEventOutcome.SUCCEEDED
 
-    def _end(self, task: StoppedTask, *, started_at: datetime | None) -> AttemptEnd:
-        result, error = task_outcome(task.task_arn, task.task)
+    def _end(self, task: StoppedTask, *, started_at: datetime | None, own_task: bool) -> AttemptEnd:
+        result, error = task_outcome(task.task_arn, task.task, own_task=own_task)
         finished = self.clock.now()
         if task.stopped_at:
             # An unreadable stoppedAt: the event's arrival stands in for it.

@@ -141,7 +141,7 @@ class EcsTaskRunner:
                 raise TargetFailed(f"{task_arn}: the task vanished", error_type=TASK_LOST)
             task = tasks[0]
             if task.get("lastStatus") == "STOPPED":
-                return task_ended(task_arn, task)
+                return task_ended(task_arn, task, own_task=self._worker_task)
             if self._clock.now() >= deadline:
                 self._stop_task(task_arn, f"{TIMEOUT_STOP_PREFIX}{self._timeout:g} s")
                 raise TargetFailed(f"{task_arn}: stopped after {self._timeout:g} s", error_type="Timeout")

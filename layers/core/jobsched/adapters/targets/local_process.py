@@ -58,6 +58,7 @@ from typing import IO, Any
 
 from jobsched.adapters.targets.ecs import DEFAULT_TIMEOUT_SECONDS, TASK_LOST, container_override
 from jobsched.domain.compute import Resources
+from jobsched.domain.ecs_tasks import RAN_UNRECORDED, unrecorded
 from jobsched.domain.logs import IMAGE_CONTAINER
 from jobsched.domain.targets import CANCELLED, EcsTarget, TargetFailed
 from jobsched.handlers import RunContext
@@ -255,6 +256,8 @@ class LocalProcessRunner:
             )
         if code < 0:
             raise TargetFailed(f"pid {process.pid}: {_said(code)}, with no exit code", error_type=TASK_LOST)
+        if self._inherit and code == RAN_UNRECORDED:  # a Python run's own task (ecs_tasks.task_ended)
+            raise TargetFailed(unrecorded(f"pid {process.pid}"), error_type=TASK_LOST)
         if code != 0:
             raise TargetFailed(f"pid {process.pid}: exit code {code}", error_type="ExitCode")
         return {"pid": process.pid, "exit_code": 0}
