@@ -64,7 +64,7 @@ fuzz: $(STAMP)
 
 ## sim: the deterministic simulator (tests/sim) over SIM_SEEDS seeded fault schedules on SIM_WORKERS processes,
 ## then the search for each planted bug (--mutants); table on stdout, JSON in bench/results/sim.json
-## (about 25 min on 2 cores; Ctrl-C records what is done; SIM_ARGS="--mutant NAME" plants one bug instead;
+## (about 30 min on 2 cores; Ctrl-C records what is done; SIM_ARGS="--mutant NAME" plants one bug instead;
 ## test_sim.py is the CI subset)
 SIM_SEEDS ?= 10000
 SIM_WORKERS ?= 2
