@@ -18,13 +18,15 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/jobsched local
 
-## test: lint, then the whole suite (unit, integration, infra, slow end-to-end and crash tests)
+## test: lint, then the whole suite (unit, integration, infra, slow end-to-end and crash tests), on
+## TEST_WORKERS processes (pytest-xdist), a test file to a process: most slow tests wait on real time
+TEST_WORKERS ?= 2
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 ## test-fast: everything but the slow end-to-end tests
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests bench
