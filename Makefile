@@ -19,14 +19,19 @@ run: $(STAMP)
 	$(BIN)/jobsched local
 
 ## test: lint, then the whole suite (unit, integration, infra, slow end-to-end and crash tests), on
-## TEST_WORKERS processes (pytest-xdist), a test file to a process: most slow tests wait on real time
+## TEST_WORKERS processes (pytest-xdist), a test file to a process: most slow tests wait on real time.
+## The fuzz file runs after, in a pytest of its own: schemathesis gives all its cases one node id,
+## which xdist cannot schedule (tests/conftest.py refuses such ids under -n).
 TEST_WORKERS ?= 2
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --ignore=tests/e2e/test_fuzz.py
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q $(PARALLEL)
+	$(BIN)/python -m pytest -q tests/e2e/test_fuzz.py
 
 ## test-fast: everything but the slow end-to-end tests
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not slow"
+	$(BIN)/python -m pytest -q tests/e2e/test_fuzz.py -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests bench

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -23,6 +24,16 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobsched")
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    """Under pytest-xdist (make test), refuse to run tests that share a node id: xdist schedules by
+    node id and silently drops all but one of them (schemathesis gives every operation's case of a
+    test one id: tests/e2e/test_fuzz.py runs in a pytest of its own, see the Makefile)."""
+    shared = sorted(nodeid for nodeid, n in Counter(ids).items() if n > 1)
+    if shared:
+        raise pytest.UsageError(f"tests that share a node id cannot run under -n (run them apart): {shared}")
 
 
 @pytest.fixture
