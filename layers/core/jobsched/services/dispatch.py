@@ -396,15 +396,12 @@ class Dispatcher:
         for plan in plans:
             entry = plan.entry
             started, lapsed = self._started_runs(entry.job_id, now=now) if plan.skip else (set(), set())
-            offset = jitter_offset(entry.job_id, entry.policy.jitter_seconds)
-            guard = takes_slot(entry.type, entry.policy.overlap_policy)
             for tick, reason in plan.skip:
                 sf = times.stored(tick)
                 if sf in lapsed:
                     # Its holder is gone, and its message may be too (a twin receive acknowledged it
                     # as a tick of the pause: tests/sim seed 9173): a copy settles it, as _revive does.
-                    message = RunMessage(job_id=entry.job_id, scheduled_for=sf, guard=guard)
-                    outgoing.append((message, tick + timedelta(seconds=offset), entry))
+                    outgoing.append(_send(entry, tick))
                 if sf in started:
                     continue  # it may have run: its redelivery records it (see _started_runs)
                 self.runs.put_pending(
@@ -421,14 +418,11 @@ class Dispatcher:
                     )
                     if row.row and row.row.status != RunStatus.PENDING:
                         continue  # sent and received before; a second message would be a duplicate
-                fire_at = tick + timedelta(seconds=offset)
-                message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
-                outgoing.append((message, fire_at, entry))
+                outgoing.append(_send(entry, tick))
                 if self.alerts is not None and (watch := watch_for(entry, tick, now=now)) is not None:
                     outgoing.append((*watch, entry))  # only for a job alerting on "late": services/late.py
             for tick in plan.resent:  # a copy: its first hand-over counted it, and sent its late watch
-                message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
-                outgoing.append((message, tick + timedelta(seconds=offset), entry))
+                outgoing.append(_send(entry, tick))
         if self.settings.fair_dispatch:
             outgoing = fair_order(
                 outgoing,
@@ -586,3 +580,11 @@ class Dispatcher:
         # Rounded down: the message may surface up to a second early, and the worker waits out
         # the remainder, so the handler starts on the second rather than up to a second late.
         return max(0, math.floor((tick - now).total_seconds()))
+
+
+def _send(entry: DueEntry, tick: datetime) -> tuple[RunMessage, datetime, DueEntry]:
+    """A tick's run message, the second it fires (the tick, jittered) and its job's entry: every send
+    of a hand-over (a tick run, a copy of one resent, a lapsed marker's copy) is this."""
+    guard = takes_slot(entry.type, entry.policy.overlap_policy)
+    message = RunMessage(job_id=entry.job_id, scheduled_for=times.stored(tick), guard=guard)
+    return message, tick + timedelta(seconds=jitter_offset(entry.job_id, entry.policy.jitter_seconds)), entry
