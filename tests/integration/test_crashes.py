@@ -154,6 +154,8 @@ def test_a_worker_killed_at_any_step_still_runs_the_tick_once(
     }
     run = svc.runs.get(job.job_id, T0 + timedelta(seconds=5))
     assert run is not None and run.attempt == attempt
+    # and the one-off is COMPLETED, whichever receive recorded its run
+    assert svc.job_service.get(job.job_id, tenant="t").job.status == "COMPLETED"
     # and nothing is left in the queue
     assert pump.receive_all() == []
 

@@ -408,6 +408,12 @@ TARGET_SEEDS: list[tuple[int, float, int, str, str]] = [
         "the checker's: a job created 0.2 ms after a tick's second was expected to run that tick",
     ),
     (
+        2, 5, 10, "still SCHEDULED after its run ended SUCCEEDED",
+        "a worker died between a one-off run's success record and its job's COMPLETED write; the"
+        " redelivery found the run recorded and left the job SCHEDULED for good (the checker did not"
+        " look at a one-off's job: tests/e2e/test_restart.py found it; now _refused settles the success)",
+    ),
+    (
         184, 10, 12, "did not settle",
         "the simulator's client, not the scheduler: six tries of a create got no answer, but the first"
         " had applied; the client never knew its recurring job, never stopped it, and the queue never"

@@ -111,7 +111,7 @@ from jobsched.ports import (
     no_crash,
 )
 from jobsched.services.alerts import AlertService
-from jobsched.services.dag import DagService
+from jobsched.services.dag import ONCE, DagService, root_schedule_of
 from jobsched.services.dispatch import MAX_DELAY_SECONDS, jitter_offset
 from jobsched.services.failures import LEASE_EXPIRED, FailureService
 from jobsched.services.late import LateWatcher
@@ -1673,10 +1673,14 @@ class Worker:
         return Outcome.SUCCEEDED
 
     def _refused(self, job: Job, row: Execution | None, delivery: Delivery) -> Outcome:
-        if row is not None and row.status == RunStatus.SUCCEEDED and job.dependants:
-            # A worker died between recording the success and signalling the dependants (or this is
-            # a duplicate): signal; the execution name makes a second signal of one run a no-op.
-            self.dag.signal_success(job, row)
+        if row is not None and row.status == RunStatus.SUCCEEDED and (
+            job.dependants or (job.status == JobStatus.SCHEDULED and root_schedule_of(job) == ONCE)
+        ):
+            # A worker died between recording the success and settling it (or this is a duplicate):
+            # settle it. Its dependants are signalled (the execution name makes a second signal of
+            # one run a no-op) and a one-off is COMPLETED: left SCHEDULED, the job said for good that
+            # its run was still to come (tests/e2e/test_restart.py, a kill between the two writes).
+            self.dag.settle(job, row, now=self.clock.now())
         if row is not None and row.status == RunStatus.FAILED:
             # A worker died between recording the failure and handing it to the workflow (or this is
             # a duplicate of a message whose failure was handed over): start it; the execution name
