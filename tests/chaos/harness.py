@@ -543,6 +543,10 @@ def _settled(svc: Services, accepted: dict[str, CreateJobRequest]) -> bool:
     return True
 
 
+# A one-off's run that ends its job (COMPLETED, FAILED); a run cancel ends the run only (docs/api.md).
+ENDED_ONE_OFF = ("SUCCEEDED", "DEAD_LETTER")
+
+
 def check(
     svc: Services, accepted: dict[str, CreateJobRequest], ledger: Ledger, *, end: datetime
 ) -> list[str]:
@@ -614,6 +618,10 @@ def check(
                 # after the handler, its start marker lapsed, the job was cancelled): a cancelled job
                 # starts nothing, and the run is not recorded as one that never ran (as tests/sim)
                 bad.append(f"{job_id}: one-off ended LOST, its job not cancelled")
+            elif runs and job.status.value == "SCHEDULED" and runs[0].status.value in ENDED_ONE_OFF:
+                # its run ended: the job says so (COMPLETED, or FAILED by its dead letter), never that
+                # its run is still to come (as tests/sim checks)
+                bad.append(f"{job_id}: one-off still SCHEDULED after its run ended {runs[0].status.value}")
         else:
             ups = [svc.runs.recent(u, limit=1) for u in job.depends_on]
             all_ok = all(u and u[0].status.value == "SUCCEEDED" for u in ups)
