@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import boto3
+import botocore.session
 import pytest
 from moto import mock_aws
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 from jobsched.ports import FakeClock
 from jobsched.settings import Settings
@@ -24,6 +27,17 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobsched")
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+# Two costs every test with a fresh moto account paid again, about a second of its setup: each boto3
+# Session builds a botocore loader that reads the service models' JSON from disk anew (a Lambda does
+# it once per cold start; a test cold-starts its functions and builds several sessions), and moto
+# parses each state machine's ASL with its ANTLR parser only to validate it. Both are pure functions
+# of their input (a data path; a definition's text), so the tests share one loader per data path and
+# one validation per definition. Production code is unchanged: these are the test process's only.
+botocore.session.create_loader = functools.cache(botocore.session.create_loader)  # type: ignore[attr-defined]
+StepFunctionsParserBackend._validate_definition = staticmethod(  # type: ignore[method-assign]
+    functools.cache(StepFunctionsParserBackend._validate_definition)
+)
 
 
 @pytest.hookimpl(optionalhook=True)
