@@ -414,6 +414,13 @@ TARGET_SEEDS: list[tuple[int, float, int, str, str]] = [
         " look at a one-off's job: tests/e2e/test_restart.py found it; now _refused settles the success)",
     ),
     (
+        383, 5, 10, "still SCHEDULED after its run ended SUCCEEDED",
+        "as seed 2, another way: the settle's read of the job failed (a 500) after the record, and the"
+        " redelivery met its concurrency key full and dropped itself as spare, the run being over (now"
+        " every copy that finds its run recorded settles it: Worker._settle_found)",
+    ),
+    (697, 5, 10, "still SCHEDULED after its run ended SUCCEEDED", "as seed 383"),
+    (
         184, 10, 12, "did not settle",
         "the simulator's client, not the scheduler: six tries of a create got no answer, but the first"
         " had applied; the client never knew its recurring job, never stopped it, and the queue never"

@@ -162,6 +162,13 @@ def test_the_runner_merges_the_results_of_its_processes_into_the_record_one_proc
         assert found["seeds"] == sorted(found["seeds"]) and set(found["seeds"]) <= set(range(20, 26)), kind
 
 
+def _ctrl_c_default() -> None:
+    """In the child before it runs: Ctrl-C's default action. A pytest started in the background of a
+    non-interactive shell has SIGINT ignored, which its children inherit, and a process that starts
+    with SIGINT ignored rightly keeps it so (a shell's background job is not Ctrl-C'd)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_the_runner_with_the_schedules_done_so_far_and_no_traceback(tmp_path: Path) -> None:
     # Given the runner on two processes over more seeds than it will finish
@@ -170,6 +177,7 @@ def test_ctrl_c_stops_the_runner_with_the_schedules_done_so_far_and_no_traceback
         [sys.executable, "-m", "tests.sim", "--seeds", "100000", "--quiet", "--record", "--out", str(out),
          "--progress-every", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_ctrl_c_default,
     )  # fmt: skip
     try:
         assert proc.stdout is not None

@@ -517,3 +517,41 @@ def test_a_key_wait_that_cannot_keep_its_runs_start_leaves_the_message_and_its_m
     run = world.runs.get(job_id, T0 + timedelta(seconds=60))
     assert run is not None and run.status != RunStatus.CANCELLED
     assert len([c for c in calls if c[1] == 1]) == 1
+
+
+@pytest.mark.parametrize("key_full", [False, True], ids=["key free", "key full"])
+def test_a_one_offs_success_recorded_by_a_worker_that_died_before_settling_it_completes_the_job(
+    world: World, key_full: bool
+) -> None:
+    # Given a one-off with a concurrency key whose worker recorded its success, then died before the
+    # job's COMPLETED write (run.before_signal)
+    calls = _effect(world)
+    request = CreateJobRequest(
+        type="one_off",
+        handler="test.effect",
+        run_at=T0 + timedelta(seconds=5),
+        concurrency=Concurrency(key="db", limit=1),
+    )
+    job_id = world.svc.job_service.submit(request, tenant="t", idempotency_key=None).job_id
+    world.clock.advance(5)
+    world.svc.worker.crash = crash_once_at("run.before_signal")
+    with pytest.raises(Crash):
+        world.deliver()
+    world.svc.worker.crash = no_crash
+    # When its markers lapse and the message comes back (after another run took the key's slot)
+    world.clock.advance(VISIBILITY + 1)
+    if key_full:
+        assert world.svc.worker.limits is not None
+        now = world.clock.now()
+        assert world.svc.worker.limits.acquire(
+            "t", "db", holder="other", limit=1, until=now + timedelta(seconds=600), now=now
+        )
+    outcomes = world.deliver()
+    # Then the redelivery finds the run recorded, runs nothing, and completes the job: before, it
+    # left the one-off SCHEDULED for good (tests/e2e/test_restart.py; tests/sim seeds 2, 383)
+    assert outcomes == [Outcome.DUPLICATE] and len(calls) == 1
+    [run] = world.runs.recent(job_id, limit=5)
+    assert run.status == RunStatus.SUCCEEDED
+    job = world.jobs.get_job(job_id)
+    assert job is not None and job.status == JobStatus.COMPLETED
+    assert world.queue.peek() == []

@@ -866,7 +866,8 @@ class Worker:
         if waits is None:
             # The run is over (recorded by another copy of its message): this copy is spare, and
             # leaves none behind. Before, a finished run's copies waited on for as long as its key
-            # stayed full (tests/sim KEY_SEEDS 890).
+            # stayed full (tests/sim KEY_SEEDS 890). It settles the record first (_settle_found).
+            self._settle_found(job, self.runs.get(job.job_id, sf))
             return Outcome.DUPLICATE
         self.crash("run.before_key_wait_send")
         self.queue.send([Outgoing(message, key_wait_seconds(waits))])
@@ -1135,7 +1136,9 @@ class Worker:
             ):
                 # The slot is free, but the tick buffered before this one owns the next turn and
                 # sleeps (its waker died): wake it, and look again once it holds the slot.
-                if self._finished(job, sf):
+                finished = self._finished(job, sf)
+                if finished is not None:
+                    self._settle_found(job, finished)
                     return Outcome.DUPLICATE
                 assert waiting is not None
                 self._wake(job.job_id, waiting, current.buffered_kind)
@@ -1209,9 +1212,10 @@ class Worker:
         row = self.runs.get(job.job_id, sf)
         return row is None or row.attempt == 0
 
-    def _finished(self, job: Job, sf: str) -> bool:
+    def _finished(self, job: Job, sf: str) -> Execution | None:
+        """The run's row if it is over (SUCCEEDED, DEAD_LETTER, CANCELLED), else None."""
         row = self.runs.get(job.job_id, sf)
-        return row is not None and row.status in TERMINAL
+        return row if row is not None and row.status in TERMINAL else None
 
     def _finished_holder(self, current: Job) -> str | None:
         """The run holding the job, if its row says it is over (it was not released: see hold_job)."""
@@ -1258,7 +1262,8 @@ class Worker:
         if done.applied:
             return Outcome.SKIPPED
         if row is None or row.status in TERMINAL:
-            return Outcome.DUPLICATE  # finished, cancelled or skipped already: nothing to do
+            self._settle_found(job, row)  # finished, cancelled or skipped already: nothing to run
+            return Outcome.DUPLICATE
         if row.status == RunStatus.PENDING:
             return None  # a retry of a run that started before: it is not skipped
         # LEASED, RUNNING or FAILED: the run started and its holder died (or it awaits a retry).
@@ -1672,20 +1677,28 @@ class Worker:
         self.dag.settle(job, succeeded, now=finished)
         return Outcome.SUCCEEDED
 
-    def _refused(self, job: Job, row: Execution | None, delivery: Delivery) -> Outcome:
-        if row is not None and row.status == RunStatus.SUCCEEDED and (
+    def _settle_found(self, job: Job, row: Execution | None) -> None:
+        """A copy of a run's message that finds the run recorded settles it, as its recorder would
+        have: a worker may have died, or failed (a 500 on the job's read), between the record and
+        the settling. Each step is idempotent (the execution's name is the key, the COMPLETED write
+        is conditioned on SCHEDULED), so a duplicate of a settled run changes nothing.
+
+        A failure is handed to its workflow; a success signals its dependants and completes a
+        one-off. (Before, a copy that found the success recorded signalled dependants only, and
+        a key wait's copy not even that: the one-off said SCHEDULED for good, its run still to come:
+        tests/e2e/test_restart.py, tests/sim seeds 2 and 383.) Nothing is read or written for a
+        recurring run without dependants, or a one-off the job we hold shows settled."""
+        if row is None:
+            return
+        if row.status == RunStatus.FAILED:
+            self.failures.hand_over(job, row)
+        elif row.status == RunStatus.SUCCEEDED and (
             job.dependants or (job.status == JobStatus.SCHEDULED and root_schedule_of(job) == ONCE)
         ):
-            # A worker died between recording the success and settling it (or this is a duplicate):
-            # settle it. Its dependants are signalled (the execution name makes a second signal of
-            # one run a no-op) and a one-off is COMPLETED: left SCHEDULED, the job said for good that
-            # its run was still to come (tests/e2e/test_restart.py, a kill between the two writes).
             self.dag.settle(job, row, now=self.clock.now())
-        if row is not None and row.status == RunStatus.FAILED:
-            # A worker died between recording the failure and handing it to the workflow (or this is
-            # a duplicate of a message whose failure was handed over): start it; the execution name
-            # makes a second start a no-op.
-            self.failures.hand_over(job, row)
+
+    def _refused(self, job: Job, row: Execution | None, delivery: Delivery) -> Outcome:
+        self._settle_found(job, row)
         if row is not None and row.status in HELD:
             if row.lease_message == delivery.message_id:
                 raise InFlightElsewhere(delivery.message_id)
