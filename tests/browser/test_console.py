@@ -525,7 +525,8 @@ def test_the_keyboard_alone_reaches_create_and_pause(page: Any, console_stack: S
     open_console(page, f"#/jobs/{job_id}")
     tab_to(page, "#pause-toggle")
     page.keyboard.press("Enter")
-    expect(page.locator("#pause-toggle")).to_have_text("Resume")
+    # (the label changes once the API has answered: a wait bound for a loaded machine, not a speed)
+    expect(page.locator("#pause-toggle")).to_have_text("Resume", timeout=30_000)
     expect(page.locator("#pause-toggle")).to_be_focused()
 
 

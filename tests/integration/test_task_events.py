@@ -7,6 +7,7 @@ container: the test plays both (docs/design.md, Facts about the local emulation)
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -64,6 +65,9 @@ class StopsWithAnEvent:
     exit_code: int = 0
     event: str = "exit0"
     seen: list[TaskEventOutcome] = field(default_factory=list)
+    # Wait, after the events, for the failure workflow they started to end (its DeadLetter applied)
+    # before the worker's next poll: on AWS the two race.
+    workflow_first: bool = False
 
     def for_spec(
         self, spec: TargetSpec, *, timeout_seconds: float | None = None, resources: Any = None
@@ -93,6 +97,8 @@ class StopsWithAnEvent:
         # ECS's event, twice (EventBridge delivers at least once)
         detail = self._event(task.task_arn)["detail"]
         self.seen += [self.stops.stopped(detail), self.stops.stopped(detail)]
+        if self.workflow_first:
+            _wait_for_failure_workflows(self.stops.failures.settings.failure_workflow_arn)
 
     def _event(self, task_arn: str) -> dict[str, Any]:
         ecs = boto3.client("ecs", region_name=REGION)
@@ -147,6 +153,14 @@ def run_container_job(services: Services, clock: FakeClock) -> tuple[str, Outcom
     return job_id, services.worker.process(Delivery("m-1", "r-1", body))
 
 
+def _wait_for_failure_workflows(arn: str, timeout: float = 30) -> None:
+    sfn = boto3.client("stepfunctions")
+    deadline = time.monotonic() + timeout
+    while any(e["status"] == "RUNNING" for e in sfn.list_executions(stateMachineArn=arn)["executions"]):
+        assert time.monotonic() < deadline, "the failure workflow did not end"
+        time.sleep(0.05)
+
+
 def failure_executions(services: Services) -> list[dict[str, Any]]:
     sfn = boto3.client("stepfunctions")
     return list(sfn.list_executions(stateMachineArn=services.settings.failure_workflow_arn)["executions"])
@@ -187,6 +201,23 @@ def test_exit_3_the_event_records_exit_code_and_the_failure_is_handed_over_once(
     assert row.error is not None and row.error.type == "ExitCode" and "exit code 3" in row.error.message
     # And the failure was handed to the failure workflow once (by the event; the worker's hand-over
     # of the same attempt started nothing)
+    assert len(failure_executions(services)) == 1
+
+
+def test_a_failure_the_event_recorded_and_its_workflow_dead_lettered_first_is_the_workers_own(
+    world: tuple[Services, StopsWithAnEvent], clock: FakeClock
+) -> None:
+    services, source = world
+    # Given a container job whose task exits 3, its event recorded FAILED(ExitCode) and its failure
+    # workflow dead-lettered it (max_attempts 1) before the worker's next poll
+    source.exit_code, source.event, source.workflow_first = 3, "exit3", True
+    # When the ECS worker polls the stopped task and records its attempt
+    job_id, outcome = run_container_job(services, clock)
+    # Then the worker takes the record as its own attempt's (its lease's owner): FAILED, handed over
+    # once. Before, it took the row it found for a lost lease and left the message to come back.
+    assert outcome == Outcome.FAILED
+    row = services.runs.get(job_id, SF)
+    assert row is not None and row.status == RunStatus.DEAD_LETTER and len(row.attempts) == 1
     assert len(failure_executions(services)) == 1
 
 

@@ -1512,11 +1512,14 @@ class Worker:
         """The attempt this worker holds, recorded under its own lease by another recorder (a
         container task's stop event: services/task_events.py) before this worker's own record: that
         record stands, is settled again (idempotent: the recorder may have died before settling),
-        and the run ends here as if this worker had recorded it. None: not so."""
+        and the run ends here as if this worker had recorded it. A failure the recorder handed over
+        may be dead-lettered already (the workflow's DeadLetter keeps the lease's owner): it is ours
+        too, and settled (before, the worker took it for a lost lease, and the message came back
+        for a redelivery that had nothing to do). None: not so."""
         if (
             row is None
             or row.lease_owner != owner
-            or row.status not in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+            or row.status not in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD_LETTER)
         ):
             return None
         settle_recorded(job, row, failures=self.failures, dag=self.dag, now=self.clock.now())
