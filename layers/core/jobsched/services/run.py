@@ -1691,14 +1691,14 @@ class Worker:
         a key wait's copy not even that: the one-off said SCHEDULED for good, its run still to come:
         tests/e2e/test_restart.py, tests/sim seeds 2 and 383.) Nothing is read or written for a
         recurring run without dependants, or a one-off the job we hold shows settled."""
-        if row is None:
-            return
-        if row.status == RunStatus.FAILED:
-            self.failures.hand_over(job, row)
-        elif row.status == RunStatus.SUCCEEDED and (
-            job.dependants or (job.status == JobStatus.SCHEDULED and root_schedule_of(job) == ONCE)
-        ):
-            self.dag.settle(job, row, now=self.clock.now())
+        settled = row is None or (
+            row.status == RunStatus.SUCCEEDED
+            and not job.dependants
+            and not (job.status == JobStatus.SCHEDULED and root_schedule_of(job) == ONCE)
+        )
+        if not settled:
+            assert row is not None
+            settle_recorded(job, row, failures=self.failures, dag=self.dag, now=self.clock.now())
 
     def _refused(self, job: Job, row: Execution | None, delivery: Delivery) -> Outcome:
         self._settle_found(job, row)
