@@ -31,6 +31,7 @@ from jobsched.domain.listing import JobFilter, JobListing, ListOrder, StatusCoun
 from jobsched.domain.logs import LogPage
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.operations import Operation
+from jobsched.domain.packs import Pack
 from jobsched.domain.placement import Resources
 from jobsched.domain.records import (
     AttemptEnd,
@@ -288,6 +289,37 @@ class JobStore(ShardLeases, OperationStore, Protocol):
         ...
 
 
+class PackStore(Protocol):
+    """Packed one-offs (jobsched.domain.packs): a batch's definitions in one immutable item, and its
+    cursor item in the jobs table's due and listing indexes (JobStore.due_page answers it as a
+    DueEntry of type "pack", list_jobs as a PackEntry)."""
+
+    def put_pack(self, pack: Pack, *, now: datetime) -> Pack | None:
+        """Write the pack's definitions unless its id has them, then its cursor item unless it has
+        one (due at the pack's first run_at; listed at its created_at). None: this call wrote the
+        definitions; else the pack stored under the id (a retried batch: compare request_hash), and its
+        cursor is written if a crash had left it out."""
+        ...
+
+    def get_pack(self, pack_id: str, *, consistent: bool = True) -> Pack | None:
+        """The pack, or None."""
+        ...
+
+    def move_cursor(
+        self, pack_id: str, *, expected: datetime, next_run_at: datetime | None, now: datetime
+    ) -> bool:
+        """Compare-and-set the cursor's next hand-over from `expected` to `next_run_at` (None: every
+        job is handed over; it leaves the due index and counts as done for max_jobs)."""
+        ...
+
+    def materialize(self, job: Job, *, row: Execution | None, scheduled_for: str) -> bool:
+        """Copy a packed job out to an item of its own: in one transaction, put `job` (unless an item
+        exists) and flag its run row `materialized`, conditioned on the row standing as `row` was read
+        (status, attempt and lease owner; None: no row, which is created PENDING, flagged). False:
+        refused (the item exists, or the row moved): read again."""
+        ...
+
+
 class RunStore(Protocol):
     """Runs: one row per (job_id, scheduled_for), moved along the legal edges only.
 
@@ -316,12 +348,25 @@ class RunStore(Protocol):
         """The run of one firing, or None; `consistent=False` may answer an older version or None."""
         ...
 
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Execution]:
+        """The runs of these (job_id, stored scheduled_for) that exist, by key: eventually consistent,
+        100 keys a read (a listing's packed jobs: services/packs.py)."""
+        ...
+
     def claim(
-        self, job_id: str, scheduled_for: str, *, lease: Lease, now: datetime, create: NewRun | None = None
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        lease: Lease,
+        now: datetime,
+        create: NewRun | None = None,
+        packed: bool = False,
     ) -> Transition:
         """-> LEASED under `lease` (owner, message, worker, until), attempt + 1. Applies from
         PENDING, from LEASED|RUNNING whose lease ended before `now` (a takeover: previous shows the
-        dead holder's row), and from no row when `create` is given (the row is created)."""
+        dead holder's row), and from no row when `create` is given (the row is created). `packed`: a
+        packed job's start, refused by a row flagged `materialized` (jobsched.domain.packs)."""
         ...
 
     def start(self, job_id: str, scheduled_for: str, *, owner: str, now: datetime) -> Transition:
@@ -342,9 +387,11 @@ class RunStore(Protocol):
         started_at: datetime,
         now: datetime,
         create: NewRun,
+        packed: bool = False,
     ) -> Transition:
         """PENDING (or no row: created) -> LEASED -> RUNNING under `lease` in one write, attempt + 1:
-        the fast path's first heartbeat makes a long run visible and its lease takeable."""
+        the fast path's first heartbeat makes a long run visible and its lease takeable; a packed
+        job's start (`packed`: refused by a row flagged `materialized`, as claim)."""
         ...
 
     def record_unleased(

@@ -100,7 +100,8 @@ DUE_INDEX = IndexSpec(
 # on and nothing a tick or a run writes (no next_run_at, markers, counters), so a run never rewrites
 # this index; the page's job items are then read in one BatchGetItem. A tenant is one index
 # partition: plenty for listing pages, far below a partition's 3,000 RCU.
-LISTING_ATTRIBUTES = ("job_id", "status", "type", "name", "tags", "target_type")
+# `pack_count`: a packed batch's cursor item (jobsched.domain.packs) stands for that many jobs.
+LISTING_ATTRIBUTES = ("job_id", "status", "type", "name", "tags", "target_type", "pack_count")
 TENANT_JOBS_INDEX = IndexSpec(
     name="tenant_jobs", partition_key="tenant", sort_key="created_at", non_key_attributes=LISTING_ATTRIBUTES
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from botocore.config import Config
@@ -18,6 +18,7 @@ from jobsched.adapters.alerts import DynamoDBAlertStore, NoAlertStore, NoAlertTo
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.dynamodb.fargate_vcpu import DynamoDBFargateVcpuStore
 from jobsched.adapters.dynamodb.limits import DynamoDBLimitStore, DynamoDBQuotaStore
+from jobsched.adapters.dynamodb.packs import PackStore
 from jobsched.adapters.fargate_vcpu import MemoryFargateVcpuStore
 from jobsched.adapters.limits import MemoryLimitStore
 from jobsched.adapters.secrets import KmsSigningSecrets
@@ -34,6 +35,7 @@ from jobsched.services.dispatch import Dispatcher
 from jobsched.services.failures import FailureService
 from jobsched.services.jobs import JobService
 from jobsched.services.limits import TenantQuotas
+from jobsched.services.packs import MaterializingJobStore, PackedJobs
 from jobsched.services.run import Worker
 from jobsched.services.schedule import ScheduleService
 from jobsched.settings import Settings
@@ -160,6 +162,8 @@ class Services:
     alerts: AlertService | None = None
     limits: ports.LimitStore | None = None
     quotas: ports.QuotaStore | None = None
+    # Packed one-offs (services/packs.py); None: a batch's one-offs are each their own item.
+    packed: PackedJobs | None = None
 
     @property
     def signing_secret(self) -> Callable[[str], str]:
@@ -244,6 +248,12 @@ def build(
         fargate_vcpu=DynamoDBFargateVcpuStore(client=dynamodb, table=settings.fargate_vcpu_table)
         if settings.fargate_vcpu_table
         else None,
+        packs=PackStore(
+            client=dynamodb,
+            table=settings.jobs_table,
+            runs_table=settings.runs_table,
+            shard_count=settings.shard_count,
+        ),
     )
 
 
@@ -265,11 +275,13 @@ def compose(
     limits: ports.LimitStore | None = None,
     quotas: ports.QuotaStore | None = None,
     fargate_vcpu: ports.FargateVcpuStore | None = None,
+    packs: ports.PackStore | None = None,
 ) -> Services:
     """Wire the services to any implementation of the ports (AWS, or jobsched.adapters.memory).
 
     `limits` None: concurrency keys held in this process only (tests); `quotas` None: the defaults;
     `fargate_vcpu` None: Fargate vCPU reservations counted in this process only (tests).
+    `packs` None: no one-off is packed (jobsched.domain.packs); a batch's jobs are each an item.
 
     `targets` None: python and http targets (no STS client, so an AWS target's attempt fails).
     `alert_store`, `alert_publisher` None: no alerts (jobsched.adapters.memory has fakes for tests).
@@ -284,6 +296,13 @@ def compose(
         handlers = handlers.without(DEMO_HANDLERS)
     metrics = metrics or ports.NoMetrics()
     limits = limits or MemoryLimitStore()
+    # Packed jobs are copied out to an item of their own on their first read by id (services/packs.py):
+    # every service reads jobs through that store but the worker's and the dispatcher's hot paths,
+    # which read a job's start markers and due entries, and route a packed run by its message.
+    packed = PackedJobs(jobs=jobs, runs=runs, packs=packs, clock=clock) if packs is not None else None
+    plain = jobs
+    if packed is not None:
+        jobs = cast(ports.JobStore, MaterializingJobStore(jobs, packed))
     alerts = AlertService(
         store=alert_store or NoAlertStore(),
         publisher=alert_publisher or NoAlertTopic(),
@@ -295,7 +314,7 @@ def compose(
     # worker's concurrent runs.
     tenant_quotas = TenantQuotas(store=quotas, limits=limits, clock=clock)
     dispatcher = Dispatcher(
-        jobs=jobs,
+        jobs=plain,
         runs=runs,
         queue=queue,
         settings=settings,
@@ -304,6 +323,7 @@ def compose(
         alerts=alerts,
         metrics=metrics,
         quotas=tenant_quotas,
+        packs=packs,
     )
     dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
     failures = FailureService(
@@ -317,7 +337,7 @@ def compose(
         metrics=metrics,
     )
     worker = Worker(
-        jobs=jobs,
+        jobs=plain,
         runs=runs,
         queue=queue,
         registry=handlers,
@@ -343,11 +363,12 @@ def compose(
         targets=targets,
         signing_secrets=signing_secrets,
         quotas=tenant_quotas,
+        packed=packed,
     )
     schedule = ScheduleService(jobs=jobs, runs=runs, queue=queue, job_service=service, clock=clock)
     return Services(
         settings,
-        jobs,
+        plain,
         runs,
         queue,
         dispatcher,
@@ -362,4 +383,5 @@ def compose(
         alerts,
         limits,
         quotas,
+        packed,
     )

@@ -14,6 +14,7 @@ from jobsched.adapters.memory import (
     MemoryAlertPublisher,
     MemoryAlertStore,
     MemoryJobStore,
+    MemoryPackStore,
     MemoryRunQueue,
     MemoryRunStore,
     MemoryStateMachines,
@@ -98,6 +99,7 @@ def world() -> Iterator[World]:
         handlers=handlers,
         alert_store=MemoryAlertStore(),
         alert_publisher=MemoryAlertPublisher(),
+        packs=MemoryPackStore(jobs, runs),
     )
     svc.worker.sleep = lambda seconds: clock.advance(seconds)  # type: ignore[assignment]
     svc.dispatcher.sleep = lambda seconds: None

@@ -134,8 +134,13 @@ def build_app(
         )
 
     @app.post("/api/jobs/batch", responses=answers(200, "One result per job, in order", 400, 413, 503))
-    def create_jobs(body: Annotated[BatchCreateRequest, Body()]) -> BatchCreated:
-        done = service.submit_batch([batch_item(raw) for raw in body.jobs], tenant=tenant(app))
+    def create_jobs(
+        body: Annotated[BatchCreateRequest, Body()],
+        idempotency_key: Annotated[str | None, Header(alias=c.IDEMPOTENCY_HEADER.lower())] = None,
+    ) -> BatchCreated:
+        done = service.submit_batch(
+            [batch_item(raw) for raw in body.jobs], tenant=tenant(app), idempotency_key=idempotency_key
+        )
         return views.batch_created(done)
 
     @app.get("/api/jobs", responses=answers(200, "The caller's jobs", 400, 503))

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched.domain.models import Job, JobType
+from jobsched.domain.packs import PackEntry
 from jobsched.domain.records import Cursor
 
 # Tags: at most 20 per job, keys 1..64 characters of [A-Za-z0-9_.-/@] (no ":": a filter is
@@ -88,13 +89,23 @@ class JobFilter(BaseModel):
 class JobListing:
     """One page of a tenant's jobs, and what reading it cost."""
 
-    jobs: list[Job]
+    entries: list[Job | PackEntry]
+    """The jobs matching the filter, in index order, and the packs met (jobsched.domain.packs): a
+    pack's cursor item stands for its jobs, which the store cannot filter (services/packs.py does)."""
     cursor: Cursor | None
     """Where the next page starts (None: no more)."""
     items_read: int = 0
     """Index items the store read for the page (a filter drops some of them): the test of "no scan"."""
     truncated: bool = False
     """The read stopped at MAX_LIST_READ before the page was full: follow the cursor."""
+    before: list[Cursor | None] | None = None
+    """Per entry, the index key of the item read just before it (None: the start of the partition),
+    so that a page cut inside a pack's jobs continues at that pack (services/packs.py)."""
+
+    @property
+    def jobs(self) -> list[Job]:
+        """The page's job items (packs left out)."""
+        return [e for e in self.entries if isinstance(e, Job)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +118,5 @@ class StatusCounts:
     """False: the count stopped at its bound before the partition ended; each count is a lower bound."""
     items_read: int = 0
     """Index items read (the filter drops some of them)."""
+    packs: tuple[PackEntry, ...] = ()
+    """The packs met: their jobs are counted by services/packs.py, from their runs."""

@@ -277,6 +277,9 @@ class Job(BaseModel):
     created_at: datetime
     updated_at: datetime
     version: int = 1
+    # A packed job's view (jobsched.domain.packs): built from its batch's definition and its run row,
+    # with no item of its own yet. Never stored: a job item is a materialized job.
+    packed: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -362,6 +365,9 @@ class Execution(BaseModel):
     """The state the run's handler last checkpointed (ctx.checkpoint), and when: its next attempt
     resumes from it (ctx.last_checkpoint)."""
     checkpoint_at: datetime | None = None
+    materialized: bool = False
+    """A packed job's run whose job was copied out to an item of its own (jobsched.domain.packs): a
+    packed start refuses it, and its job item's path runs it from then on."""
     ecs_tasks: list[str] = Field(default_factory=list)
     """The ECS tasks (ARNs) the run's attempts ran, in the order they started (container targets:
     noted by ctx.note_task, once each): where GET /api/runs/{id}/logs reads their output."""
@@ -398,6 +404,9 @@ class RunMessage(BaseModel):
     # reads the quota itself, through its own cache. Carried so that a healthy run costs the worker
     # no quota read: a change applies to the runs handed over after it (the horizon, 14 min at most).
     cap: int | None = Field(default=None, ge=0)
+    # A packed job's definition (jobsched.domain.packs.PackedDefinition, as JSON): the job has no item
+    # of its own, so its run's message carries what the worker runs. None for every other job.
+    packed: dict[str, Any] | None = None
 
 
 def takes_slot(job_type: str, overlap_policy: str) -> bool:

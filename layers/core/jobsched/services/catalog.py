@@ -24,11 +24,14 @@ from pydantic import ValidationError as PydanticValidationError
 from jobsched.domain import cursors
 from jobsched.domain.listing import MAX_COUNT_READ, MAX_LIST_PAGE, JobFilter, ListOrder, StatusCounts
 from jobsched.domain.models import Execution, Job
+from jobsched.domain.packs import PackEntry
+from jobsched.domain.records import Cursor
 from jobsched.domain.results import Control
 from jobsched.domain.status import JobStatus
 from jobsched.errors import JobschedError, ValidationFailed
 from jobsched.ports import JobStore, RunStore
 from jobsched.services.jobs import JobService, next_run_shown
+from jobsched.services.packs import PackedJobs
 from jobsched.services.schedule import ScheduleService
 
 BulkAction = Literal["pause", "resume", "cancel", "run_now"]
@@ -37,6 +40,10 @@ _CURSOR_KEYS: dict[str, set[str]] = {
     "created": {"PK", "SK", "tenant", "created_at"},
     "next_run": {"PK", "SK", "tenant", "next_run_at"},
 }
+# A page cut inside a pack's jobs (services/packs.py) continues at that pack: the index key before it
+# (or the partition's start) and how many of its jobs were answered already.
+_SKIP = "skip"
+_FROM_START = {"tenant", "SK", _SKIP}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,33 +88,82 @@ class Catalog:
     def runs(self) -> RunStore:
         return self.job_service.runs
 
+    @property
+    def packed(self) -> PackedJobs | None:
+        """Packed one-offs (services/packs.py): a pack's cursor item in the listing stands for its jobs."""
+        return self.job_service.packed
+
     def list_jobs(
         self, *, tenant: str, where: JobFilter, order: ListOrder, cursor: str | None, limit: int
     ) -> ListedPage:
         """A page of the tenant's jobs matching `where`, and the cursor of the next page."""
-        start = None
-        if cursor:
-            start = cursors.decode(cursor, keys=_CURSOR_KEYS[order], pinned={"tenant": tenant, "SK": "META"})
+        start, skip = self._decode(cursor, tenant=tenant, order=order)
         page = self.jobs.list_jobs(tenant, order=order, where=where, cursor=start, limit=limit)
         now = self.job_service.clock.now()
-        items = [
-            ListedJob(
-                job=job,
-                next_run_at=next_run_shown(job, now=now),
-                last_run=next(iter(self.runs.recent(job.job_id, limit=1)), None),
-            )
-            for job in page.jobs
-        ]
-        return ListedPage(
-            items=items,
-            next_cursor=cursors.encode(page.cursor) if page.cursor else None,
-            items_read=page.items_read,
-        )
+        items: list[ListedJob] = []
+        next_cursor = cursors.encode(page.cursor) if page.cursor else None
+        for i, entry in enumerate(page.entries):
+            if isinstance(entry, Job):
+                found: list[tuple[Job, Execution | None, bool]] = [(entry, None, False)]
+            else:
+                found = [(job, row, True) for job, row in self._expand(entry, where=where, order=order)]
+            first = skip if i == 0 else 0
+            cut = False
+            for k, (job, row, packed) in enumerate(found[first:], start=first):
+                if len(items) == limit:
+                    before = page.before[i] if page.before is not None else None
+                    next_cursor = self._encode(before, tenant=tenant, skip=k)
+                    cut = True
+                    break
+                last_run = row if packed else next(iter(self.runs.recent(job.job_id, limit=1)), None)
+                items.append(ListedJob(job=job, next_run_at=next_run_shown(job, now=now), last_run=last_run))
+            if cut:
+                break
+        return ListedPage(items=items, next_cursor=next_cursor, items_read=page.items_read)
+
+    def _expand(
+        self, entry: PackEntry, *, where: JobFilter, order: ListOrder
+    ) -> list[tuple[Job, Execution | None]]:
+        return self.packed.expand(entry, where=where, order=order) if self.packed is not None else []
+
+    @staticmethod
+    def _encode(before: Cursor | None, *, tenant: str, skip: int) -> str:
+        if before is None:
+            return cursors.encode({"tenant": {"S": tenant}, "SK": {"S": "META"}, _SKIP: {"S": str(skip)}})
+        return cursors.encode({**before, **({_SKIP: {"S": str(skip)}} if skip else {})})
+
+    @staticmethod
+    def _decode(cursor: str | None, *, tenant: str, order: ListOrder) -> tuple[Cursor | None, int]:
+        """The index key a cursor continues after (None: the partition's start), and how many jobs of
+        the entry it starts at were answered already; a 400 for a cursor this API did not issue."""
+        if not cursor:
+            return None, 0
+        pinned = {"tenant": tenant, "SK": "META"}
+        shapes = (_CURSOR_KEYS[order], _CURSOR_KEYS[order] | {_SKIP}, _FROM_START)
+        for i, keys in enumerate(shapes):
+            try:
+                key = cursors.decode(cursor, keys=keys, pinned=pinned)
+            except ValidationFailed:
+                if i == len(shapes) - 1:
+                    raise
+                continue
+            raw = key.pop(_SKIP, {"S": "0"})["S"]
+            if not raw.isdigit() or int(raw) > 10_000:
+                raise ValidationFailed("cursor: not a cursor this API issued", field="cursor")
+            return (None if keys == _FROM_START else key), int(raw)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def count_jobs(self, *, tenant: str, where: JobFilter) -> StatusCounts:
         """The tenant's jobs matching `where` (status aside) per status, over at most MAX_COUNT_READ
-        index items: one bounded read of the caller's partition, never a scan."""
-        return self.jobs.count_by_status(tenant, where=where, stop_at=MAX_COUNT_READ)
+        index items: one bounded read of the caller's partition, never a scan (and each pack met,
+        expanded: its definitions and runs read)."""
+        counted = self.jobs.count_by_status(tenant, where=where, stop_at=MAX_COUNT_READ)
+        if not counted.packs or self.packed is None:
+            return counted
+        counts = dict(counted.counts)
+        for status, n in self.packed.count(counted.packs, where=where).items():
+            counts[status] = counts.get(status, 0) + n
+        return StatusCounts(counts=counts, complete=counted.complete, items_read=counted.items_read)
 
     def act(
         self, action: BulkAction, *, tenant: str, job_ids: list[str] | None, where: JobFilter | None
@@ -137,7 +193,11 @@ class Catalog:
             page = self.jobs.list_jobs(
                 tenant, order="created", where=where, cursor=cursor, limit=MAX_LIST_PAGE + 1 - len(ids)
             )
-            ids.extend(j.job_id for j in page.jobs)
+            for entry in page.entries:
+                if isinstance(entry, Job):
+                    ids.append(entry.job_id)
+                else:
+                    ids.extend(job.job_id for job, _ in self._expand(entry, where=where, order="created"))
             cursor = page.cursor
             if len(ids) > MAX_LIST_PAGE:
                 raise ValidationFailed(

@@ -66,10 +66,21 @@ from jobsched.domain.alerts import LateWatch
 from jobsched.domain.fairness import LEAD_SECONDS, fair_order
 from jobsched.domain.limits import DEFAULT_QUOTA, rate_slots
 from jobsched.domain.models import RunMessage, live_runs, started_runs, takes_slot
+from jobsched.domain.packs import PACK_TYPE, Pack, pack_entry_id
 from jobsched.domain.records import DueEntry, Outgoing
 from jobsched.domain.status import RunStatus
 from jobsched.errors import JobschedError
-from jobsched.ports import Clock, CrashPoints, JobStore, Metrics, NoMetrics, RunQueue, RunStore, no_crash
+from jobsched.ports import (
+    Clock,
+    CrashPoints,
+    JobStore,
+    Metrics,
+    NoMetrics,
+    PackStore,
+    RunQueue,
+    RunStore,
+    no_crash,
+)
 from jobsched.services.alerts import AlertService, policy_of
 from jobsched.services.late import watch_for
 from jobsched.services.limits import TenantQuotas
@@ -267,6 +278,9 @@ class Dispatcher:
     metrics: Metrics = field(default_factory=NoMetrics)
     # The tenants' quotas (max_runs_per_second); None: no rate is applied (tests of other things).
     quotas: TenantQuotas | None = None
+    # Packed one-offs' definitions (jobsched.domain.packs): a pack's cursor in the due index is handed
+    # over from them. None: no pack is ever written (JobService.packs is None too).
+    packs: PackStore | None = None
 
     # -- the EventBridge tick ---------------------------------------------------------------------
     def dispatch_all(self, shards: Iterable[int] | None = None) -> DispatchReport:
@@ -375,6 +389,18 @@ class Dispatcher:
         A tick before `missed_before` was missed (default: later than a healthy pass could leave
         it; a resume passes "now": every tick of the pause was missed).
         """
+        packs = [e for e in entries if e.type == PACK_TYPE]
+        if packs:
+            entries = [e for e in entries if e.type != PACK_TYPE]
+            sent = sum(self._hand_over_cursor(e, now=now) for e in packs)
+            return sent + self.hand_over(
+                entries,
+                now=now,
+                until=until,
+                missed_before=missed_before,
+                queued_before=queued_before,
+                resend_before=resend_before,
+            )
         if not entries:
             return 0
         if missed_before is None:
@@ -448,6 +474,72 @@ class Dispatcher:
         )
         self.crash("dispatch.after_stamp")
         return sum(isinstance(message, RunMessage) for message, _, _ in outgoing)
+
+    def _hand_over_cursor(self, entry: DueEntry, *, now: datetime) -> int:
+        """A pack's cursor found due: its pack read (one read per window of the horizon), then handed
+        over from the cursor as the index showed it."""
+        if self.packs is None:
+            return 0
+        pack = self.packs.get_pack(entry.job_id.removeprefix("pack_"))
+        if pack is None:  # the definitions are written before the cursor: never so but in a broken table
+            logger.warning("a pack's cursor without its pack", extra={"pack": entry.job_id})
+            return 0
+        return self.hand_over_pack(pack, now=now, cursor=entry.next_run_at)
+
+    def hand_over_pack(self, pack: Pack, *, now: datetime, cursor: datetime | None = None) -> int:
+        """Send a pack's jobs due from `cursor` (its next hand-over; None: the pack's first run_at, as
+        a create's own hand-over finds it) up to the horizon, then move the cursor past them: the same
+        send-then-stamp order as a job's (module docstring), so a crash between sends them again, and
+        a second message meets the first one's run row (a packed start is a put-if-absent: one run).
+
+        A create hands over what is due within the look-ahead (what the next pass may be too late for);
+        a pass, what is due within the hand-over horizon (as a recurring job's ticks), so a pack whose
+        jobs spread over hours moves its cursor once per horizon window that holds one of them."""
+        lookahead = timedelta(seconds=self.settings.lookahead_seconds)
+        at = pack.first_due() if cursor is None else cursor
+        room = max(self.settings.handover_horizon_seconds, self.settings.lookahead_seconds)
+        horizon = now + (lookahead if cursor is None else timedelta(seconds=min(room, MAX_DELAY_SECONDS)))
+        due = sorted(
+            (d for d in pack.definitions if at <= d.run_at <= horizon), key=lambda d: (d.run_at, d.job_id)
+        )
+        if not due:
+            return 0
+        entry = DueEntry(
+            job_id=pack_entry_id(pack.pack_id),
+            tenant=pack.tenant,
+            type=PACK_TYPE,
+            next_run_at=at,
+            cron_expr=None,
+            timezone="UTC",
+        )
+        outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]] = [
+            (
+                RunMessage(
+                    job_id=d.job_id,
+                    scheduled_for=times.stored(d.run_at),
+                    guard=True,
+                    packed=d.compact(),
+                ),
+                d.run_at,
+                entry,
+            )
+            for d in due
+        ]
+        if self.settings.fair_dispatch:
+            outgoing = fair_order(
+                outgoing,
+                tenant=lambda o: o[2].tenant,
+                priority=lambda o: o[2].policy.priority,
+                due=lambda o: o[1],
+            )
+        outgoing = self._within_rates(outgoing)
+        self.crash("dispatch.before_send")
+        self._each(self._send, [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)])
+        self.crash("dispatch.after_send")
+        assert self.packs is not None
+        self.packs.move_cursor(pack.pack_id, expected=at, next_run_at=pack.due_after(horizon), now=now)
+        self.crash("dispatch.after_stamp")
+        return len(outgoing)
 
     def _within_rates(
         self, outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]]

@@ -13,6 +13,7 @@ from jobsched.domain import cursors, times
 from jobsched.domain.ecs_tasks import TASK_LOST
 from jobsched.domain.keys import execution_name, job_pk, parse_run_id, run_sk
 from jobsched.domain.models import Execution, Job, RunMessage, takes_slot
+from jobsched.domain.packs import PackedDefinition
 from jobsched.domain.results import DeadLetterPage, Replay
 from jobsched.domain.status import RunStatus
 from jobsched.domain.targets import describe, final_error_type
@@ -104,7 +105,11 @@ class FailureService:
             sk=run_sk(sf),
             queue_url=self.settings.execution_queue_url,
             message=RunMessage(
-                job_id=job.job_id, scheduled_for=sf, guard=takes_slot(job.type, job.policy.overlap_policy)
+                job_id=job.job_id,
+                scheduled_for=sf,
+                guard=takes_slot(job.type, job.policy.overlap_policy),
+                # A packed job's retry carries its definition, as its first message did.
+                packed=PackedDefinition.of(job).compact() if job.packed else None,
             ).model_dump_json(),
             topic_arn=self.settings.alert_topic_arn,
             dl_key=dead_letter_key(job.tenant),
@@ -173,6 +178,8 @@ class FailureService:
         workers left it in along RUNNING -> FAILED, and the workflow dead-letters it with an alert.
         """
         job = self.jobs.get_job(message.job_id)
+        if job is None and message.packed is not None:  # a packed job: its definition is the message's
+            job = PackedDefinition.model_validate(message.packed).job()
         if job is None:
             return "no_job"
         now = self.clock.now()

@@ -17,6 +17,15 @@ from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.firing import next_fire
 from jobsched.domain.limits import QuotaExceeded
 from jobsched.domain.models import Job, SchedulePolicy, started_runs
+from jobsched.domain.packs import (
+    Pack,
+    PackedDefinition,
+    new_pack_id,
+    pack_id_for_key,
+    packable,
+    packed_job_id,
+    parse_packed,
+)
 from jobsched.domain.records import DueEntry
 from jobsched.domain.results import Control, Graph, JobDetail, Submitted
 from jobsched.domain.status import HELD, JobStatus, RunStatus
@@ -33,6 +42,7 @@ from jobsched.ports import Clock, JobStore, RunStore, SigningSecrets, Targets, T
 from jobsched.services.dag import DagService, graph_period
 from jobsched.services.dispatch import Dispatcher, jitter_offset
 from jobsched.services.limits import LIVE_STATUSES, TenantQuotas
+from jobsched.services.packs import PackedJobs
 
 # A one-off may be a little in the past (client clock skew, a slow retry): it then fires at once.
 RUN_AT_PAST_TOLERANCE = timedelta(minutes=5)
@@ -77,6 +87,15 @@ def job_id_for_key(tenant: str, key: str) -> str:
     return "job_" + "".join(reversed(chars)).lower()
 
 
+def batch_hash(items: Sequence[BatchItem]) -> str:
+    """A digest of a whole batch: each item's request hash and own key, or its error, in order."""
+    parts = [
+        f"error:{item}" if isinstance(item, JobschedError) else f"{request_hash(item[0])}:{item[1] or ''}"
+        for item in items
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
 def request_hash(request: CreateJobRequest) -> str:
     """A digest of the normalised request: the same body (defaults filled in) hashes the same."""
     # A field added since (concurrency) is left out while unset: a retry of a request made before it
@@ -102,6 +121,8 @@ class JobService:
     signing_secrets: SigningSecrets | None = None
     # The tenants' quotas (services/limits.py); None: no quota is checked.
     quotas: TenantQuotas | None = None
+    # Packed one-offs (jobsched.domain.packs, services/packs.py); None: a batch's jobs are each an item.
+    packed: PackedJobs | None = None
 
     def check_target(self, target: TargetSpec, *, tenant: str, shorthand: bool = False) -> None:
         """A 400 naming the field, before anything is written, for a target this deployment cannot
@@ -130,25 +151,44 @@ class JobService:
             self.dag.join(job)
         return response
 
-    def submit_batch(self, items: Sequence[BatchItem], *, tenant: str) -> list[Submitted | JobschedError]:
-        """Create each item as submit() does, in order; one item's error (or an item that arrives as
-        one) is its answer and the others go on. The due-soon ones are handed over together, so a
-        batch's messages share SendMessageBatch requests (10 a request) and its stamps one pass.
+    def submit_batch(
+        self, items: Sequence[BatchItem], *, tenant: str, idempotency_key: str | None = None
+    ) -> list[Submitted | JobschedError]:
+        """Create each item, in order; one item's error (or an item that arrives as one) is its answer
+        and the others go on.
 
-        Each job is its own conditional put: BatchWriteItem cannot condition a put (a retried batch
-        would overwrite a job that ran), and a transaction would double every unit and fail the
-        whole batch for one used key. A crash part-way leaves whole jobs (each put is one item, with
-        its due entry: the dispatcher finds any the hand-over did not reach), never a half-written one.
+        The one-offs that need nothing but their run are packed (jobsched.domain.packs): one item
+        holds their definitions, one cursor item hands them over, and a job's run row is its only
+        state; every other item is its own conditional put, as submit() writes it. (BatchWriteItem
+        cannot condition a put, so a retried batch would overwrite a job that ran; a transaction
+        doubles every unit and fails the whole batch for one used key.) The batch's Idempotency-Key
+        names the pack (a retried batch writes it once and answers as the first time; another body
+        is a 409) and keys each unpacked item that has no key of its own (`<key>#<index>`).
+
+        A crash part-way leaves whole jobs, never a half-written one: the pack's definitions are
+        written before its cursor, and its jobs are answered only after both (the dispatcher hands
+        over whatever the cursor holds that the request's own hand-over did not reach).
         """
-        answers: list[Submitted | JobschedError] = []
+        batch_key = self._idempotency_key(idempotency_key)
+        pack_id = pack_id_for_key(tenant, batch_key) if batch_key else new_pack_id()
+        answers: list[Submitted | JobschedError | None] = []
         due_soon: list[Job] = []
-        for item in items:
+        packed: list[tuple[int, Job]] = []
+        live: list[int] = []  # the tenant's live jobs, counted once for the whole pack (max_jobs)
+        for index, item in enumerate(items):
             if isinstance(item, JobschedError):
                 answers.append(item)
                 continue
             request, key = item
             try:
-                response, job = self._accept(request, tenant=tenant, idempotency_key=key)
+                job = self._build(request, tenant=tenant, idempotency_key=key)
+                if self.packed is not None and packable(job, keyed=key is not None):
+                    self._check_quotas(request, tenant=tenant, key=None, live=live, adding=len(packed))
+                    packed.append((index, job.model_copy(update={"job_id": packed_job_id(pack_id, index)})))
+                    answers.append(None)  # answered once the pack is written
+                    continue
+                own_key = key if key is not None or batch_key is None else f"{batch_key}#{index}"
+                response, job = self._accept(request, tenant=tenant, idempotency_key=own_key)
                 if job.type == "dependent":
                     self.dag.join(job)
             except JobschedError as exc:
@@ -157,16 +197,81 @@ class JobService:
             answers.append(response)
             if self._due_soon(job):
                 due_soon.append(job)
+        if packed:
+            self._store_pack(pack_id, packed, items=items, tenant=tenant, answers=answers)
         if due_soon:
             now = self.clock.now()
             until = now + timedelta(seconds=self.dispatcher.settings.lookahead_seconds)
             self.dispatcher.hand_over([DueEntry.of(j) for j in due_soon], now=now, until=until)
-        return answers
+        return [a for a in answers if a is not None]
+
+    def _store_pack(
+        self,
+        pack_id: str,
+        packed: list[tuple[int, Job]],
+        *,
+        items: Sequence[BatchItem],
+        tenant: str,
+        answers: list[Submitted | JobschedError | None],
+    ) -> None:
+        """Write the pack (or find the one its key wrote), answer its jobs, and hand over its due-soon
+        ones at once (the cursor moves past them; the dispatcher hands over the rest)."""
+        assert self.packed is not None
+        now = times.truncate_ms(self.clock.now())
+        pack = Pack(
+            pack_id=pack_id,
+            tenant=tenant,
+            created_at=now,
+            request_hash=batch_hash(items),
+            definitions=tuple(PackedDefinition.of(job) for _, job in packed),
+        )
+        stored = self.packed.packs.put_pack(pack, now=now)
+        if stored is not None:
+            if stored.request_hash != pack.request_hash or stored.tenant != tenant:
+                conflict = IdempotencyConflict(
+                    "Idempotency-Key was already used with a different batch", field="Idempotency-Key"
+                )
+                for index, _ in packed:
+                    answers[index] = conflict
+                return
+            pack = stored
+        for definition in pack.definitions:
+            parsed = parse_packed(definition.job_id)
+            assert parsed is not None
+            answers[parsed[1]] = Submitted(
+                job_id=definition.job_id, status=JobStatus.SCHEDULED, next_run_at=definition.run_at
+            )
+        self.dispatcher.hand_over_pack(pack, now=self.clock.now())
 
     def _accept(
         self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None
     ) -> tuple[Submitted, Job]:
         """Validate and store one job (or find the one its key created): its answer and the job."""
+        key = self._idempotency_key(idempotency_key)
+        job = self._build(request, tenant=tenant, idempotency_key=key)
+        self._check_quotas(request, tenant=tenant, key=key)
+        response = Submitted(job_id=job.job_id, status=job.status, next_run_at=job.next_run_at)
+        used = self.jobs.create_with_idempotency(
+            job,
+            idempotency_key=key,
+            request_hash=request_hash(request),
+            response=response.stored(),
+            now=job.created_at,
+        )
+        if used is not None:
+            if used.request_hash != request_hash(request):
+                raise IdempotencyConflict(
+                    "Idempotency-Key was already used with a different request body", field="Idempotency-Key"
+                )
+            response = Submitted.from_stored(used.response)
+            stored = self.jobs.get_job(response.job_id)
+            if stored is None:
+                raise NotFound(f"job {response.job_id} no longer exists")
+            job = stored
+        return response, job
+
+    def _build(self, request: CreateJobRequest, *, tenant: str, idempotency_key: str | None) -> Job:
+        """The job a request asks for, validated (a 400 naming the field); nothing is written."""
         target = request.run_target()
         self.check_target(target, tenant=tenant, shorthand=request.handler is not None)
         key = self._idempotency_key(idempotency_key)
@@ -177,8 +282,7 @@ class JobService:
             next_run_at = None
         else:
             next_run_at = self._first_tick(request, now)
-        self._check_quotas(request, tenant=tenant, key=key)
-        job = Job(
+        return Job(
             job_id=job_id_for_key(tenant, key) if key else new_job_id(),
             tenant=tenant,
             type=request.type,
@@ -203,25 +307,6 @@ class JobService:
             created_at=now,
             updated_at=now,
         )
-        response = Submitted(job_id=job.job_id, status=job.status, next_run_at=next_run_at)
-        used = self.jobs.create_with_idempotency(
-            job,
-            idempotency_key=key,
-            request_hash=request_hash(request),
-            response=response.stored(),
-            now=now,
-        )
-        if used is not None:
-            if used.request_hash != request_hash(request):
-                raise IdempotencyConflict(
-                    "Idempotency-Key was already used with a different request body", field="Idempotency-Key"
-                )
-            response = Submitted.from_stored(used.response)
-            stored = self.jobs.get_job(response.job_id)
-            if stored is None:
-                raise NotFound(f"job {response.job_id} no longer exists")
-            job = stored
-        return response, job
 
     def get(self, job_id: str, *, tenant: str) -> JobDetail:
         """The job and its newest runs; another tenant's job is not found."""
@@ -371,19 +456,34 @@ class JobService:
             raise ValidationFailed("end_at: the schedule has no tick before end_at", field="end_at")
         return tick
 
-    def _check_quotas(self, request: CreateJobRequest, *, tenant: str, key: str | None) -> None:
+    def _check_quotas(
+        self,
+        request: CreateJobRequest,
+        *,
+        tenant: str,
+        key: str | None,
+        live: list[int] | None = None,
+        adding: int = 0,
+    ) -> None:
         """429 over the tenant's max_jobs, or a schedule more frequent than its min_cron_interval.
 
         A create retried with its Idempotency-Key (its job exists: the id derives from the key) is
-        no new job: it answers what the first one did, at the quota or not."""
+        no new job: it answers what the first one did, at the quota or not. `live`: the count of a
+        batch's pack, read once (for its first item) and kept there; `adding`: the pack's jobs so far."""
         if self.quotas is None:
             return
         if request.type == "recurring" and request.cron_expr:
             self.quotas.check_cron_interval(tenant, cron.parse(request.cron_expr, request.timezone))
+
+        def count(stop_at: int) -> int:
+            if live is None:
+                return self.jobs.count_jobs(tenant, statuses=LIVE_STATUSES, stop_at=stop_at)
+            if not live:
+                live.append(self.jobs.count_jobs(tenant, statuses=LIVE_STATUSES, stop_at=stop_at))
+            return live[0] + adding
+
         try:
-            self.quotas.check_jobs(
-                tenant, lambda stop_at: self.jobs.count_jobs(tenant, statuses=LIVE_STATUSES, stop_at=stop_at)
-            )
+            self.quotas.check_jobs(tenant, count)
         except QuotaExceeded:
             if key is None or self.jobs.get_job(job_id_for_key(tenant, key)) is None:
                 raise

@@ -88,6 +88,7 @@ from jobsched.domain.fargate_vcpu import wait_reason as vcpu_wait_reason
 from jobsched.domain.keys import parse_run_id, run_id_for
 from jobsched.domain.limits import TENANT_KEY, key_wait_seconds, tenant_wait_reason, wait_reason
 from jobsched.domain.models import Execution, Job, RunError, RunMessage, in_flight_key, live_runs, takes_slot
+from jobsched.domain.packs import PackedDefinition
 from jobsched.domain.records import AttemptEnd, Lease, NewRun, Outgoing, Transition
 from jobsched.domain.status import HELD, TERMINAL, UNSTARTED_RECORDS, JobStatus, RunStatus
 from jobsched.domain.targets import PythonTarget, TargetFailed, WorkerTarget
@@ -263,6 +264,8 @@ class Worker:
             LateWatcher(self.jobs, self.runs, self.queue, self.alerts, self.clock).check(watch)
             return Outcome.WATCHED
         message = RunMessage.model_validate_json(delivery.body)
+        if message.packed is not None:  # a packed job: no item of its own (jobsched.domain.packs)
+            return self._process_packed(message, delivery)
         sf = message.scheduled_for
         now = self.clock.now()
         until = now + timedelta(seconds=self.hold_seconds())
@@ -348,6 +351,120 @@ class Worker:
             self.jobs.uncount(message.job_id, run=sf, message=delivery.message_id)
         self.metrics.emit(telemetry.runs(outcome.value), 1, telemetry.COUNT)
         return outcome
+
+    # -- packed one-offs (jobsched.domain.packs) ------------------------------------------------------
+    def _process_packed(self, message: RunMessage, delivery: Delivery) -> Outcome:
+        """A packed job's run: its definition rides in the message, and its run row is its only state.
+
+        The start is one conditional write on the run row (PersistRunning: no row or a PENDING one ->
+        RUNNING under this worker's lease), before the handler: it is the run's start marker, which a
+        cancel sees (a cancel copies the job out first, and flags this row: the write is then refused,
+        and the job item's path takes the run), and one run per (job, tick) whatever the copies. The
+        outcome is the second write. A job copied out since its message was sent is run by the job
+        item's path: the message is handled as an ordinary one.
+
+            wait for the second ── start: PENDING|none -> RUNNING ── refused ──> _packed_refused
+                                        │ applied
+                                        v
+            handler (heartbeat: the message, the lease) ── record ── FAILED: the failure workflow
+        """
+        definition = PackedDefinition.model_validate(message.packed)
+        job = definition.job()
+        sf = message.scheduled_for
+        scope = run_scope(
+            job_id=job.job_id, run_id=run_id_for(job.job_id, times.parse_stored(sf)), tenant=job.tenant
+        )
+        with scope:
+            keys = self._keys(job, message.cap)
+            reason = self._take_keys(job, keys, sf, delivery)
+            if reason is not None:
+                return self._wait_for_key(message, job, delivery, reason=reason)
+            try:
+                outcome = self._run_packed(message, job, delivery)
+            finally:
+                self._free_keys(job, [k for k, _, _ in keys], sf, delivery)
+        self.metrics.emit(telemetry.runs(outcome.value), 1, telemetry.COUNT)
+        return outcome
+
+    def _run_packed(self, message: RunMessage, job: Job, delivery: Delivery) -> Outcome:
+        sf = message.scheduled_for
+        created = NewRun(job.job_id, job.tenant, sf, message.kind)
+        self._wait_for_second(sf)
+        started = self.clock.now()
+        owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
+        lease = Lease(
+            owner=owner,
+            message=delivery.message_id,
+            worker=self.worker_id,
+            until=started + timedelta(seconds=self.settings.lease_seconds),
+        )
+        start = self.runs.persist_running(
+            job.job_id, sf, lease=lease, started_at=started, now=started, create=created, packed=True
+        )
+        if not start.applied:
+            return self._packed_refused(message, job, start.row, delivery, created)
+        previous = start.previous
+        attempt = (previous.attempt if previous else 0) + 1
+        replays = previous.replays if previous else 0
+        self.crash("run.after_lease")
+        self._started(sf, started, attempt=attempt, kind=message.kind)
+        error, result, beat = self._execute(
+            job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=message.kind, resume=previous
+        )
+        end = self._outcome(started, self.clock.now(), attempt, result, error)
+        self.metrics.emit(telemetry.DURATION, _ms(end.finished_at - started), telemetry.MILLISECONDS)
+        done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
+        if not done.applied:
+            ours = self._recorded_for_us(job, done.row, owner=owner)
+            if ours is not None:
+                return ours
+            raise LeaseLost(delivery.message_id)
+        materialized = done.previous is not None and done.previous.materialized
+        return self._recorded(
+            job,
+            sf,
+            attempt,
+            error,
+            replays,
+            end.finished_at,
+            retry_after=beat.retry_after,
+            materialized=materialized,
+        )
+
+    def _packed_refused(
+        self, message: RunMessage, job: Job, row: Execution | None, delivery: Delivery, created: NewRun
+    ) -> Outcome:
+        """The packed start was refused: the row as it stood says why.
+
+        - flagged `materialized`: the job has an item of its own now; its path runs the message;
+        - held under a lapsed lease (its worker died): taken over, as any run (_run_leased);
+        - held live: by another copy of this message (left for its visibility), or by another
+          message of the run (this copy is spare: _refused);
+        - recorded: a duplicate; a recorded failure or a success of a copied-out job is settled."""
+        if row is not None and row.materialized:
+            ordinary = message.model_copy(update={"packed": None})
+            return self.process(
+                Delivery(
+                    message_id=delivery.message_id,
+                    receipt_handle=delivery.receipt_handle,
+                    body=ordinary.model_dump_json(),
+                )
+            )
+        now = self.clock.now()
+        if row is not None and row.status in HELD and row.lease_until is not None and row.lease_until < now:
+            return self._run_leased(job, message.scheduled_for, delivery, created, kind=message.kind, keys=[])
+        return self._refused(job, row, delivery)
+
+    def _settle_packed(self, job: Job, row: Execution) -> None:
+        """A packed job's recorded run settled: a failure handed to the workflow; a success only for a
+        job copied out meanwhile (its item says SCHEDULED until settled; an unmaterialized packed job's
+        status is its run row's, jobsched.domain.packs.status_of)."""
+        if row.status == RunStatus.FAILED:
+            self.failures.hand_over(job, row)
+        elif row.status == RunStatus.SUCCEEDED and row.materialized:
+            stored = self.jobs.get_job(job.job_id)
+            if stored is not None:
+                settle_recorded(stored, row, failures=self.failures, dag=self.dag, now=self.clock.now())
 
     def _give_back(
         self,
@@ -1438,8 +1555,10 @@ class Worker:
             worker=self.worker_id,
             until=now + timedelta(seconds=self.settings.lease_seconds),
         )
-        claim = self.runs.claim(job.job_id, sf, lease=lease, now=now, create=created)
+        claim = self.runs.claim(job.job_id, sf, lease=lease, now=now, create=created, packed=job.packed)
         if not claim.applied:
+            if job.packed and claim.row is not None and claim.row.materialized:
+                raise InFlightElsewhere(delivery.message_id)  # copied out meanwhile: the next receive's
             return self._refused(job, claim.row, delivery)
         previous = claim.previous
         attempt = (previous.attempt if previous else 0) + 1
@@ -1506,7 +1625,10 @@ class Worker:
             if ours is not None:
                 return ours
             raise LeaseLost(delivery.message_id)
-        return self._recorded(job, sf, attempt, error, replays, finished, retry_after=retry_after)
+        materialized = done.previous is not None and done.previous.materialized
+        return self._recorded(
+            job, sf, attempt, error, replays, finished, retry_after=retry_after, materialized=materialized
+        )
 
     def _recorded_for_us(self, job: Job, row: Execution | None, *, owner: str) -> Outcome | None:
         """The attempt this worker holds, recorded under its own lease by another recorder (a
@@ -1522,7 +1644,7 @@ class Worker:
             or row.status not in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD_LETTER)
         ):
             return None
-        settle_recorded(job, row, failures=self.failures, dag=self.dag, now=self.clock.now())
+        self._settle_found(job, row)
         return Outcome.SUCCEEDED if row.status == RunStatus.SUCCEEDED else Outcome.FAILED
 
     def _record(self, write: Callable[[], Transition], end: AttemptEnd) -> Transition:
@@ -1589,7 +1711,8 @@ class Worker:
             owner=owner,
             job_id=job.job_id,
             scheduled_for=sf,
-            claim="slot" if self._holds_slot(job, kind) else "count",
+            # A packed job has no item: its run row's lease is its only start marker.
+            claim="none" if job.packed else "slot" if self._holds_slot(job, kind) else "count",
             persist=persist,
             keys=[(job.tenant, k, self._key_holder(job, sf, delivery)) for k in keys or ()],
         )
@@ -1642,6 +1765,7 @@ class Worker:
         finished: datetime,
         *,
         retry_after: float | None = None,
+        materialized: bool = False,
     ) -> Outcome:
         """After the outcome is written: hand a failure to the workflow, or signal a success.
 
@@ -1676,7 +1800,12 @@ class Worker:
             status=RunStatus.SUCCEEDED,
             attempt=attempt,
             replays=replays,
+            materialized=materialized,
         )
+        if job.packed:
+            # Its run row says COMPLETED for it; only a job copied out meanwhile has an item to settle.
+            self._settle_packed(job, succeeded)
+            return Outcome.SUCCEEDED
         self.dag.settle(job, succeeded, now=finished)
         return Outcome.SUCCEEDED
 
@@ -1691,6 +1820,10 @@ class Worker:
         a key wait's copy not even that: the one-off said SCHEDULED for good, its run still to come:
         tests/e2e/test_restart.py, tests/sim seeds 2 and 383.) Nothing is read or written for a
         recurring run without dependants, or a one-off the job we hold shows settled."""
+        if job.packed:
+            if row is not None:
+                self._settle_packed(job, row)
+            return
         settled = row is None or (
             row.status == RunStatus.SUCCEEDED
             and not job.dependants
@@ -1960,7 +2093,7 @@ class _Heartbeat:
                 self._renew("key", renew)
         if self._claim == "slot":
             self._renew("slot", lambda: worker.jobs.extend_hold(self._job_id, run=self._sf, until=hold_until))
-        else:
+        elif self._claim == "count":
             self._renew(
                 "count",
                 lambda: worker.jobs.extend_count(

@@ -318,4 +318,5 @@ def execution_from_item(raw: Mapping[str, Any]) -> Execution:
         checkpoint=json.loads(item["checkpoint"]) if "checkpoint" in item else None,
         checkpoint_at=opt_time(item.get("checkpoint_at")),
         ecs_tasks=[str(arn) for arn in item.get("ecs_tasks") or ()],
+        materialized=bool(item.get("materialized", 0)),
     )

@@ -32,6 +32,7 @@ from jobsched.domain import times
 from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder, StatusCounts
 from jobsched.domain.models import MAX_CANCELLED_RUNS, MAX_FAN_OUT, Job, in_flight_key
+from jobsched.domain.packs import PACK_TYPE, PackEntry
 from jobsched.domain.records import Cursor, DuePage, IdempotencyRecord
 from jobsched.domain.status import JobStatus
 from jobsched.errors import Conflict, FanOutFull, TransientStoreError
@@ -755,13 +756,15 @@ class JobStore(ShardLeases, Operations):
             "FilterExpression": f"#status IN ({', '.join(f':s{i}' for i in range(len(wanted)))})",
             "ExpressionAttributeNames": {"#tenant": "tenant", "#status": "status"},
             "ExpressionAttributeValues": values,
-            "Select": "COUNT",
+            # A packed batch's cursor item stands for `pack_count` jobs (SCHEDULED until its last job
+            # is handed over); a job item for one. The same items read as a COUNT, billed alike.
+            "ProjectionExpression": "pack_count",
         }
         count = 0
         while True:
             with aws_call(DYNAMODB):
                 out = self.client.query(**kwargs)
-            count += int(out.get("Count", 0))
+            count += sum(int(i["pack_count"]["N"]) if "pack_count" in i else 1 for i in out.get("Items", []))
             if count >= stop_at or "LastEvaluatedKey" not in out:
                 return count
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
@@ -774,11 +777,12 @@ class JobStore(ShardLeases, Operations):
         about 1 MB, ~125 eventually consistent read units."""
         names, values, filters = _listing_filter(tenant, where.model_copy(update={"status": None}))
         names["#status"] = "status"
+        names["#type"] = "type"
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": self.tenant_index,
             "KeyConditionExpression": "#tenant = :t",
-            "ProjectionExpression": "#status",
+            "ProjectionExpression": "#status, #type, job_id, created_at, pack_count",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
             "ScanIndexForward": False,
@@ -786,6 +790,7 @@ class JobStore(ShardLeases, Operations):
         if filters:
             kwargs["FilterExpression"] = " AND ".join(filters)
         counts: dict[str, int] = {}
+        packs: list[PackEntry] = []
         read = 0
         while True:
             # Limit counts items read before the filter: never past stop_at.
@@ -794,11 +799,14 @@ class JobStore(ShardLeases, Operations):
                 out = self.client.query(**kwargs)
             read += int(out.get("ScannedCount", 0))
             for item in out.get("Items", []):
+                if item.get("type", {}).get("S") == PACK_TYPE:
+                    packs.append(_pack_entry(item, tenant))
+                    continue
                 status = item["status"]["S"]
                 counts[status] = counts.get(status, 0) + 1
             last = out.get("LastEvaluatedKey")
             if not last or read >= stop_at:
-                return StatusCounts(counts=counts, complete=not last, items_read=read)
+                return StatusCounts(counts=counts, complete=not last, items_read=read, packs=tuple(packs))
             kwargs["ExclusiveStartKey"] = last
 
     def list_jobs(
@@ -824,27 +832,43 @@ class JobStore(ShardLeases, Operations):
             kwargs["FilterExpression"] = " AND ".join(filters)
         if cursor:
             kwargs["ExclusiveStartKey"] = cursor
-        ids: list[str] = []
+        key_names = ("PK", "SK", "tenant", "created_at" if order == "created" else "next_run_at")
+        found: list[str | PackEntry] = []
+        before: list[Cursor | None] = []
+        previous: Cursor | None = cursor
         read = 0
         last: dict[str, Any] | None = None
-        while len(ids) < limit and read < MAX_LIST_READ:
+        while len(found) < limit and read < MAX_LIST_READ:
             # Limit counts items read, before the filter: never more than the page still needs,
             # so the cursor is exactly after the last item answered.
-            kwargs["Limit"] = min(limit - len(ids), MAX_LIST_READ - read)
+            kwargs["Limit"] = min(limit - len(found), MAX_LIST_READ - read)
             with aws_call(DYNAMODB):
                 out = self.client.query(**kwargs)
             read += int(out.get("ScannedCount", 0))
-            ids.extend(i["job_id"]["S"] for i in out.get("Items", []))
+            for i in out.get("Items", []):
+                found.append(
+                    _pack_entry(i, tenant) if i.get("type", {}).get("S") == PACK_TYPE else i["job_id"]["S"]
+                )
+                before.append(previous)
+                previous = {k: i[k] for k in key_names}
             last = dict(out["LastEvaluatedKey"]) if out.get("LastEvaluatedKey") else None
             if last is None:
                 break
             kwargs["ExclusiveStartKey"] = last
-        jobs = self._batch_jobs(ids)
+        jobs = self._batch_jobs([f for f in found if isinstance(f, str)])
+        entries: list[Job | PackEntry] = []
+        kept_before: list[Cursor | None] = []
+        for f, b in zip(found, before, strict=True):
+            entry = f if isinstance(f, PackEntry) else jobs.get(f)
+            if entry is not None:
+                entries.append(entry)
+                kept_before.append(b)
         return JobListing(
-            jobs=[jobs[i] for i in ids if i in jobs],
+            entries=entries,
             cursor=last,
             items_read=read,
-            truncated=last is not None and len(ids) < limit,
+            truncated=last is not None and len(found) < limit,
+            before=kept_before,
         )
 
     def get_jobs(self, job_ids: Sequence[str]) -> dict[str, Job]:
@@ -901,6 +925,17 @@ class JobStore(ShardLeases, Operations):
         return dict(item) if item else None
 
 
+def _pack_entry(item: Mapping[str, Any], tenant: str) -> PackEntry:
+    """A packed batch's cursor item, as a listing-index read answers it."""
+    return PackEntry(
+        pack_id=item["job_id"]["S"].removeprefix("pack_"),
+        tenant=tenant,
+        created_at=times.parse_stored(item["created_at"]["S"]) if "created_at" in item else None,
+        next_run_at=times.parse_stored(item["next_run_at"]["S"]) if "next_run_at" in item else None,
+        count=int(item["pack_count"]["N"]),
+    )
+
+
 def _listing_filter(tenant: str, where: JobFilter) -> tuple[dict[str, str], dict[str, Any], list[str]]:
     """A listing-index Query's names, values and filter conditions: the tenant's partition, `where`."""
     names: dict[str, str] = {"#tenant": "tenant"}
@@ -922,4 +957,9 @@ def _listing_filter(tenant: str, where: JobFilter) -> tuple[dict[str, str], dict
     if (pair := where.tag_pair()) is not None:
         names["#tags"], names["#tk"], values[":tv"] = "tags", pair[0], enc(pair[1])
         filters.append("#tags.#tk = :tv")
+    if filters:
+        # A packed batch's cursor item passes whatever the filter: it stands for jobs the index does
+        # not hold, which services/packs.py filters one by one.
+        names["#type"], values[":pack"] = "type", enc(PACK_TYPE)
+        filters = [any_of("#type = :pack", all_of(*filters))]
     return names, values, filters

@@ -35,6 +35,26 @@ if TYPE_CHECKING:
 RUN_HISTORY_DAYS = 90
 
 
+def pending_item(
+    *, job_id: str, tenant: str, scheduled_for: datetime, now: datetime, kind: str = "scheduled"
+) -> dict[str, Any]:
+    """A new run row, PENDING at attempt 0 (put_pending's item; a packed job's materialization's)."""
+    return {
+        "PK": enc(job_pk(job_id)),
+        "SK": enc(run_sk(times.stored(scheduled_for))),
+        "run_id": enc(run_id_for(job_id, scheduled_for)),
+        "job_id": enc(job_id),
+        "tenant": enc(tenant),
+        "scheduled_for": enc(times.stored(scheduled_for)),
+        "status": enc(RunStatus.PENDING.value),
+        "attempt": enc(0),
+        "kind": enc(kind),
+        "created_at": enc(times.stored(now)),
+        "updated_at": enc(times.stored(now)),
+        "expires_at": enc(int((scheduled_for + timedelta(days=RUN_HISTORY_DAYS)).timestamp())),
+    }
+
+
 @dataclass
 class RunStore:
     """Run rows in the runs table: one per (job_id, scheduled_for)."""
@@ -58,21 +78,9 @@ class RunStore:
         when the row exists already, nothing is written and the row is returned as it stands.
         """
         sf = times.stored(scheduled_for)
-        item = {
-            "PK": enc(job_pk(job_id)),
-            "SK": enc(run_sk(sf)),
-            "run_id": enc(run_id_for(job_id, scheduled_for)),
-            "job_id": enc(job_id),
-            "tenant": enc(tenant),
-            "scheduled_for": enc(sf),
-            "status": enc(RunStatus.SKIPPED.value if skipped else RunStatus.PENDING.value),
-            "attempt": enc(0),
-            "kind": enc(kind),
-            "created_at": enc(times.stored(now)),
-            "updated_at": enc(times.stored(now)),
-            "expires_at": enc(int((scheduled_for + timedelta(days=RUN_HISTORY_DAYS)).timestamp())),
-        }
+        item = pending_item(job_id=job_id, tenant=tenant, scheduled_for=scheduled_for, now=now, kind=kind)
         if skipped:
+            item["status"] = enc(RunStatus.SKIPPED.value)
             item["reason"] = enc(skipped)
         applied, old = conditional(
             self.client.put_item,
@@ -97,6 +105,23 @@ class RunStore:
             "kind": new.kind,
             "expires_at": int((scheduled_for + timedelta(days=RUN_HISTORY_DAYS)).timestamp()),
         }
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Execution]:
+        """The rows of `keys` that exist: BatchGetItem, 100 keys a call, eventually consistent (half the
+        price), unprocessed keys asked again."""
+        found: dict[tuple[str, str], Execution] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 100):
+            chunk = [{"PK": enc(job_pk(j)), "SK": enc(run_sk(sf))} for j, sf in unique[start : start + 100]]
+            request: dict[str, Any] = {self.table: {"Keys": chunk, "ConsistentRead": False}}
+            while request:
+                with aws_call(DYNAMODB):
+                    out = self.client.batch_get_item(RequestItems=request)
+                for raw in out.get("Responses", {}).get(self.table, []):
+                    row = execution_from_item(raw)
+                    found[(row.job_id, times.stored(row.scheduled_for))] = row
+                request = dict(out.get("UnprocessedKeys") or {})
+        return found
 
     def get(self, job_id: str, scheduled_for: datetime | str, *, consistent: bool = True) -> Execution | None:
         """The run for one firing (scheduled_for as an instant or in stored form), or None.
@@ -123,10 +148,18 @@ class RunStore:
     #       PENDING -> ... -> SUCCEEDED|FAILED
     #   skip: PENDING (or absent) -> SKIPPED        cancel: PENDING (or absent) -> CANCELLED
     def claim(
-        self, job_id: str, scheduled_for: str, *, lease: Lease, now: datetime, create: NewRun | None = None
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        lease: Lease,
+        now: datetime,
+        create: NewRun | None = None,
+        packed: bool = False,
     ) -> Transition:
         """PENDING -> LEASED for `lease`, attempt + 1; also a held run whose lease lapsed (its holder
-        died: the takeover), and an absent row when `create` is given. Refused: the row as it stood."""
+        died: the takeover), and an absent row when `create` is given. Refused: the row as it stood.
+        `packed`: refused by a row flagged `materialized` (its job has an item of its own now)."""
         return self._transition(
             job_id=job_id,
             scheduled_for=scheduled_for,
@@ -136,6 +169,7 @@ class RunStore:
             increment_attempt=True,
             takeover_expired_lease=True,
             create_if_missing=create,
+            unflagged=packed,
         )
 
     def start(self, job_id: str, scheduled_for: str, *, owner: str, now: datetime) -> Transition:
@@ -170,9 +204,11 @@ class RunStore:
         started_at: datetime,
         now: datetime,
         create: NewRun,
+        packed: bool = False,
     ) -> Transition:
         """The fast path's first heartbeat: PENDING (or absent) -> LEASED -> RUNNING in one write,
-        attempt + 1, so a run that lasts is visible and its lease can be taken over."""
+        attempt + 1, so a run that lasts is visible and its lease can be taken over; a packed job's
+        start (`packed`: refused by a row flagged `materialized`)."""
         return self._transition(
             job_id=job_id,
             scheduled_for=scheduled_for,
@@ -182,6 +218,7 @@ class RunStore:
             set_values={**_lease_values(lease), "started_at": times.stored(started_at)},
             increment_attempt=True,
             create_if_missing=create,
+            unflagged=packed,
         )
 
     def record_unleased(
@@ -333,6 +370,7 @@ class RunStore:
         first_attempt_only: bool = False,
         via: Sequence[RunStatus] = (),
         supersede_unstarted: bool = False,
+        unflagged: bool = False,
     ) -> Transition:
         """Move one run to `target` if its stored status is a legal source of it (the one legal-edge check).
 
@@ -416,7 +454,12 @@ class RunStore:
             TableName=self.table,
             Key={"PK": enc(job_pk(job_id)), "SK": enc(run_sk(scheduled_for))},
             UpdateExpression=update,
-            ConditionExpression=any_of(*allowed),
+            # `unflagged`: a packed start never takes a row whose job was materialized (domain.packs).
+            ConditionExpression=(
+                all_of(any_of(*allowed), "attribute_not_exists(materialized)")
+                if unflagged
+                else any_of(*allowed)
+            ),
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
             ReturnValues="ALL_OLD",

@@ -13,6 +13,7 @@ from jobsched.adapters.memory.jobs import MemoryJobStore
 from jobsched.adapters.memory.limits import MemoryFargateVcpuStore, MemoryLimitStore, MemoryQuotaStore
 from jobsched.adapters.memory.logs import MemoryRunLogs, MemoryTaskLogs
 from jobsched.adapters.memory.metrics import MemoryMetrics
+from jobsched.adapters.memory.packs import MemoryPackStore
 from jobsched.adapters.memory.queue import MemoryRunQueue, Received
 from jobsched.adapters.memory.runs import MemoryRunStore
 from jobsched.adapters.memory.secrets import MemorySigningSecrets
@@ -26,6 +27,7 @@ __all__ = [
     "MemoryJobStore",
     "MemoryLimitStore",
     "MemoryMetrics",
+    "MemoryPackStore",
     "MemoryQuotaStore",
     "MemoryRunLogs",
     "MemoryRunQueue",

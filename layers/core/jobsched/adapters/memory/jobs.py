@@ -22,6 +22,7 @@ from jobsched.domain.keys import due_key_for, job_pk
 from jobsched.domain.listing import MAX_LIST_READ, JobFilter, JobListing, ListOrder, StatusCounts
 from jobsched.domain.models import MAX_CANCELLED_RUNS, MAX_FAN_OUT, Job, in_flight_key
 from jobsched.domain.operations import Operation
+from jobsched.domain.packs import PACK_TYPE, Pack, PackEntry, pack_entry_id
 from jobsched.domain.records import Cursor, DueEntry, DuePage, IdempotencyRecord, ShardLease
 from jobsched.domain.status import JobStatus
 from jobsched.errors import Conflict, FanOutFull, TransientStoreError
@@ -62,6 +63,36 @@ def _detached(job: Job) -> Job:
 
 
 @dataclass
+class PackCursor:
+    """A pack's cursor item (adapters/dynamodb/packs.py): its next hand-over and its listing keys."""
+
+    pack_id: str
+    tenant: str
+    created_at: datetime
+    count: int
+    next_run_at: datetime | None
+    due_key: str | None
+
+    def entry(self) -> PackEntry:
+        return PackEntry(
+            pack_id=self.pack_id,
+            tenant=self.tenant,
+            created_at=self.created_at,
+            next_run_at=self.next_run_at,
+            count=self.count,
+        )
+
+
+def _pk_id(pk: str) -> str:
+    """A listing or due cursor's PK as the id the in-memory index sorts by."""
+    return pack_entry_id(pk.removeprefix("PACK#")) if pk.startswith("PACK#") else pk.removeprefix("JOB#")
+
+
+def _pk_of(entry_id: str) -> str:
+    return f"PACK#{entry_id.removeprefix('pack_')}" if entry_id.startswith("pack_") else job_pk(entry_id)
+
+
+@dataclass
 class MemoryJobStore:
     """Jobs, idempotency records, the due index and shard leases."""
 
@@ -74,6 +105,9 @@ class MemoryJobStore:
     idempotency: dict[tuple[str, str], IdempotencyRecord] = field(default_factory=dict)
     leases: dict[int, _Lease] = field(default_factory=dict)
     operations: dict[str, Operation] = field(default_factory=dict)
+    # Packed one-offs (MemoryPackStore writes them): definitions by pack id, and each pack's cursor.
+    packs: dict[str, Pack] = field(default_factory=dict)
+    pack_cursors: dict[str, PackCursor] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # -- operations (adapters/dynamodb/operations.py) -------------------------------------------
@@ -451,99 +485,143 @@ class MemoryJobStore:
 
     # -- the due index ------------------------------------------------------------------------------
     def due_page(self, due_key: str, *, until: datetime, cursor: Cursor | None, limit: int) -> DuePage:
-        """Entries of `due_key` with next_run_at <= until, oldest first, `limit` a page."""
+        """Entries of `due_key` with next_run_at <= until, oldest first, `limit` a page (jobs, and
+        packs' cursors as entries of type "pack")."""
         with self._lock:
-            due = sorted(
-                (job.next_run_at, job.job_id)
-                for job_id, key in self.due_keys.items()
-                if key == due_key
-                and (job := self.jobs[job_id]).next_run_at is not None
-                and job.next_run_at <= until
+            due: list[tuple[datetime, str]] = sorted(
+                [
+                    (job.next_run_at, job.job_id)
+                    for job_id, key in self.due_keys.items()
+                    if key == due_key
+                    and (job := self.jobs[job_id]).next_run_at is not None
+                    and job.next_run_at <= until
+                ]
+                + [
+                    (c.next_run_at, pack_entry_id(c.pack_id))
+                    for c in self.pack_cursors.values()
+                    if c.due_key == due_key and c.next_run_at is not None and c.next_run_at <= until
+                ]
             )
             if cursor:
                 after = (datetime.fromisoformat(cursor["next_run_at"]["S"]), cursor["job_id"]["S"])
                 due = [d for d in due if d > after]
             page = due[:limit]
-            entries = [DueEntry.of(self.jobs[job_id]) for _, job_id in page]
+            entries = [self._due_entry(entry_id) for _, entry_id in page]
             next_cursor: Cursor | None = None
             if len(page) == limit:  # as DynamoDB does: a full page has a cursor, maybe to nothing
-                at, job_id = page[-1]
+                at, entry_id = page[-1]
                 next_cursor = {
-                    "PK": {"S": job_pk(job_id)},
-                    "job_id": {"S": job_id},
+                    "PK": {"S": _pk_of(entry_id)},
+                    "job_id": {"S": entry_id},
                     "due_key": {"S": due_key},
                     "next_run_at": {"S": at.isoformat()},
                 }
             return DuePage(entries=entries, cursor=next_cursor, items_read=len(page))
 
+    def _due_entry(self, entry_id: str) -> DueEntry:
+        if entry_id in self.jobs:
+            return DueEntry.of(self.jobs[entry_id])
+        c = self.pack_cursors[entry_id.removeprefix("pack_")]
+        assert c.next_run_at is not None
+        return DueEntry(
+            job_id=entry_id,
+            tenant=c.tenant,
+            type=PACK_TYPE,
+            next_run_at=c.next_run_at,
+            cron_expr=None,
+            timezone="UTC",
+        )
+
     # -- the listing indexes ------------------------------------------------------------------------
     def count_jobs(self, tenant: str, *, statuses: Iterable[JobStatus], stop_at: int) -> int:
-        """The tenant's jobs with one of `statuses` (all of them: a count in memory is cheap)."""
+        """The tenant's jobs with one of `statuses` (all of them: a count in memory is cheap); a pack
+        counts its jobs as SCHEDULED while its cursor has jobs to hand over (as the DynamoDB store)."""
         wanted = set(statuses)
         with self._lock:
-            return sum(1 for j in self.jobs.values() if j.tenant == tenant and j.status in wanted)
+            jobs = sum(1 for j in self.jobs.values() if j.tenant == tenant and j.status in wanted)
+            if JobStatus.SCHEDULED in wanted:
+                jobs += sum(
+                    c.count
+                    for c in self.pack_cursors.values()
+                    if c.tenant == tenant and c.next_run_at is not None
+                )
+            return jobs
+
+    def _listed(self, tenant: str, order: ListOrder) -> list[tuple[str, str, Job | PackCursor]]:
+        """The tenant's listing index in `order`: (sort value, entry id, job or pack cursor)."""
+        rows: list[tuple[str, str, Job | PackCursor]] = []
+        for j in self.jobs.values():
+            if j.tenant == tenant and (order == "created" or j.next_run_at is not None):
+                sort = j.created_at if order == "created" else (j.next_run_at or j.created_at)
+                rows.append((times.stored(sort), j.job_id, j))
+        for c in self.pack_cursors.values():
+            if c.tenant == tenant and (order == "created" or c.next_run_at is not None):
+                sort = c.created_at if order == "created" else (c.next_run_at or c.created_at)
+                rows.append((times.stored(sort), pack_entry_id(c.pack_id), c))
+        return sorted(rows, key=lambda e: (e[0], e[1]), reverse=order == "created")
 
     def count_by_status(self, tenant: str, *, where: JobFilter, stop_at: int) -> StatusCounts:
         """As the listing index: the tenant's jobs newest first, at most `stop_at` of them read (a read
         that ends exactly at `stop_at` is not known complete, as a DynamoDB page that hits its Limit)."""
         anywhere = where.model_copy(update={"status": None})
         with self._lock:
-            newest = sorted(
-                (j for j in self.jobs.values() if j.tenant == tenant),
-                key=lambda j: (times.stored(j.created_at), j.job_id),
-                reverse=True,
-            )
+            newest = self._listed(tenant, "created")
             read = newest[:stop_at]
             counts: dict[str, int] = {}
-            for job in read:
-                if anywhere.matches(job):
-                    counts[job.status.value] = counts.get(job.status.value, 0) + 1
-            return StatusCounts(counts=counts, complete=len(newest) < stop_at, items_read=len(read))
+            packs: list[PackEntry] = []
+            for _, _, item in read:
+                if isinstance(item, PackCursor):
+                    packs.append(item.entry())
+                elif anywhere.matches(item):
+                    counts[item.status.value] = counts.get(item.status.value, 0) + 1
+            return StatusCounts(
+                counts=counts, complete=len(newest) < stop_at, items_read=len(read), packs=tuple(packs)
+            )
 
     def list_jobs(
         self, tenant: str, *, order: ListOrder, where: JobFilter, cursor: Cursor | None, limit: int
     ) -> JobListing:
-        """The tenant's jobs newest first, or by next_run_at (only jobs that have one), as the indexes."""
+        """The tenant's jobs newest first, or by next_run_at (only jobs that have one), as the indexes;
+        a pack's cursor item is answered as a PackEntry, whatever the filter."""
         with self._lock:
             sort_attr = "created_at" if order == "created" else "next_run_at"
-            keyed = sorted(
-                (
-                    (times.stored(j.created_at), j.job_id, j)
-                    if order == "created"
-                    else (times.stored(j.next_run_at or j.created_at), j.job_id, j)
-                    for j in self.jobs.values()
-                    if j.tenant == tenant and (order == "created" or j.next_run_at is not None)
-                ),
-                key=lambda entry: (entry[0], entry[1]),
-                reverse=order == "created",
-            )
+            keyed = self._listed(tenant, order)
             if cursor:
-                after = (cursor[sort_attr]["S"], cursor["PK"]["S"].removeprefix("JOB#"))
+                after = (cursor[sort_attr]["S"], _pk_id(cursor["PK"]["S"]))
                 keyed = [
                     e for e in keyed if ((e[0], e[1]) < after if order == "created" else (e[0], e[1]) > after)
                 ]
-            page: list[Job] = []
-            read = 0
-            for _sort_value, _job_id, job in keyed:
-                if len(page) >= limit or read >= MAX_LIST_READ:
-                    break
-                read += 1
-                if where.matches(job):
-                    page.append(job.model_copy(deep=True))
-            next_cursor: Cursor | None = None
-            if 0 < read < len(keyed):
-                sort_value, job_id, _ = keyed[read - 1]
-                next_cursor = {
-                    "PK": {"S": job_pk(job_id)},
+
+            def key_of(index: int) -> Cursor:
+                sort_value, entry_id, _ = keyed[index]
+                return {
+                    "PK": {"S": _pk_of(entry_id)},
                     "SK": {"S": "META"},
                     "tenant": {"S": tenant},
                     sort_attr: {"S": sort_value},
                 }
+
+            page: list[Job | PackEntry] = []
+            before: list[Cursor | None] = []
+            read = 0
+            for _sort_value, _entry_id, item in keyed:
+                if len(page) >= limit or read >= MAX_LIST_READ:
+                    break
+                previous = key_of(read - 1) if read else cursor
+                read += 1
+                if isinstance(item, PackCursor):
+                    page.append(item.entry())
+                    before.append(previous)
+                elif where.matches(item):
+                    page.append(item.model_copy(deep=True))
+                    before.append(previous)
+            next_cursor: Cursor | None = key_of(read - 1) if 0 < read < len(keyed) else None
             return JobListing(
-                jobs=page,
+                entries=page,
                 cursor=next_cursor,
                 items_read=read,
                 truncated=next_cursor is not None and len(page) < limit,
+                before=before,
             )
 
     # -- shard leases -------------------------------------------------------------------------------

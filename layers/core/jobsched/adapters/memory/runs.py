@@ -70,6 +70,11 @@ class MemoryRunStore:
         with self._lock:
             return self.rows.get((job_id, sf))
 
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[Key, Execution]:
+        """The rows of `keys` that exist."""
+        with self._lock:
+            return {k: self.rows[k] for k in keys if k in self.rows}
+
     # -- the run's edges ------------------------------------------------------------------------
     def _move(
         self,
@@ -87,6 +92,7 @@ class MemoryRunStore:
         first_attempt_only: bool = False,
         via: Sequence[RunStatus] = (),
         supersede_unstarted: bool = False,
+        unflagged: bool = False,
     ) -> Transition:
         first = via[0] if via else target
         for source in sources_of(first):
@@ -116,6 +122,8 @@ class MemoryRunStore:
             )
             if not (at_a_source or lease_lapsed or absent or unstarted):
                 return Transition(applied=False, row=row)
+            if unflagged and row is not None and row.materialized:
+                return Transition(applied=False, row=row)
             base = row or self._created(create)  # type: ignore[arg-type]
             update: dict[str, Any] = {"status": target, **(changes or {})}
             if increment_attempt:
@@ -140,9 +148,17 @@ class MemoryRunStore:
         )
 
     def claim(
-        self, job_id: str, scheduled_for: str, *, lease: Lease, now: datetime, create: NewRun | None = None
+        self,
+        job_id: str,
+        scheduled_for: str,
+        *,
+        lease: Lease,
+        now: datetime,
+        create: NewRun | None = None,
+        packed: bool = False,
     ) -> Transition:
-        """PENDING (a lapsed lease, or no row with `create`) -> LEASED, attempt + 1."""
+        """PENDING (a lapsed lease, or no row with `create`) -> LEASED, attempt + 1; `packed`: not a
+        row flagged materialized."""
         return self._move(
             job_id,
             scheduled_for,
@@ -152,6 +168,7 @@ class MemoryRunStore:
             increment_attempt=True,
             takeover_expired_lease=True,
             create=create,
+            unflagged=packed,
         )
 
     def start(self, job_id: str, scheduled_for: str, *, owner: str, now: datetime) -> Transition:
@@ -181,8 +198,10 @@ class MemoryRunStore:
         started_at: datetime,
         now: datetime,
         create: NewRun,
+        packed: bool = False,
     ) -> Transition:
-        """PENDING (or no row) -> LEASED -> RUNNING in one write, attempt + 1."""
+        """PENDING (or no row) -> LEASED -> RUNNING in one write, attempt + 1; `packed`: not a row
+        flagged materialized."""
         return self._move(
             job_id,
             scheduled_for,
@@ -192,6 +211,7 @@ class MemoryRunStore:
             changes={**_lease_changes(lease), "started_at": started_at},
             increment_attempt=True,
             create=create,
+            unflagged=packed,
         )
 
     def record_unleased(

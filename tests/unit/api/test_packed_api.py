@@ -1,0 +1,276 @@
+"""Packed one-offs (jobsched.domain.packs) through the API, over the fakes: a batch's one-offs share one
+item, each runs once from its definition, and anything but its run copies it out to an item of its own
+first, after which every promise of an ordinary job holds (cancel, 409 mid-run, edits, listing)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+from jobsched.domain.packs import parse_packed
+from jobsched.domain.status import JobStatus, RunStatus
+from jobsched.handlers import RunContext
+from jobsched.services.run import Outcome
+from tests.unit.api.test_batch_api import api, one_off
+from tests.unit.api.test_limits_api import with_quota
+from tests.unit.api.test_tenancy import call
+from tests.unit.services.conftest import T0, World
+
+A = {"X-Tenant": "team-a"}
+
+
+def post_batch(
+    app: APIGatewayRestResolver, jobs: list[dict[str, Any]], **headers: str
+) -> list[dict[str, Any]]:
+    status, body = call(app, "POST", "/api/jobs/batch", headers={**A, **headers}, body={"jobs": jobs})
+    assert status == 200, body
+    return list(body["items"])
+
+
+def drain(world: World) -> list[Outcome | str]:
+    outcomes: list[Outcome | str] = []
+    while delivered := world.deliver():
+        outcomes += delivered
+    return outcomes
+
+
+def listed(app: APIGatewayRestResolver, query: str = "") -> dict[str, str]:
+    """job_id -> status, every page of the listing followed."""
+    seen: dict[str, str] = {}
+    cursor = None
+    while True:
+        path = f"/api/jobs?limit=3{query}" + (f"&cursor={cursor}" if cursor else "")
+        status, body = call(app, "GET", path, headers=A)
+        assert status == 200, body
+        for item in body["items"]:
+            assert item["job_id"] not in seen, "a job listed twice"
+            seen[item["job_id"]] = item["status"]
+        cursor = body["next_cursor"]
+        if not cursor:
+            return seen
+
+
+def test_a_batchs_plain_one_offs_share_one_item_and_the_others_are_their_own(world: World) -> None:
+    # Given a batch of three plain one-offs, a recurring job and a one-off with its own key
+    app = api(world)
+    jobs = [
+        one_off(30),
+        {"type": "recurring", "cron_expr": "*/5 * * * *", "handler": "demo.echo"},
+        one_off(3600, name="later"),
+        one_off(60, idempotency_key="own"),
+        one_off(7200, payload={"to": "x"}),
+    ]
+    # When it is posted
+    items = post_batch(app, jobs)
+    # Then the plain one-offs are one pack of three, answered in their places
+    assert len(world.jobs.packs) == 1
+    (pack,) = world.jobs.packs.values()
+    assert [parse_packed(items[i]["job_id"]) for i in (0, 2, 4)] == [(pack.pack_id, i) for i in (0, 2, 4)]
+    assert items[2]["next_run_at"] == (T0 + timedelta(seconds=3600)).isoformat().replace(
+        "+00:00", ".000+00:00"
+    )
+    # and only the recurring job and the keyed one-off have items of their own
+    assert sorted(world.jobs.jobs) == sorted([items[1]["job_id"], items[3]["job_id"]])
+    # and the listing shows all five
+    assert set(listed(app)) == {item["job_id"] for item in items}
+
+
+def test_a_packed_one_off_runs_once_from_its_message_and_its_run_row_is_its_status(world: World) -> None:
+    # Given two one-offs due within the look-ahead and one due in 5 minutes, packed
+    app = api(world)
+    calls: list[dict[str, Any]] = []
+    world.handler("t.note", lambda payload, ctx: calls.append(payload))
+    items = post_batch(
+        app,
+        [one_off(30, handler="t.note", payload={"n": n}) for n in (1, 2)] + [one_off(300, handler="t.note")],
+    )
+    # When their seconds come (the late one handed over by a dispatcher pass) and the queue drains
+    world.clock.advance(40)
+    assert drain(world) == [Outcome.SUCCEEDED] * 2
+    world.clock.advance(230)
+    world.svc.dispatcher.dispatch_all()
+    world.clock.advance(40)
+    assert drain(world) == [Outcome.SUCCEEDED]
+    # Then each ran once, with its payload, and no job item was ever written
+    assert sorted(json.dumps(c) for c in calls) == ['{"n": 1}', '{"n": 2}', "{}"]
+    assert world.jobs.jobs == {}
+    # and the listing and the runs say COMPLETED / SUCCEEDED
+    assert set(listed(app).values()) == {"COMPLETED"}
+    assert all(r.status == RunStatus.SUCCEEDED and r.attempt == 1 for r in world.runs.rows.values())
+    assert len(world.runs.rows) == len(items)
+
+
+def test_a_packed_runs_second_message_is_a_duplicate(world: World) -> None:
+    # Given a packed one-off whose hand-over happened twice (a create's, then a pass that found its
+    # cursor before the create's stamp: the same message twice)
+    app = api(world)
+    post_batch(app, [one_off(30)])
+    (pack,) = world.jobs.packs.values()
+    world.svc.dispatcher.hand_over_pack(pack, now=world.clock.now())
+    # When both are delivered
+    world.clock.advance(40)
+    outcomes = drain(world)
+    # Then it ran once
+    assert sorted(map(str, outcomes)) == sorted([str(Outcome.SUCCEEDED), str(Outcome.DUPLICATE)])
+
+
+def test_cancelling_a_packed_one_off_copies_it_out_and_its_run_never_starts(world: World) -> None:
+    # Given a packed one-off due in 30 s, its message queued
+    app = api(world)
+    ran: list[str] = []
+    world.handler("t.ran", lambda payload, ctx: ran.append(ctx.run_id))
+    (item,) = post_batch(app, [one_off(30, handler="t.ran")])
+    # When it is cancelled before its second
+    status, body = call(app, "DELETE", f"/api/jobs/{item['job_id']}", headers=A)
+    assert status == 200 and body["status"] == "CANCELLED", body
+    # Then it has an item of its own, CANCELLED, and its run row is flagged and CANCELLED
+    assert world.jobs.jobs[item["job_id"]].status == JobStatus.CANCELLED
+    (row,) = world.runs.rows.values()
+    assert row.materialized and row.status == RunStatus.CANCELLED
+    # and its message, delivered at its second, runs nothing
+    world.clock.advance(40)
+    drain(world)
+    assert ran == []
+    assert call(app, "GET", f"/api/jobs/{item['job_id']}", headers=A)[1]["status"] == "CANCELLED"
+
+
+def test_a_cancel_while_a_packed_run_runs_is_a_409_and_the_run_completes_its_job(world: World) -> None:
+    # Given a packed one-off whose handler asks to cancel its own job while it runs
+    app = api(world)
+    answers: list[tuple[int, Any]] = []
+
+    def cancels_itself(payload: dict[str, Any], ctx: RunContext) -> None:
+        answers.append(call(app, "DELETE", f"/api/jobs/{ctx.job_id}", headers=A))
+
+    world.handler("t.cancels", cancels_itself)
+    (item,) = post_batch(app, [one_off(30, handler="t.cancels")])
+    # When it runs
+    world.clock.advance(40)
+    assert drain(world) == [Outcome.SUCCEEDED]
+    # Then the cancel, which copied the job out mid-run, was refused: the run had started
+    ((status, body),) = answers
+    assert status == 409, body
+    # and the run's end settled the copied-out job: COMPLETED, one run
+    assert world.jobs.jobs[item["job_id"]].status == JobStatus.COMPLETED
+    _, job = call(app, "GET", f"/api/jobs/{item['job_id']}", headers=A)
+    assert job["status"] == "COMPLETED" and [r["status"] for r in job["recent_executions"]] == ["SUCCEEDED"]
+
+
+def test_a_packed_one_off_read_before_its_run_runs_once_on_its_own_item(world: World) -> None:
+    # Given a packed one-off due in 5 minutes, read through the API (copied out: due on its own item)
+    app = api(world)
+    calls: list[str] = []
+    world.handler("t.once", lambda payload, ctx: calls.append(ctx.run_id))
+    (item,) = post_batch(app, [one_off(300, handler="t.once")])
+    status, job = call(app, "GET", f"/api/jobs/{item['job_id']}", headers=A)
+    assert status == 200 and job["status"] == "SCHEDULED" and job["next_run_at"] == item["next_run_at"]
+    # When passes hand it over (the pack's cursor and the job's own due entry: two messages)
+    for _ in range(6):
+        world.clock.advance(60)
+        world.svc.dispatcher.dispatch_all()
+        drain(world)
+    # Then it ran once, and its own item says COMPLETED
+    assert len(calls) == 1
+    assert world.jobs.jobs[item["job_id"]].status == JobStatus.COMPLETED
+
+
+def test_pausing_a_packed_one_off_holds_its_run_until_it_is_resumed(world: World) -> None:
+    # Given a packed one-off due in 60 s, paused before then
+    app = api(world)
+    calls: list[str] = []
+    world.handler("t.paused", lambda payload, ctx: calls.append(ctx.run_id))
+    (item,) = post_batch(app, [one_off(60, handler="t.paused")])
+    assert call(app, "POST", f"/api/jobs/{item['job_id']}/pause", headers=A)[0] == 200
+    # When its second passes
+    world.clock.advance(70)
+    world.svc.dispatcher.dispatch_all()
+    drain(world)
+    # Then it did not run; resumed, it runs once
+    assert calls == []
+    assert call(app, "POST", f"/api/jobs/{item['job_id']}/resume", headers=A)[0] == 200
+    for _ in range(3):
+        world.svc.dispatcher.dispatch_all()
+        world.clock.advance(30)
+        drain(world)
+    assert len(calls) == 1
+
+
+def test_a_batch_retried_with_its_key_writes_its_pack_once_and_another_body_is_a_409(world: World) -> None:
+    # Given a batch posted with an Idempotency-Key: two one-offs and a recurring job
+    app = api(world)
+    jobs = [
+        one_off(30),
+        one_off(600),
+        {"type": "recurring", "cron_expr": "0 * * * *", "handler": "demo.echo"},
+    ]
+    first = post_batch(app, jobs, **{"Idempotency-Key": "batch-1"})
+    # When it is posted again with the same key, and then with another body
+    again = post_batch(app, jobs, **{"Idempotency-Key": "batch-1"})
+    changed = post_batch(app, [one_off(31), *jobs[1:]], **{"Idempotency-Key": "batch-1"})
+    # Then the retry answered the first results and wrote nothing more
+    assert again == first
+    assert len(world.jobs.packs) == 1 and len(world.jobs.jobs) == 1
+    # and the changed batch's packed jobs are 409s, naming the key
+    assert changed[0]["error"]["code"] == "idempotency_key_reused"
+    assert len(listed(app)) == 3
+
+
+def test_the_listing_pages_through_a_packs_jobs_filters_them_and_counts_them(world: World) -> None:
+    # Given a pack of seven one-offs, three of which have run
+    app = api(world)
+    items = post_batch(app, [one_off(30 if i < 3 else 3600, name=f"n{i}") for i in range(7)])
+    world.clock.advance(40)
+    assert drain(world) == [Outcome.SUCCEEDED] * 3
+    # When it is listed three at a time, whole and by status
+    everything = listed(app)
+    done = listed(app, "&status=COMPLETED")
+    named = listed(app, "&name_prefix=n6")
+    # Then every job is listed once, each filter keeps its own
+    assert set(everything) == {i["job_id"] for i in items}
+    assert set(done) == {i["job_id"] for i in items[:3]}
+    assert set(named) == {items[6]["job_id"]}
+    # and the counts count them by status
+    status, counts = call(app, "GET", "/api/jobs/counts", headers=A)
+    assert status == 200, counts
+    assert counts["counts"]["COMPLETED"] == 3 and counts["counts"]["SCHEDULED"] == 4
+
+
+def test_max_jobs_counts_a_packs_jobs(world: World) -> None:
+    # Given a tenant allowed five live jobs
+    with_quota(world, max_jobs=5)
+    app = api(world)
+    # When it posts a batch of seven one-offs
+    items = post_batch(app, [one_off(3600 + i) for i in range(7)])
+    # Then five are created and two are refused for the quota
+    assert ["job_id" in i for i in items] == [True] * 5 + [False] * 2
+    assert items[5]["error"]["code"] == "quota_exceeded"
+    # and a later create is refused too: the pack's jobs count as live
+    status, _ = call(app, "POST", "/api/jobs", headers=A, body=one_off(90))
+    assert status == 429
+
+
+def test_a_failed_packed_run_goes_to_the_workflow_with_its_definition(world: World) -> None:
+    # Given a packed one-off whose handler fails
+    app = api(world)
+
+    def fails(payload: dict[str, Any], ctx: RunContext) -> None:
+        raise RuntimeError("boom")
+
+    world.handler("t.fails", fails)
+    (item,) = post_batch(app, [one_off(30, handler="t.fails")])
+    # When it runs
+    world.clock.advance(40)
+    assert drain(world) == [Outcome.FAILED]
+    # Then its row is FAILED and the failure workflow's retry message carries the definition
+    (row,) = world.runs.rows.values()
+    assert row.status == RunStatus.FAILED and row.attempt == 1
+    (payload,) = world.machines.started.values()
+    retry = json.loads(payload["message"])
+    assert retry["job_id"] == item["job_id"] and retry["packed"]["target"]["handler"] == "t.fails"
+    assert payload["job_run"] is True  # FailJob conditions on the job item: nothing for a packed job
+    # and the job still says SCHEDULED (a retry is coming) without an item of its own
+    assert world.jobs.jobs == {}
+    assert listed(app) == {item["job_id"]: "SCHEDULED"}
