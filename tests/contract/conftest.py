@@ -18,7 +18,14 @@ from moto import mock_aws
 
 from jobsched.adapters.dynamodb import JobStore, RunStore
 from jobsched.adapters.dynamodb.codec import enc
-from jobsched.adapters.memory import MemoryJobStore, MemoryRunQueue, MemoryRunStore, MemoryStateMachines
+from jobsched.adapters.dynamodb.packs import PackStore
+from jobsched.adapters.memory import (
+    MemoryJobStore,
+    MemoryPackStore,
+    MemoryRunQueue,
+    MemoryRunStore,
+    MemoryStateMachines,
+)
 from jobsched.adapters.sqs import RunQueue
 from jobsched.adapters.stepfunctions import StateMachines
 from jobsched.domain import times
@@ -47,6 +54,7 @@ class Backend:
     runs: Any
     queue: Any
     machines: Any
+    packs: Any
 
     def dead_letter(self, job_id: str, scheduled_for: str, *, dl_key: str, dead_at: datetime) -> None:
         """FAILED -> DEAD_LETTER with its index entry, as the failure workflow's step writes it."""
@@ -66,6 +74,7 @@ class Memory(Backend):
         self.clock = FakeClock(T0)
         self.jobs = MemoryJobStore(shard_count=SHARDS)
         self.runs = MemoryRunStore()
+        self.packs = MemoryPackStore(self.jobs, self.runs)
         self.queue = MemoryRunQueue(clock=self.clock)
         self.machines = MemoryStateMachines()
 
@@ -90,6 +99,9 @@ class Moto(Backend):
         self.url = settings.execution_queue_url
         self.jobs = JobStore(client=self.ddb, table=settings.jobs_table, shard_count=SHARDS)
         self.runs = RunStore(client=self.ddb, table=settings.runs_table)
+        self.packs = PackStore(
+            client=self.ddb, table=settings.jobs_table, runs_table=settings.runs_table, shard_count=SHARDS
+        )
         self.queue = RunQueue(client=self.sqs, queue_url=self.url)
         self.machines = StateMachines(
             client=boto3.client("stepfunctions"), failure_workflow_arn=settings.failure_workflow_arn

@@ -86,10 +86,18 @@ def test_submit_file_creates_each_line_a_batch_at_a_time_and_a_second_run_create
     [failure] = summary["errors"]
     assert failure["line"] == 121 and failure["error"]["message"].startswith("jobs[20].handler: ")
     assert (again, json.loads(out_again)) == (1, summary)
+    # and the one-offs were packed, a batch to an item: two packs (definitions and cursor each), no
+    # item per job; the listing shows the 149
     import boto3
 
-    items = boto3.client("dynamodb").scan(TableName=aws.jobs_table, Select="COUNT")["Count"]
-    assert items == 149
+    items = boto3.client("dynamodb").scan(TableName=aws.jobs_table)["Items"]
+    assert (
+        sorted((i["PK"]["S"][:5], i["SK"]["S"]) for i in items)
+        == [("PACK#", "DEFS"), ("PACK#", "DEFS")] + [("PACK#", "META")] * 2
+    )
+    code, out = run(capsys, "list", "--api-url", api_url, "--limit", "100", "--all", "--output", "json")
+    assert code == 0, out
+    assert len(json.loads(out)["items"]) == 149
 
 
 def test_graph_with_a_period_prints_each_nodes_status_in_that_period_and_a_bad_one_is_refused(

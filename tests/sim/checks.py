@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.ecs_tasks import TASK_LOST
-from jobsched.domain.models import Execution, RunMessage
+from jobsched.domain.models import Execution, Job, RunMessage
+from jobsched.domain.packs import parse_packed
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.handlers import RunContext
 from jobsched.services.failures import LEASE_EXPIRED
@@ -117,6 +118,20 @@ def _ticks(expr: str, tz: str, start: datetime, end: datetime) -> list[datetime]
     return out
 
 
+def job_view(world: World, job_id: str) -> Job | None:
+    """The job as the store holds it, fault-free: its item, or, for a packed one-off not copied out
+    (jobsched.domain.packs), the view its definition and its run row make (what the API lists)."""
+    job = world.jobs.get_job(job_id)
+    parsed = parse_packed(job_id)
+    if job is not None or parsed is None:
+        return job
+    pack = world.jobs.packs.get(parsed[0])
+    definition = pack.definition(job_id) if pack is not None else None
+    if definition is None:
+        return None
+    return definition.job(row=world.runs.get(job_id, times.stored(definition.run_at)))
+
+
 def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) -> list[str]:
     """The invariants, as a list of violations "<job_id>: what" (empty: all hold)."""
     bad: list[str] = []
@@ -126,7 +141,7 @@ def check(world: World, accepted: dict[str, Accepted], *, load_end: datetime) ->
     t0 = world.loop.start
     for job_id, acc in accepted.items():
         request = acc.request
-        job = world.jobs.get_job(job_id)
+        job = job_view(world, job_id)
         if job is None:
             bad.append(f"{job_id}: accepted, then vanished")
             continue

@@ -44,9 +44,12 @@ QUEUE_WRITES = frozenset({"send", "extend"})
 LIMIT_WRITES = frozenset({"acquire", "extend", "release"})
 # Port methods only: the sim's own side doors (receive, delete, peek...) never fail.
 JOB_CALLS = JOB_WRITES | {"get_job", "due_page"}
-RUN_CALLS = RUN_WRITES | {"get", "dead_letters", "recent", "history", "since"}
+RUN_CALLS = RUN_WRITES | {"get", "dead_letters", "recent", "history", "since", "get_many"}
 QUEUE_CALLS = QUEUE_WRITES
 LIMIT_CALLS = LIMIT_WRITES | {"holders"}
+# Packed one-offs' store (jobsched.domain.packs): only worlds with packs call it.
+PACK_WRITES = frozenset({"put_pack", "move_cursor", "materialize"})
+PACK_CALLS = PACK_WRITES | {"get_pack"}
 
 
 @dataclass
@@ -168,6 +171,10 @@ def faulty_runs(runs: Any, faults: Faults) -> Any:
 
 def faulty_queue(queue: Any, faults: Faults) -> Any:
     return Faulty(queue, faults, calls=QUEUE_CALLS, writes=QUEUE_WRITES)
+
+
+def faulty_packs(packs: Any, faults: Faults) -> Any:
+    return Faulty(packs, faults, calls=PACK_CALLS, writes=PACK_WRITES)
 
 
 def faulty_limits(limits: Any, faults: Faults) -> Any:

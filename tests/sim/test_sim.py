@@ -18,7 +18,7 @@ from jobsched.domain.commands import CreateJobRequest
 from jobsched.domain.status import RunStatus
 from jobsched.errors import Conflict
 from jobsched.services.jobs import JobService
-from tests.sim.regressions import KEY_SEEDS, REGRESSION_SEEDS, RUN_CANCEL_SEEDS, TARGET_SEEDS
+from tests.sim.regressions import KEY_SEEDS, PACK_SEEDS, REGRESSION_SEEDS, RUN_CANCEL_SEEDS, TARGET_SEEDS
 from tests.sim.targets import KINDS
 from tests.sim.workload import Workload, simulate
 from tests.sim.world import HANDLER, build_world, deterministic
@@ -44,10 +44,17 @@ def test_a_seed_replays_exactly_and_another_seed_plays_another_schedule() -> Non
 
 # Each set of regression seeds replays on the workload it was found on: what the workload drew then.
 WORKLOADS = {
-    "before run cancels": (REGRESSION_SEEDS, {"run_cancels": False, "keys": False, "targets": False}),
-    "with run cancels": (RUN_CANCEL_SEEDS, {"run_cancels": True, "keys": False, "targets": False}),
-    "with keys": (KEY_SEEDS, {"run_cancels": True, "keys": True, "targets": False}),
-    "with targets": (TARGET_SEEDS, {"run_cancels": True, "keys": True, "targets": True}),
+    "before run cancels": (
+        REGRESSION_SEEDS,
+        {"run_cancels": False, "keys": False, "targets": False, "packs": False},
+    ),
+    "with run cancels": (
+        RUN_CANCEL_SEEDS,
+        {"run_cancels": True, "keys": False, "targets": False, "packs": False},
+    ),
+    "with keys": (KEY_SEEDS, {"run_cancels": True, "keys": True, "targets": False, "packs": False}),
+    "with targets": (TARGET_SEEDS, {"run_cancels": True, "keys": True, "targets": True, "packs": False}),
+    "with packs": (PACK_SEEDS, {"run_cancels": True, "keys": True, "targets": True, "packs": True}),
 }
 
 

@@ -27,6 +27,12 @@ eventbridge, stepfunctions: a simulated peer that may refuse with a retryable, a
 final error) instead of the python handler, and a share run on ECS (the ECS queue and its workers;
 half of them in a Fargate task of their own). Off (`simulate(targets=False)`, SIM_TARGETS=0), the
 world has no ECS lane and every job calls the python handler, as before.
+
+Packed one-offs came after those (jobsched.domain.packs), from a stream of their own (`packs-<seed>`):
+half of the one-offs are created in a batch (POST /api/jobs/batch, with the batch's Idempotency-Key)
+with up to four more drawn from that stream, and packed; some of those are then cancelled, paused
+and resumed, or read (each of which copies the job out to an item of its own), at random moments. Off
+(`simulate(packs=False)`, SIM_PACKS=0), the world packs nothing and every one-off is created alone.
 """
 
 from __future__ import annotations
@@ -47,12 +53,13 @@ from jobsched.domain.compute import needs_own_task
 from jobsched.domain.keys import run_id_for
 from jobsched.domain.limits import Concurrency
 from jobsched.domain.models import Backoff
+from jobsched.domain.packs import parse_packed
 from jobsched.domain.status import HELD, JobStatus, RunStatus
 from jobsched.errors import JobschedError
 from jobsched.ports import Crash
 from jobsched.services.runs import RunService
 from tests.sim import targets as sim_targets
-from tests.sim.checks import check
+from tests.sim.checks import check, job_view
 from tests.sim.faults import Faults
 from tests.sim.world import HANDLER, Process, World, build_world, deterministic
 
@@ -127,6 +134,7 @@ class Workload:
         run_cancels: bool = True,
         keys: bool = True,
         targets: bool = False,
+        packs: bool = False,
     ) -> None:
         self.w, self.rng = world, world.rng
         self.load_seconds = minutes * 60
@@ -153,6 +161,10 @@ class Workload:
         # The targets' and ECS placements' own draws (see the module docstring).
         self.target_rng = random.Random(f"targets-{world.seed}")
         self.targets = targets
+        # Packed one-offs' own draws (see the module docstring).
+        self.pack_rng = random.Random(f"packs-{world.seed}")
+        self.packs = packs
+        self.unanswered_batches: list[tuple[list[CreateJobRequest], str]] = []
 
     # -- calling the API like a client ---------------------------------------------------------------
     def call(self, what: str, job_id: str, fn: Callable[[Any], Any]) -> Any:
@@ -203,15 +215,86 @@ class Workload:
         self.unanswered.append((request, key))
         return None
 
+    def create_batch(self, requests: list[CreateJobRequest], key: str | None = None) -> str | None:
+        """POST /api/jobs/batch with the batch's Idempotency-Key, tried as create() tries; the first
+        job's id. Its plain one-offs are packed: some are then cancelled, paused or read."""
+        key = key or f"b{len(self.accepted)}-{self.pack_rng.getrandbits(32)}"
+        items = [(r, None) for r in requests]
+        for _ in range(6):
+            out = self.call(
+                "create batch",
+                "",
+                lambda s: s.job_service.submit_batch(items, tenant=TENANT, idempotency_key=key),
+            )
+            if out is None:
+                continue
+            first: str | None = None
+            for request, answer in zip(requests, out, strict=True):
+                if isinstance(answer, JobschedError):
+                    self.w.trace("", "", f"api create batch: an item {answer.status} {type(answer).__name__}")
+                    continue
+                job_id = str(answer.job_id)
+                first = first or job_id
+                if job_id in self.accepted:
+                    continue
+                self.accepted[job_id] = Accepted(job_id, request, self.w.loop.instant())
+                packed = " packed" if parse_packed(job_id) else ""
+                self.w.trace(job_id, "", f"accepted one_off{packed} in a batch payload={request.payload}")
+                self._plan_run_cancels(job_id, request)
+                self._plan_packed_actions(job_id)
+            return first
+        self.unanswered_batches.append((requests, key))
+        return None
+
+    def _plan_packed_actions(self, job_id: str) -> None:
+        """A batch's job cancelled, paused and resumed, or read, at a random moment (the packs' rng)."""
+        rng = self.pack_rng
+        roll = rng.random()
+        at = rng.uniform(0, 160)
+        if roll < 0.2:
+            self.w.loop.after(at, lambda: self.cancel_once(job_id))
+        elif roll < 0.3:
+            self.w.loop.after(at, self._planned(lambda: self.pause(job_id)))
+            self.w.loop.after(at + rng.uniform(5, 120), self._planned(lambda: self.resume(job_id)))
+        elif roll < 0.4:
+            read = self._planned(
+                lambda: self.call("get", job_id, lambda s: s.job_service.get(job_id, tenant=TENANT))
+            )
+            self.w.loop.after(at, read)
+
+    def _packed_one_off(self) -> CreateJobRequest:
+        """One more one-off of a batch, drawn from the packs' rng as one_off() draws one."""
+        rng, now = self.pack_rng, self.w.loop.instant()
+        payload: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        roll = rng.random()
+        if roll < 0.15:
+            payload["hold"] = rng.randint(5, 90)
+        elif roll < 0.2:
+            payload["stall"] = rng.randint(70, 130)
+        if self.failures and rng.random() < 0.3:
+            payload["fail_times"] = rng.choice([1, 2, 5])
+            extra["max_attempts"] = rng.choice([1, 2, 3])
+            extra["backoff"] = Backoff(initial_seconds=rng.choice([1, 5]), multiplier=2, max_seconds=30)
+        if rng.random() < 0.2:
+            extra["idempotent"] = False
+        return CreateJobRequest(
+            type="one_off", handler=HANDLER, payload=payload,
+            run_at=now + timedelta(seconds=rng.randint(1, 150)), **extra,
+        )  # fmt: skip
+
     def answer_unanswered(self) -> None:
         """The client's creates that got no answer, tried again with their keys (faults over): one whose
         write had applied answers its job, which the client then knows (and the quiesce stops)."""
         pending, self.unanswered = self.unanswered, []
         for request, key in pending:
             self.create(request, key)
+        batches, self.unanswered_batches = self.unanswered_batches, []
+        for requests, key in batches:
+            self.create_batch(requests, key)
 
     def job(self, job_id: str) -> Any:
-        return self.w.jobs.get_job(job_id)  # the store itself: fault-free, consistent
+        return job_view(self.w, job_id)  # the store itself: fault-free, consistent (a packed job's view)
 
     def cancel_run(self, job_id: str, sf: str) -> None:
         """POST /api/runs/{id}/cancel through the side API process. An answer CANCELLED is the
@@ -391,12 +474,14 @@ class Workload:
             extra["idempotent"] = False
         extra.update(self._draw_keys(0.5))
         extra.update(self._draw_target(payload))
-        job_id = self.create(
-            CreateJobRequest(
-                type="one_off", payload=payload,
-                run_at=now + timedelta(seconds=rng.randint(1, 150)), **extra,
-            )
+        request = CreateJobRequest(
+            type="one_off", payload=payload, run_at=now + timedelta(seconds=rng.randint(1, 150)), **extra,
         )  # fmt: skip
+        if self.packs and self.pack_rng.random() < 0.5:
+            more = [self._packed_one_off() for _ in range(self.pack_rng.randint(0, 4))]
+            job_id = self.create_batch([request, *more])
+        else:
+            job_id = self.create(request)
         if job_id and rng.random() < 0.25:  # a client cancels it at a random moment of its life
             self.w.loop.after(rng.uniform(0, 160), lambda: self.cancel_once(job_id))
 
@@ -506,6 +591,7 @@ def simulate(
     run_cancels: bool | None = None,
     keys: bool | None = None,
     targets: bool | None = None,
+    packs: bool | None = None,
 ) -> Result:
     """Run one schedule: load with faults, settle without, quiesce, drain; then check.
 
@@ -515,6 +601,7 @@ def simulate(
     `keys`: whether jobs name concurrency keys and priorities (None: unless SIM_KEYS=0); the same
     holds for them (RUN_CANCEL_SEEDS replay without keys, KEY_SEEDS with both).
     `targets`: targets and ECS runs (None: unless SIM_TARGETS=0); KEY_SEEDS replay without them.
+    `packs`: batches of packed one-offs (None: unless SIM_PACKS=0); TARGET_SEEDS replay without them.
     """
     if run_cancels is None:
         run_cancels = os.environ.get("SIM_RUN_CANCELS", "1") != "0"
@@ -522,13 +609,15 @@ def simulate(
         keys = os.environ.get("SIM_KEYS", "1") != "0"
     if targets is None:
         targets = os.environ.get("SIM_TARGETS", "1") != "0"
+    if packs is None:
+        packs = os.environ.get("SIM_PACKS", "1") != "0"
     started = time.perf_counter()
-    w = build_world(seed, fault_scale=fault_scale, targets=targets)
+    w = build_world(seed, fault_scale=fault_scale, targets=targets, packs=packs)
     with deterministic(w.rng, w.loop), contextlib.closing(w.loop):  # closing: no task left asleep
         failures = not type(w.machines).__name__.startswith("Memory")
         load = Workload(
             w, minutes=minutes, scale=scale, failures=failures, run_cancels=run_cancels, keys=keys,
-            targets=targets,
+            targets=targets, packs=packs,
         )  # fmt: skip
         w.start_dispatchers(2)
         w.start_workers(3)

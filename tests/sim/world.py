@@ -30,6 +30,7 @@ from jobsched.adapters.fargate_vcpu import MemoryFargateVcpuStore
 from jobsched.adapters.memory import (
     MemoryJobStore,
     MemoryLimitStore,
+    MemoryPackStore,
     MemoryRunStore,
     MemoryStateMachines,
     Received,
@@ -44,7 +45,7 @@ from jobsched.services.run import Delivery, InFlightElsewhere, Outcome
 from jobsched.settings import Settings
 from jobsched.wiring import Services, compose
 from tests.sim.checks import Ledger
-from tests.sim.faults import Faults, faulty_jobs, faulty_limits, faulty_queue, faulty_runs
+from tests.sim.faults import Faults, faulty_jobs, faulty_limits, faulty_packs, faulty_queue, faulty_runs
 from tests.sim.loop import Loop, SimClock
 from tests.sim.queue import VISIBILITY_SECONDS, SimQueue
 from tests.sim.targets import MAX_ECS_INSTANCES, LaneQueue, SimTargets, SimTask, run_task
@@ -96,6 +97,9 @@ class World:
     ecs_queue: SimQueue | None = None
     ecs_workers: list[Process] = field(default_factory=list)
     vcpu: MemoryFargateVcpuStore = field(default_factory=MemoryFargateVcpuStore)
+    # Packed one-offs (jobsched.domain.packs), on with build_world(packs=True): a batch's one-offs
+    # in one item, on the same stores (the world before them never packs).
+    packs: MemoryPackStore | None = None
     tasks: int = 0
     processes: int = 0
     trace_log: list[str] = field(default_factory=list)
@@ -136,6 +140,7 @@ class World:
                 runs=faulty_runs(self.runs, faults),
                 queue=faulty_queue(queue, faults),
                 limits=faulty_limits(self.limits, faults),
+                packs=faulty_packs(self.packs, faults) if self.packs is not None else None,
                 state_machines=self.machines,
                 clock=SimClock(self.loop, skew),
                 crash=faults.crash,
@@ -358,8 +363,9 @@ def settings_for(rng: random.Random) -> Settings:
     )
 
 
-def build_world(seed: int, *, fault_scale: float = 1.0, targets: bool = False) -> World:
-    """`targets`: targets and the ECS lane (tests/sim/targets.py); off, the world before them."""
+def build_world(seed: int, *, fault_scale: float = 1.0, targets: bool = False, packs: bool = False) -> World:
+    """`targets`: targets and the ECS lane (tests/sim/targets.py); off, the world before them.
+    `packs`: a batch's one-offs packed (jobsched.domain.packs); off, every job its own item."""
     rng = random.Random(seed)
     loop = Loop()
     faults = Faults(
@@ -391,6 +397,8 @@ def build_world(seed: int, *, fault_scale: float = 1.0, targets: bool = False) -
         )  # fmt: skip
     world = World(seed, loop, rng, faults, Ledger(), settings, jobs, runs, queue, machines, HandlerRegistry())
     world.handlers.register(HANDLER, world.handler)
+    if packs:
+        world.packs = MemoryPackStore(jobs, runs)
     if targets:  # its draws from a stream of its own: the schedule's other draws stay as they were
         world.ecs_queue = SimQueue(
             clock=clock,

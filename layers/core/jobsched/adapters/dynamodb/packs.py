@@ -61,8 +61,10 @@ class PackStore:
         item = {
             "PK": enc(pack_pk(pack.pack_id)),
             "SK": enc("DEFS"),
-            "tenant": enc(pack.tenant),
-            "created_at": enc(times.stored(pack.created_at)),
+            # Not `tenant` and `created_at`: those are the listing index's keys, and this item (KBs)
+            # must stay out of it; only the small cursor item is listed.
+            "pack_tenant": enc(pack.tenant),
+            "pack_created_at": enc(times.stored(pack.created_at)),
             "request_hash": enc(pack.request_hash),
             "count": enc(len(pack.definitions)),
             "defs": {"B": encode_definitions(pack.definitions)},
@@ -115,8 +117,8 @@ class PackStore:
         blob = raw["defs"]["B"]
         return Pack(
             pack_id=raw["PK"]["S"].removeprefix("PACK#"),
-            tenant=raw["tenant"]["S"],
-            created_at=times.parse_stored(raw["created_at"]["S"]),
+            tenant=raw["pack_tenant"]["S"],
+            created_at=times.parse_stored(raw["pack_created_at"]["S"]),
             request_hash=raw["request_hash"]["S"],
             definitions=decode_definitions(bytes(blob)),
         )
@@ -178,7 +180,7 @@ class PackStore:
                 }
             }
         else:
-            names = {"#s": "status"}
+            names = {"#s": "status", "#mat": "materialized"}  # a reserved word: by its alias
             values: dict[str, Any] = {
                 ":one": enc(1),
                 ":status": enc(row.status.value),
@@ -194,7 +196,7 @@ class PackStore:
                 "Update": {
                     "TableName": self.runs_table,
                     "Key": {"PK": enc(job_pk(job.job_id)), "SK": enc(run_sk(scheduled_for))},
-                    "UpdateExpression": "SET materialized = :one",
+                    "UpdateExpression": "SET #mat = :one",
                     "ConditionExpression": condition,
                     "ExpressionAttributeNames": names,
                     "ExpressionAttributeValues": values,

@@ -449,6 +449,8 @@ class RunStore:
             for i, key in enumerate(removes):
                 names[f"#r{i}"] = key
             update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removes)))
+        if unflagged:
+            names["#mat"] = "materialized"  # a reserved word: by its alias
         applied, result = conditional(
             self.client.update_item,
             TableName=self.table,
@@ -456,9 +458,7 @@ class RunStore:
             UpdateExpression=update,
             # `unflagged`: a packed start never takes a row whose job was materialized (domain.packs).
             ConditionExpression=(
-                all_of(any_of(*allowed), "attribute_not_exists(materialized)")
-                if unflagged
-                else any_of(*allowed)
+                all_of(any_of(*allowed), "attribute_not_exists(#mat)") if unflagged else any_of(*allowed)
             ),
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,

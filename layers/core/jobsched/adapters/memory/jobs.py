@@ -571,7 +571,7 @@ class MemoryJobStore:
             packs: list[PackEntry] = []
             for _, _, item in read:
                 if isinstance(item, PackCursor):
-                    packs.append(item.entry())
+                    packs.append(item.entry().model_copy(update={"next_run_at": None}))
                 elif anywhere.matches(item):
                     counts[item.status.value] = counts.get(item.status.value, 0) + 1
             return StatusCounts(
@@ -610,7 +610,11 @@ class MemoryJobStore:
                 previous = key_of(read - 1) if read else cursor
                 read += 1
                 if isinstance(item, PackCursor):
-                    page.append(item.entry())
+                    # The created index does not project next_run_at (adapters/dynamodb: LISTING_ATTRIBUTES).
+                    entry = item.entry()
+                    page.append(
+                        entry if order == "next_run" else entry.model_copy(update={"next_run_at": None})
+                    )
                     before.append(previous)
                 elif where.matches(item):
                     page.append(item.model_copy(deep=True))
