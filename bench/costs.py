@@ -407,12 +407,13 @@ class Account:
             raise RuntimeError(f"POST /api/jobs answered {out['statusCode']}: {out.get('body')}")
         return str(json.loads(out["body"])["job_id"])
 
-    def post_batch(self, bodies: list[dict[str, Any]]) -> list[str]:
-        """POST /api/jobs/batch (up to 100 jobs) through the API Lambda's resolver; the new jobs' ids."""
+    def post_batch(self, bodies: list[dict[str, Any]], *, key: str) -> list[str]:
+        """POST /api/jobs/batch (up to 100 jobs, with the batch's Idempotency-Key, as `jobsched submit
+        --file` sends them) through the API Lambda's resolver; the new jobs' ids."""
         from jobsched.api import guard_body
         from jobsched.local import events, lambdas
 
-        headers = {"Content-Type": "application/json", "X-Tenant": TENANT}
+        headers = {"Content-Type": "application/json", "X-Tenant": TENANT, "Idempotency-Key": key}
         body = json.dumps({"jobs": bodies}).encode()
         event = events.api_gateway_event("POST", "/api/jobs/batch", headers, body)
         with self.timed("api"):
@@ -828,7 +829,8 @@ def _one_offs(
     due_in: timedelta, jobs: int, *, batch: bool = False
 ) -> Callable[[Account, bool], tuple[Window, int]]:
     """One-offs created through the API, each its own POST /api/jobs, or (`batch`) POST /api/jobs/batch
-    with up to 100 jobs a request, so each run bears its share of one request; each with its own key."""
+    with up to 100 jobs a request and the request's Idempotency-Key (as `jobsched submit --file`), so
+    each run bears its share of one request; a batch's one-offs are packed (jobsched.domain.packs)."""
 
     def drive(acct: Account, quick: bool) -> tuple[Window, int]:
         n = jobs if batch else (max(2, jobs // 2) if quick else jobs)
@@ -842,16 +844,15 @@ def _one_offs(
                     "run_at": (T0 + due_in + timedelta(seconds=i % 30)).isoformat(),
                     "handler": "demo.echo",
                     "name": f"o{i}",
-                    "idempotency_key": f"o{i}",
                 }
                 for i in range(n)
             ]
             if batch:
                 for start in range(0, n, 100):
-                    acct.post_batch(bodies[start : start + 100])
+                    acct.post_batch(bodies[start : start + 100], key=f"batch-{due_in}-{start}")
             else:
                 for body in bodies:
-                    acct.post({k: v for k, v in body.items() if k != "idempotency_key"})
+                    acct.post(body)
             acct.settle()
             _minutes_until(acct, passes, succeeded + n, "one-offs")
         return measured[0], acct.outcomes["succeeded"] - succeeded

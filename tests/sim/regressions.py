@@ -430,4 +430,13 @@ TARGET_SEEDS: list[tuple[int, float, int, str, str]] = [
 
 # Found with batches of packed one-offs in the workload (simulate(packs=True), the default since): seeds
 # that showed a bug of the packed path, or of the copy-out that ends it, replayed on that workload.
-PACK_SEEDS: list[tuple[int, float, int, str, str]] = []
+PACK_SEEDS: list[tuple[int, float, int, str, str]] = [
+    (
+        107, 5, 10, "still SCHEDULED after its run ended SUCCEEDED",
+        "a packed job copied out while its run ran (a run cancel); the run's record timed out after it"
+        " applied, and the retry's refusal answered the row after the record, not the one before it:"
+        " the worker read no 'materialized' flag and left the copied-out job SCHEDULED (now either row's"
+        " flag counts: run._flagged)",
+    ),
+    (226, 5, 10, "still SCHEDULED after its run ended SUCCEEDED", "as seed 107"),
+]  # fmt: skip

@@ -419,7 +419,7 @@ class Worker:
             if ours is not None:
                 return ours
             raise LeaseLost(delivery.message_id)
-        materialized = done.previous is not None and done.previous.materialized
+        materialized = _flagged(done)
         return self._recorded(
             job,
             sf,
@@ -1625,7 +1625,7 @@ class Worker:
             if ours is not None:
                 return ours
             raise LeaseLost(delivery.message_id)
-        materialized = done.previous is not None and done.previous.materialized
+        materialized = _flagged(done)
         return self._recorded(
             job, sf, attempt, error, replays, finished, retry_after=retry_after, materialized=materialized
         )
@@ -1963,6 +1963,12 @@ def _records(row: Execution | None, end: AttemptEnd) -> bool:
         and times.stored(last.started_at) == times.stored(end.started_at)
         and times.stored(last.finished_at) == times.stored(end.finished_at)
     )
+
+
+def _flagged(done: Transition) -> bool:
+    """Whether a packed run's recorded row says its job was copied out (the row before the record, or,
+    when a retried record's first try applied unseen, the row after it: _record)."""
+    return any(r is not None and r.materialized for r in (done.previous, done.row))
 
 
 def _held_by(row: Execution | None, owner: str) -> Execution | None:
