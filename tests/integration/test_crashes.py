@@ -42,6 +42,7 @@ def fresh_dispatcher(svc: Services) -> Dispatcher:
         clock=svc.clock,
         max_workers=1,  # moto in-process is not thread-safe
         io_workers=1,
+        packs=svc.dispatcher.packs,
     )
 
 

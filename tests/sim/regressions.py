@@ -439,4 +439,11 @@ PACK_SEEDS: list[tuple[int, float, int, str, str]] = [
         " flag counts: run._flagged)",
     ),
     (226, 5, 10, "still SCHEDULED after its run ended SUCCEEDED", "as seed 107"),
+    (
+        352, 5, 10, "after its run ended SUCCEEDED",
+        "not the packed path's own: a one-off paused after its tick was due still runs it (as documented),"
+        " and its success left the job PAUSED, then SCHEDULED for good after the resume (dag.settle"
+        " completed a SCHEDULED job only; the failure workflow's FailJob the same). Found once the"
+        " workload paused one-offs (its batches' jobs); now a PAUSED one-off completes (or fails) too",
+    ),
 ]  # fmt: skip

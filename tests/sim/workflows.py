@@ -271,7 +271,7 @@ def _job_status(f: Fakes, p: Mapping[str, Any], v: Mapping[str, Any]) -> Json:
     applied, _job = f.jobs.set_job_status(
         job_id,
         target=JobStatus(_s(v[":target"])),
-        sources=[JobStatus(_s(v[":source"]))],
+        sources=[JobStatus(_s(v[":source"])), *([JobStatus(_s(v[":paused"]))] if ":paused" in v else [])],
         now=times.parse_stored(_s(v[":now"])),
         leave_index=False,  # the ASL's update sets status, updated_at and version only
     )
@@ -372,9 +372,13 @@ UPDATES: dict[tuple[str, str], _UpdateOp] = {
         "SET #s = :dead, dl_key = :dl_key, dl_sk = :dl_sk, dead_at = :dead_at",
         "(#s = :failed OR #s = :dead) AND attempt = :attempt",
     ): _dead_letter,
-    (  # FailJob, RestoreJob
+    (  # RestoreJob
         "SET #s = :target, updated_at = :now ADD version :one",
         "#s = :source",
+    ): _job_status,
+    (  # FailJob: from PAUSED too (a one-off paused after its tick was due)
+        "SET #s = :target, updated_at = :now ADD version :one",
+        "#s = :source OR #s = :paused",
     ): _job_status,
     (  # MarkUpstreamFailed
         "SET #s = :upstream_failed, run_id = :rid, job_id = :jid, tenant = :tenant, scheduled_for = :sf,"

@@ -80,11 +80,22 @@ def _if_job_run(then: str, *, otherwise: str) -> dict[str, Any]:
     }
 
 
-def _job_status(target: str, *, source: str, at: str, next_state: str) -> dict[str, Any]:
-    """Compare-and-set the job's status source -> target (its version bumped, as JobStore does).
+def _job_status(
+    target: str, *, source: str, at: str, next_state: str, or_paused: bool = False
+) -> dict[str, Any]:
+    """Compare-and-set the job's status source -> target (its version bumped, as JobStore does);
+    `or_paused`: from PAUSED too (a one-off paused after its tick was due: its one run went on).
 
     Refused (the job moved on: cancelled, edited away): the job is left alone, and the run goes on.
     """
+    values: dict[str, Any] = {
+        ":target": {"S": target},
+        ":source": {"S": source},
+        ":now": {"S.$": at},
+        ":one": {"N": "1"},
+    }
+    if or_paused:
+        values[":paused"] = {"S": "PAUSED"}
     return {
         "Type": "Task",
         "Resource": "arn:${Partition}:states:::dynamodb:updateItem",
@@ -92,14 +103,9 @@ def _job_status(target: str, *, source: str, at: str, next_state: str) -> dict[s
             "TableName.$": "$.jobs_table",
             "Key": {"PK": {"S.$": "$.job_pk"}, "SK": {"S": "META"}},
             "UpdateExpression": "SET #s = :target, updated_at = :now ADD version :one",
-            "ConditionExpression": "#s = :source",
+            "ConditionExpression": "#s = :source OR #s = :paused" if or_paused else "#s = :source",
             "ExpressionAttributeNames": {"#s": "status"},
-            "ExpressionAttributeValues": {
-                ":target": {"S": target},
-                ":source": {"S": source},
-                ":now": {"S.$": at},
-                ":one": {"N": "1"},
-            },
+            "ExpressionAttributeValues": values,
         },
         "ResultPath": None,
         "Retry": _RETRY,
@@ -193,7 +199,9 @@ def _failure_asl() -> dict[str, Any]:
                 "Next": "DeadJobRun",
             },
             "DeadJobRun": _if_job_run("FailJob", otherwise="AlertWanted"),
-            "FailJob": _job_status("FAILED", source="SCHEDULED", at="$.dead_at", next_state="AlertWanted"),
+            "FailJob": _job_status(
+                "FAILED", source="SCHEDULED", at="$.dead_at", next_state="AlertWanted", or_paused=True
+            ),
             "AlertWanted": {
                 "Type": "Choice",
                 "Choices": [

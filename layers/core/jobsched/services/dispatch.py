@@ -478,7 +478,10 @@ class Dispatcher:
     def _hand_over_cursor(self, entry: DueEntry, *, now: datetime) -> int:
         """A pack's cursor found due: its pack read (one read per window of the horizon), then handed
         over from the cursor as the index showed it."""
-        if self.packs is None:
+        if self.packs is None:  # a composition without packs never writes one: a miswired process
+            logger.error(
+                "a pack's cursor is due and this dispatcher has no pack store", extra={"pack": entry.job_id}
+            )
             return 0
         pack = self.packs.get_pack(entry.job_id.removeprefix("pack_"))
         if pack is None:  # the definitions are written before the cursor: never so but in a broken table

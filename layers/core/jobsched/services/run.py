@@ -1827,7 +1827,7 @@ class Worker:
         settled = row is None or (
             row.status == RunStatus.SUCCEEDED
             and not job.dependants
-            and not (job.status == JobStatus.SCHEDULED and root_schedule_of(job) == ONCE)
+            and not (job.status in (JobStatus.SCHEDULED, JobStatus.PAUSED) and root_schedule_of(job) == ONCE)
         )
         if not settled:
             assert row is not None
