@@ -355,7 +355,8 @@ class JobschedScheduler(Construct):
         self.table_access = {
             api_fn: {
                 jobs: (*READ, *WRITE, "dynamodb:DeleteItem", "dynamodb:BatchGetItem"),
-                runs: (*READ, *WRITE),
+                # BatchGetItem: a listing page's packed one-offs' runs (services/packs.py)
+                runs: (*READ, *WRITE, "dynamodb:BatchGetItem"),
             },
             dispatcher_fn: {jobs: (*READ, *WRITE), runs: (*READ, *WRITE)},
             worker_fn: {jobs: (*READ, *WRITE), runs: (*READ, *WRITE)},

@@ -664,7 +664,7 @@ def test_it_lets_each_function_query_only_the_indexes_it_reads_by_name(
         (
             "api",
             {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem", "DeleteItem", "BatchGetItem"},
-            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem"},
+            {"GetItem", "Query", "PutItem", "UpdateItem", "ConditionCheckItem", "BatchGetItem"},
         ),
         (
             "dispatcher",
@@ -700,7 +700,7 @@ def test_it_grants_each_function_an_explicit_list_of_table_actions(
 
     # Then they are exactly the calls its adapters make: no Scan, no batch writes, no DescribeTable,
     # DeleteItem for the api's replay idempotency records only, and BatchGetItem for the api's
-    # listing page (the jobs its index entries name)
+    # listing page (the jobs its index entries name, and the runs of its packed one-offs)
     assert on_table(resources.JOBS_TABLE) == jobs
     assert on_table(resources.RUNS_TABLE) == runs
 

@@ -8,12 +8,15 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
+from jobsched.domain.models import RunMessage
 from jobsched.domain.packs import parse_packed
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.handlers import RunContext
-from jobsched.services.run import Outcome
+from jobsched.ports import Crash
+from jobsched.services.run import Delivery, Outcome
 from tests.unit.api.test_batch_api import api, one_off
 from tests.unit.api.test_limits_api import with_quota
 from tests.unit.api.test_tenancy import call
@@ -290,3 +293,28 @@ def test_a_packed_one_off_paused_after_its_second_runs_and_completes(world: Worl
     assert world.jobs.jobs[item["job_id"]].status == JobStatus.COMPLETED
     call(app, "POST", f"/api/jobs/{item['job_id']}/resume", headers=A)
     assert world.jobs.jobs[item["job_id"]].status == JobStatus.COMPLETED
+
+
+def test_the_reconciler_dead_letters_a_packed_poison_message_from_its_definition(world: World) -> None:
+    # Given a packed one-off whose worker died holding its run (its start written, no record)
+    app = api(world)
+    post_batch(app, [one_off(30)])
+    world.clock.advance(40)
+    (message,) = world.queue.receive()
+
+    def dies(point: str) -> None:
+        if point == "run.after_lease":
+            raise Crash(point)
+
+    world.svc.worker.crash = dies
+    with pytest.raises(Crash):
+        world.svc.worker.process(Delivery(message.message_id, message.receipt_handle, message.body))
+    # When SQS gives up on its message and the reconciler gets it
+    outcome = world.svc.failures.reconcile(RunMessage.model_validate_json(message.body))
+    # Then the run is failed and handed to the workflow, from the message's definition alone: the job
+    # was not copied out (the reconciler reads no job and writes none)
+    assert outcome == "dead_lettered"
+    (row,) = world.runs.rows.values()
+    assert row.status == RunStatus.FAILED and not row.materialized
+    assert world.jobs.jobs == {}
+    assert [p["retryable"] for p in world.machines.started.values()] == [False]

@@ -177,9 +177,13 @@ class FailureService:
         Nothing is lost in a queue nobody reads: the run leaves whatever non-final state the dying
         workers left it in along RUNNING -> FAILED, and the workflow dead-letters it with an alert.
         """
-        job = self.jobs.get_job(message.job_id)
-        if job is None and message.packed is not None:  # a packed job: its definition is the message's
-            job = PackedDefinition.model_validate(message.packed).job()
+        # A packed job's message carries its definition: read nothing (a read by id would copy it out,
+        # and this function may not write jobs: least privilege). Copied out or not, its run row is
+        # what is failed, and FailJob conditions on the job item it may have.
+        if message.packed is not None:
+            job: Job | None = PackedDefinition.model_validate(message.packed).job()
+        else:
+            job = self.jobs.get_job(message.job_id)
         if job is None:
             return "no_job"
         now = self.clock.now()
