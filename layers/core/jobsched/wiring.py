@@ -325,7 +325,9 @@ def compose(
         quotas=tenant_quotas,
         packs=packs,
     )
-    dag = DagService(jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock)
+    dag = DagService(
+        jobs=jobs, runs=runs, state_machines=state_machines, settings=settings, clock=clock, packed=packed
+    )
     failures = FailureService(
         jobs=jobs,
         runs=runs,
@@ -335,6 +337,7 @@ def compose(
         dag=dag,
         alerts=alerts,
         metrics=metrics,
+        packed=packed,
     )
     worker = Worker(
         jobs=plain,

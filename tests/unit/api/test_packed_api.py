@@ -318,3 +318,26 @@ def test_the_reconciler_dead_letters_a_packed_poison_message_from_its_definition
     assert row.status == RunStatus.FAILED and not row.materialized
     assert world.jobs.jobs == {}
     assert [p["retryable"] for p in world.machines.started.values()] == [False]
+
+
+def test_another_tenants_read_of_a_packed_job_is_a_404_and_copies_nothing_out(world: World) -> None:
+    # Given team-a's packed one-off
+    app = api(world)
+    (item,) = post_batch(app, [one_off(300)])
+    job_id = item["job_id"]
+    # When team-b reads it, edits it, cancels it, replays a run of it, and names it as an upstream
+    other = {"X-Tenant": "team-b"}
+    answers = [
+        call(app, "GET", f"/api/jobs/{job_id}", headers=other)[0],
+        call(app, "POST", f"/api/jobs/{job_id}/pause", headers=other)[0],
+        call(app, "DELETE", f"/api/jobs/{job_id}", headers=other)[0],
+        call(app, "POST", f"/api/dead-letter/{job_id}-1/replay", headers=other)[0],
+    ]
+    dependant = {"type": "dependent", "handler": "demo.echo", "depends_on": [job_id]}
+    status, body = call(app, "POST", "/api/jobs", headers=other, body=dependant)
+    # Then each is a 404 (the upstream a 400 naming it), and the job was not copied out
+    assert answers == [404] * 4
+    assert status == 400 and "depends_on" in body["error"]["message"]
+    assert world.jobs.jobs == {} and world.runs.rows == {}
+    # while its own tenant reads it
+    assert call(app, "GET", f"/api/jobs/{job_id}", headers=A)[0] == 200

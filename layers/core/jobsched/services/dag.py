@@ -23,6 +23,7 @@ from jobsched.domain.results import Graph, GraphPeriod
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.errors import Conflict, FanOutFull, ValidationFailed
 from jobsched.ports import Clock, JobStore, RunStore, StateMachines
+from jobsched.services.packs import PackedJobs
 from jobsched.settings import Settings
 
 ONCE = "once"
@@ -70,6 +71,9 @@ class DagService:
     state_machines: StateMachines
     settings: Settings
     clock: Clock
+    # Packed one-offs (services/packs.py): an upstream is read by id, which copies a packed one out,
+    # for its own tenant only.
+    packed: PackedJobs | None = None
 
     # -- creation ---------------------------------------------------------------------------------------
     def check_upstreams(self, depends_on: list[str], *, tenant: str, job_id: str | None = None) -> str:
@@ -80,7 +84,10 @@ class DagService:
                 raise ValidationFailed(
                     f"depends_on: a job cannot depend on itself ({job_id})", field="depends_on"
                 )
-            upstream = self.jobs.get_job(upstream_id) if upstream_id.startswith("job_") else None
+            foreign = self.packed is not None and self.packed.foreign(upstream_id, tenant)
+            upstream = (
+                self.jobs.get_job(upstream_id) if upstream_id.startswith("job_") and not foreign else None
+            )
             if upstream is None or upstream.tenant != tenant:
                 raise ValidationFailed(f"depends_on: unknown job '{upstream_id}'", field="depends_on")
             if upstream.status == JobStatus.CANCELLED:

@@ -21,6 +21,7 @@ from jobsched.errors import Conflict, NotFound, ValidationFailed
 from jobsched.ports import Clock, JobStore, Metrics, NoMetrics, RunStore, StateMachines
 from jobsched.services.alerts import AlertService, policy_of
 from jobsched.services.dag import ONCE, DagService, root_schedule_of
+from jobsched.services.packs import PackedJobs
 from jobsched.settings import Settings
 
 MAX_PAGE = 100
@@ -50,6 +51,9 @@ class FailureService:
     alerts: AlertService | None = None
     # Retries and dead letters, counted where the failure workflow starts (jobsched.telemetry).
     metrics: Metrics = field(default_factory=NoMetrics)
+    # Packed one-offs (services/packs.py): a replay reads its job by id, which copies a packed one out,
+    # for its own tenant only.
+    packed: PackedJobs | None = None
 
     # -- a failed attempt -> the workflow ----------------------------------------------------------
     def hand_over(
@@ -238,6 +242,8 @@ class FailureService:
             job_id, scheduled_for = parse_run_id(run_id)
         except ValueError:
             raise NotFound(f"run '{run_id}' not found", field="run_id") from None
+        if self.packed is not None and self.packed.foreign(job_id, tenant):
+            raise NotFound(f"run '{run_id}' not found", field="run_id")
         job = self.jobs.get_job(job_id)
         run = self.runs.get(job_id, scheduled_for) if job and job.tenant == tenant else None
         if job is None or run is None or run.run_id != run_id:

@@ -418,6 +418,8 @@ class JobService:
 
     # -- helpers ----------------------------------------------------------------------------------------
     def owned(self, job_id: str, tenant: str) -> Job:
+        if self.packed is not None and self.packed.foreign(job_id, tenant):
+            raise NotFound(f"job '{job_id}' not found", field="job_id")  # (copied out for its tenant only)
         job = self.jobs.get_job(job_id) if job_id.startswith("job_") and len(job_id) <= 64 else None
         if job is None or job.tenant != tenant:
             raise NotFound(f"job '{job_id}' not found", field="job_id")

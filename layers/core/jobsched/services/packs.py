@@ -60,6 +60,17 @@ class PackedJobs:
                 return self.jobs.get_job(job_id) or job
         raise TransientStoreError(f"job {job_id} kept changing while it was copied out of its batch; retry")
 
+    def foreign(self, job_id: str, tenant: str) -> bool:
+        """Whether `job_id` is a packed job with no item of its own that is not `tenant`'s (or not
+        there at all): asked before a read by id, so that another tenant's request copies nothing out
+        (it answers 404 as for any job of another tenant). An id with an item is the caller's to check."""
+        parsed = parse_packed(job_id)
+        if parsed is None or self.jobs.get_job(job_id) is not None:
+            return False
+        pack = self.packs.get_pack(parsed[0], consistent=False)
+        definition = pack.definition(job_id) if pack is not None else None
+        return definition is None or definition.tenant != tenant
+
     def expand(
         self, entry: PackEntry, *, where: JobFilter, order: ListOrder
     ) -> list[tuple[Job, Execution | None]]:
