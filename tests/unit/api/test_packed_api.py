@@ -341,3 +341,20 @@ def test_another_tenants_read_of_a_packed_job_is_a_404_and_copies_nothing_out(wo
     assert world.jobs.jobs == {} and world.runs.rows == {}
     # while its own tenant reads it
     assert call(app, "GET", f"/api/jobs/{job_id}", headers=A)[0] == 200
+
+
+def test_the_tenants_stats_count_packed_jobs_in_its_backlog_and_sample(world: World) -> None:
+    # Given a pack of three one-offs due in 4 to 6 minutes, one of which has run, and no pass since
+    app = api(world)
+    post_batch(app, [one_off(30), one_off(240), one_off(360)])
+    world.clock.advance(40)
+    assert drain(world) == [Outcome.SUCCEEDED]
+    # When the dispatcher stays away past their seconds, and the tenant asks for its stats
+    world.clock.set(T0 + timedelta(minutes=7))
+    status, stats = call(app, "GET", "/api/stats", headers=A)
+    # Then the two not handed over are its backlog, due since the first of them
+    assert status == 200, stats
+    assert stats["backlog"] == 2
+    assert stats["oldest_due"] == (T0 + timedelta(seconds=240)).isoformat(timespec="milliseconds")
+    # and its sample holds the packed jobs and the run that ran
+    assert stats["sampled_jobs"] == 3 and stats["by_status"] == {"SUCCEEDED": 1}

@@ -65,7 +65,7 @@ from urllib.parse import quote
 from jobsched import cron
 from jobsched.domain import times
 from jobsched.domain.keys import parse_run_id, run_id_for
-from jobsched.domain.listing import JobFilter
+from jobsched.domain.listing import JobFilter, JobListing, ListOrder
 from jobsched.domain.logs import LogLine, LogPage, task_stream
 from jobsched.domain.models import Execution, Job
 from jobsched.domain.records import NewRun
@@ -406,7 +406,7 @@ class RunService:
         while True:
             page = store.list_jobs(tenant, order="next_run", where=JobFilter(), cursor=cursor, limit=100)
             reached_now = False
-            for job in page.jobs:  # soonest tick first
+            for job in self._flat(page, order="next_run"):  # soonest tick first
                 read += 1
                 if len(soonest) < SAMPLE_JOBS:
                     soonest.append(job)
@@ -423,7 +423,7 @@ class RunService:
                 break
             cursor = page.cursor
         newest = store.list_jobs(tenant, order="created", where=JobFilter(), cursor=None, limit=SAMPLE_JOBS)
-        sample = {job.job_id: job for job in [*newest.jobs, *soonest]}
+        sample = {job.job_id: job for job in [*self._flat(newest, order="created")[:SAMPLE_JOBS], *soonest]}
         runs = [run for job_id in sample for run in self.runs.recent(job_id, limit=SAMPLE_RUNS)]
         by_status: dict[str, int] = {}
         for run in runs:
@@ -441,6 +441,17 @@ class RunService:
                 [r.duration_ms for r in runs if r.duration_ms is not None and r.status in TERMINAL]
             ),
         )
+
+    def _flat(self, page: JobListing, *, order: ListOrder) -> list[Job]:
+        """A listing page's jobs, each pack's jobs in its place (services/packs.py)."""
+        packed = self.job_service.packed
+        out: list[Job] = []
+        for entry in page.entries:
+            if isinstance(entry, Job):
+                out.append(entry)
+            elif packed is not None:
+                out.extend(job for job, _ in packed.expand(entry, where=JobFilter(), order=order))
+        return out
 
     # -- helpers ----------------------------------------------------------------------------------------
     def _stopping(self, job: Job, row: Execution, run_id: str) -> RunCancel:
