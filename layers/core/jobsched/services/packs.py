@@ -60,6 +60,19 @@ class PackedJobs:
                 return self.jobs.get_job(job_id) or job
         raise TransientStoreError(f"job {job_id} kept changing while it was copied out of its batch; retry")
 
+    def view(self, job_id: str) -> Job | None:
+        """The job as a read without a write sees it: its item, or a packed job's definition and run
+        row (what the listing shows; None: no such job)."""
+        job = self.jobs.get_job(job_id)
+        parsed = parse_packed(job_id)
+        if job is not None or parsed is None:
+            return job
+        pack = self.packs.get_pack(parsed[0])
+        definition = pack.definition(job_id) if pack is not None else None
+        if definition is None:
+            return None
+        return definition.job(row=self.runs.get(job_id, times.stored(definition.run_at)))
+
     def foreign(self, job_id: str, tenant: str) -> bool:
         """Whether `job_id` is a packed job with no item of its own that is not `tenant`'s (or not
         there at all): asked before a read by id, so that another tenant's request copies nothing out
