@@ -1282,8 +1282,33 @@ def _commit(path: Path) -> str:
 # -- the table -------------------------------------------------------------------------------------------
 
 
-def render(results: dict[str, Any]) -> str:
-    """The results as text tables: per kind, calls by operation, the fixed per-minute cost, assumptions."""
+def requests_per_run(kind: dict[str, Any]) -> float:
+    """Every AWS request a run makes or shares (DynamoDB, SQS, Lambda invocations, API Gateway)."""
+    return float(sum(kind["calls"].values()))
+
+
+def before_and_after(results: dict[str, Any], before: dict[str, Any]) -> list[str]:
+    """Lines comparing each kind with bench/results/costs-before.json, where it has the kind."""
+    both = [n for n in results["kinds"] if n in before.get("kinds", {})]
+    if not both:
+        return []
+    title = "Before -> after (bench/results/costs-before.json; per kind, the commit it was measured at):"
+    lines = ["", title, ""]
+    head = f"{'kind':<18} {'before':>8} {'$/M':>15} {'AWS requests/run':>18}"
+    lines += [head, "-" * len(head)]
+    for name in both:
+        b, a = before["kinds"][name], results["kinds"][name]
+        commit = str(b.get("commit") or before.get("commit", "?"))[:7]
+        lines.append(
+            f"{name:<18} {commit:>8} {b['usd_per_million']:>6.2f} -> {a['usd_per_million']:>5.2f} "
+            f"{requests_per_run(b):>8.2f} -> {requests_per_run(a):>5.2f}"
+        )
+    return lines
+
+
+def render(results: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """The results as text tables: per kind, calls by operation, the fixed per-minute cost, assumptions;
+    and `before` (a costs-before.json) beside them."""
     kinds: dict[str, Any] = results["kinds"]
     commit = str(results.get("commit", "?"))
     lines = [
@@ -1328,6 +1353,10 @@ def render(results: dict[str, Any]) -> str:
     for name, odd in unhealthy.items():
         if odd:
             lines.append(f"  warning: {name} had deliveries that were not healthy runs: {odd}")
+    if before is None:
+        baseline = RESULTS / "costs-before.json"
+        before = json.loads(baseline.read_text()) if baseline.exists() else {}
+    lines += before_and_after(results, before)
     lines += [
         "",
         "AWS requests per run, by operation ([esm]/[worker]/[api]: modelled, not made by jobsched):",
@@ -1339,6 +1368,7 @@ def render(results: dict[str, Any]) -> str:
     lines += [head, "-" * len(head)]
     for op in ops:
         lines.append(f"{op:<32} " + " ".join(f"{kinds[n]['calls'].get(op, 0):>12.2f}" for n in kinds))
+    lines.append(f"{'all requests':<32} " + " ".join(f"{requests_per_run(kinds[n]):>12.2f}" for n in kinds))
     lines.append(
         f"{'WRU: table / index / transaction':<32} "
         + " ".join(f"{_wru_parts(kinds[n]['wru_breakdown']):>12}" for n in kinds)
