@@ -34,7 +34,9 @@ def test_it_builds_the_listing_indexes_per_tenant_with_a_projection_no_run_rewri
         {"AttributeName": sort_key, "KeyType": "RANGE"},
     ]
     projected = set(index["Projection"]["NonKeyAttributes"])
-    assert projected == {"job_id", "status", "type", "name", "tags", "target_type"}
+    # (pack_count: a packed batch's cursor item stands for that many jobs, jobsched.domain.packs; no job
+    # item carries it, and a cursor item's is written once)
+    assert projected == {"job_id", "status", "type", "name", "tags", "target_type", "pack_count"}
     # Nothing a tick or a run writes on the job (markers, counters, the due key) is projected
     assert not projected & {"dispatched", "active_run", "active_until", "running", "due_key", "payload"}
 

@@ -128,8 +128,16 @@ class MaterializingJobStore:
     adapter, DynamoDB's or the in-memory one.)"""
 
     def __init__(self, inner: JobStore, packed: PackedJobs) -> None:
-        self._inner = inner
-        self._packed = packed
+        object.__setattr__(self, "_inner", inner)
+        object.__setattr__(self, "_packed", packed)
+
+    # Transparent to everything but the reads by id: an attribute set or deleted on it (a setting, a
+    # test's monkeypatch) is the wrapped store's.
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._inner, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._inner, name)
 
     def get_job(self, job_id: str) -> Job | None:
         job = self._inner.get_job(job_id)
