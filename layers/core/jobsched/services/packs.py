@@ -127,6 +127,9 @@ class MaterializingJobStore:
     call is the wrapped store's. (A delegate rather than a subclass: the wrapped store is either
     adapter, DynamoDB's or the in-memory one.)"""
 
+    _inner: JobStore
+    _packed: PackedJobs
+
     def __init__(self, inner: JobStore, packed: PackedJobs) -> None:
         object.__setattr__(self, "_inner", inner)
         object.__setattr__(self, "_packed", packed)
