@@ -449,19 +449,8 @@ class Dispatcher:
                     outgoing.append((*watch, entry))  # only for a job alerting on "late": services/late.py
             for tick in plan.resent:  # a copy: its first hand-over counted it, and sent its late watch
                 outgoing.append(_send(entry, tick))
-        if self.settings.fair_dispatch:
-            outgoing = fair_order(
-                outgoing,
-                tenant=lambda o: o[2].tenant,
-                priority=lambda o: o[2].policy.priority,
-                due=lambda o: o[1],
-            )
-        outgoing = self._within_rates(outgoing)
-        self.crash("dispatch.before_send")
         # step 1: all or error; a page whose send failed stamps nothing
-        batches = [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)]
-        self._each(self._send, batches)
-        self.crash("dispatch.after_send")
+        outgoing = self._send_all(outgoing)
         self._each(  # step 2
             lambda plan: self.jobs.stamp_next_tick(
                 plan.entry.job_id,
@@ -528,6 +517,17 @@ class Dispatcher:
             )
             for d in due
         ]
+        outgoing = self._send_all(outgoing)
+        assert self.packs is not None
+        self.packs.move_cursor(pack.pack_id, expected=at, next_run_at=pack.due_after(horizon), now=now)
+        self.crash("dispatch.after_stamp")
+        return len(outgoing)
+
+    def _send_all(
+        self, outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]]
+    ) -> list[tuple[RunMessage | LateWatch, datetime, DueEntry]]:
+        """Queue a hand-over's messages (all or error): in fair order, each within its tenant's rate,
+        10 to a SendMessageBatch; answers them as sent."""
         if self.settings.fair_dispatch:
             outgoing = fair_order(
                 outgoing,
@@ -539,10 +539,7 @@ class Dispatcher:
         self.crash("dispatch.before_send")
         self._each(self._send, [outgoing[i : i + SEND_BATCH] for i in range(0, len(outgoing), SEND_BATCH)])
         self.crash("dispatch.after_send")
-        assert self.packs is not None
-        self.packs.move_cursor(pack.pack_id, expected=at, next_run_at=pack.due_after(horizon), now=now)
-        self.crash("dispatch.after_stamp")
-        return len(outgoing)
+        return outgoing
 
     def _within_rates(
         self, outgoing: list[tuple[RunMessage | LateWatch, datetime, DueEntry]]

@@ -391,13 +391,8 @@ class Worker:
         created = NewRun(job.job_id, job.tenant, sf, message.kind)
         self._wait_for_second(sf)
         started = self.clock.now()
-        owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
-        lease = Lease(
-            owner=owner,
-            message=delivery.message_id,
-            worker=self.worker_id,
-            until=started + timedelta(seconds=self.settings.lease_seconds),
-        )
+        lease = self._lease(delivery, now=started)
+        owner = lease.owner
         start = self.runs.persist_running(
             job.job_id, sf, lease=lease, started_at=started, now=started, create=created, packed=True
         )
@@ -429,6 +424,15 @@ class Worker:
             end.finished_at,
             retry_after=beat.retry_after,
             materialized=materialized,
+        )
+
+    def _lease(self, delivery: Delivery, *, now: datetime) -> Lease:
+        """A lease on a run for this attempt (an owner of its own) and this delivery, for lease_seconds."""
+        return Lease(
+            owner=f"{self.worker_id}/{uuid.uuid4().hex[:8]}",
+            message=delivery.message_id,
+            worker=self.worker_id,
+            until=now + timedelta(seconds=self.settings.lease_seconds),
         )
 
     def _packed_refused(
@@ -855,13 +859,8 @@ class Worker:
         """A run that started, whose worker died before recording it, on a job cancelled since:
         LEASED (a claim: no row, PENDING, or a dead holder's lapsed lease) -> LOST. Not run again."""
         now = self.clock.now()
-        owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
-        lease = Lease(
-            owner=owner,
-            message=delivery.message_id,
-            worker=self.worker_id,
-            until=now + timedelta(seconds=self.settings.lease_seconds),
-        )
+        lease = self._lease(delivery, now=now)
+        owner = lease.owner
         claim = self.runs.claim(
             job.job_id, sf, lease=lease, now=now, create=NewRun(job.job_id, job.tenant, sf, kind)
         )
@@ -1548,13 +1547,8 @@ class Worker:
     ) -> Outcome:
         """Lease first, then run: for takeovers of a dead worker's run and non-idempotent jobs."""
         now = self.clock.now()
-        owner = f"{self.worker_id}/{uuid.uuid4().hex[:8]}"
-        lease = Lease(
-            owner=owner,
-            message=delivery.message_id,
-            worker=self.worker_id,
-            until=now + timedelta(seconds=self.settings.lease_seconds),
-        )
+        lease = self._lease(delivery, now=now)
+        owner = lease.owner
         claim = self.runs.claim(job.job_id, sf, lease=lease, now=now, create=created, packed=job.packed)
         if not claim.applied:
             if job.packed and claim.row is not None and claim.row.materialized:
