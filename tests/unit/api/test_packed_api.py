@@ -358,3 +358,18 @@ def test_the_tenants_stats_count_packed_jobs_in_its_backlog_and_sample(world: Wo
     assert stats["oldest_due"] == (T0 + timedelta(seconds=240)).isoformat(timespec="milliseconds")
     # and its sample holds the packed jobs and the run that ran
     assert stats["sampled_jobs"] == 3 and stats["by_status"] == {"SUCCEEDED": 1}
+
+
+def test_a_batch_retried_with_its_key_at_the_quota_its_pack_filled_answers_as_the_first_time(
+    world: World,
+) -> None:
+    # Given a tenant allowed five live jobs, and a batch of five one-offs that filled it, with a key
+    with_quota(world, max_jobs=5)
+    app = api(world)
+    jobs = [one_off(3600 + i) for i in range(5)]
+    first = post_batch(app, jobs, **{"Idempotency-Key": "fill"})
+    assert all("job_id" in i for i in first)
+    # When the client retries it (its answer was lost)
+    again = post_batch(app, jobs, **{"Idempotency-Key": "fill"})
+    # Then it answers the first answers, not 429s: the pack is the key's, its jobs are not new
+    assert again == first

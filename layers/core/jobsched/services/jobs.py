@@ -183,7 +183,13 @@ class JobService:
             try:
                 job = self._build(request, tenant=tenant, idempotency_key=key)
                 if self.packed is not None and packable(job, keyed=key is not None):
-                    self._check_quotas(request, tenant=tenant, key=None, live=live, adding=len(packed))
+                    try:
+                        self._check_quotas(request, tenant=tenant, key=None, live=live, adding=len(packed))
+                    except QuotaExceeded:
+                        # A retry of a batch whose pack its key wrote already (its jobs count among the
+                        # live ones now): it answers what the first one did, at the quota or not.
+                        if batch_key is None or self.packed.packs.get_pack(pack_id) is None:
+                            raise
                     packed.append((index, job.model_copy(update={"job_id": packed_job_id(pack_id, index)})))
                     answers.append(None)  # answered once the pack is written
                     continue
