@@ -373,3 +373,93 @@ def test_a_batch_retried_with_its_key_at_the_quota_its_pack_filled_answers_as_th
     again = post_batch(app, jobs, **{"Idempotency-Key": "fill"})
     # Then it answers the first answers, not 429s: the pack is the key's, its jobs are not new
     assert again == first
+
+
+def test_a_batch_retried_with_its_key_keeps_the_answers_the_quota_gave_its_first_try(world: World) -> None:
+    # Given a tenant allowed two live jobs, and a batch of three one-offs with a key: two created, one 429
+    with_quota(world, max_jobs=2)
+    app = api(world)
+    jobs = [one_off(3600 + i) for i in range(3)]
+    first = post_batch(app, jobs, **{"Idempotency-Key": "two"})
+    assert ["job_id" in i for i in first] == [True, True, False]
+    # When the client retries it
+    again = post_batch(app, jobs, **{"Idempotency-Key": "two"})
+    # Then it answers as the first time, one answer per job, in order
+    assert [("job_id" in i, i.get("job_id")) for i in again] == [
+        ("job_id" in i, i.get("job_id")) for i in first
+    ]
+    assert again[2]["error"]["code"] == "quota_exceeded"
+
+
+def test_a_packed_job_whose_run_row_expired_is_gone_not_scheduled_again(world: World) -> None:
+    # Given a packed one-off that ran, and whose run row expired with the run history (90 days)
+    app = api(world)
+    ran: list[str] = []
+    world.handler("t.once", lambda payload, ctx: ran.append(ctx.run_id))
+    (item,) = post_batch(app, [one_off(30, handler="t.once")])
+    world.clock.advance(40)
+    assert drain(world) == [Outcome.SUCCEEDED]
+    world.runs.rows.clear()  # the runs table's TTL
+    world.clock.advance(91 * 24 * 3600)
+    # When it is read and listed, and passes run
+    status, _ = call(app, "GET", f"/api/jobs/{item['job_id']}", headers=A)
+    for _ in range(3):
+        world.svc.dispatcher.dispatch_all()
+        world.clock.advance(60)
+        drain(world)
+    # Then it is not found (not copied out SCHEDULED), not listed, and did not run again
+    assert status == 404
+    assert listed(app) == {}
+    assert ran == [ran[0]] and world.jobs.jobs == {}
+
+
+def test_a_packed_jobs_failure_after_it_was_copied_out_reaches_its_new_dependant(world: World) -> None:
+    # Given a packed one-off (one attempt) whose handler, while it runs, gets a dependant created on it
+    app = api(world)
+    created: list[tuple[int, Any]] = []
+
+    def fails_after_a_dependant(payload: dict[str, Any], ctx: RunContext) -> None:
+        dependant = {"type": "dependent", "handler": "demo.echo", "depends_on": [ctx.job_id]}
+        created.append(call(app, "POST", "/api/jobs", headers=A, body=dependant))
+        raise RuntimeError("boom")
+
+    world.handler("t.fails", fails_after_a_dependant)
+    (item,) = post_batch(app, [one_off(30, handler="t.fails", max_attempts=1)])
+    # When it runs and fails
+    world.clock.advance(40)
+    assert drain(world) == [Outcome.FAILED]
+    # Then the failure's workflow names the dependant to mark UPSTREAM_FAILED (its item's dependants)
+    ((status, body),) = created
+    assert status == 201, body
+    (payload,) = world.machines.started.values()
+    assert [p["job_id"] for p in payload["propagate"]] == [body["job_id"]]
+    assert item["job_id"] in world.jobs.jobs
+
+
+def test_a_copy_out_between_two_pages_makes_no_job_of_the_pack_go_missing(world: World) -> None:
+    # Given a pack of six one-offs, listed three at a time: the first page read
+    app = api(world)
+    items = post_batch(app, [one_off(3600 + i) for i in range(6)])
+    status, first = call(app, "GET", "/api/jobs?limit=3", headers=A)
+    assert status == 200 and len(first["items"]) == 3
+    # When one of the first page's jobs is copied out (read by id) before the next page
+    assert call(app, "GET", f"/api/jobs/{first['items'][0]['job_id']}", headers=A)[0] == 200
+    seen = {i["job_id"] for i in first["items"]}
+    cursor = first["next_cursor"]
+    while cursor:
+        status, page = call(app, "GET", f"/api/jobs?limit=3&cursor={cursor}", headers=A)
+        assert status == 200, page
+        seen |= {i["job_id"] for i in page["items"]}
+        cursor = page["next_cursor"]
+    # Then every job of the pack was listed (before, the skip counted places in the shrunk list)
+    assert seen == {i["job_id"] for i in items}
+
+
+def test_a_cursor_this_api_did_not_issue_is_a_400_naming_it(world: World) -> None:
+    import base64
+
+    app = api(world)
+    forged = {"tenant": "team-a", "SK": "META", "pack": "x", "skip": "\\u00b2"}
+    raw = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
+    status, body = call(app, "GET", f"/api/jobs?cursor={raw}", headers=A)
+    assert status == 400 and body["error"]["message"].startswith("cursor: "), body

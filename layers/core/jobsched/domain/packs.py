@@ -24,13 +24,14 @@ import hashlib
 import json
 import os
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobsched.domain.alerts import AlertPolicy
 from jobsched.domain.models import Execution, Job, RetryPolicy
+from jobsched.domain.records import RUN_HISTORY_DAYS
 from jobsched.domain.status import JobStatus, RunStatus
 from jobsched.domain.targets import EcsTarget, TargetSpec, WorkerTarget
 
@@ -155,6 +156,13 @@ class PackedDefinition(BaseModel):
             updated_at=self.created_at,
             packed=packed,
         )
+
+
+def expired(definition: PackedDefinition, row: Execution | None, *, now: datetime) -> bool:
+    """Whether a packed job is gone: no run row, its tick older than the run rows are kept (its row
+    expired with its history; the pack item outlives it). Read as a job, it would say SCHEDULED and run
+    again: it is not found instead (a day short of the TTL, so a row about to expire still counts)."""
+    return row is None and definition.run_at < now - timedelta(days=RUN_HISTORY_DAYS - 1)
 
 
 def status_of(row: Execution | None) -> JobStatus:

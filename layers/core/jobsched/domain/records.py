@@ -15,6 +15,10 @@ from jobsched.domain.models import Execution, Job, RunMessage, SchedulePolicy
 from jobsched.domain.operations import OperationMessage
 from jobsched.domain.status import RunStatus
 
+# How long a run row is kept after its tick (the runs table's TTL, `expires_at`). A packed one-off whose
+# tick is older has lost its history with its row: it is gone (jobsched.domain.packs.expired).
+RUN_HISTORY_DAYS = 90
+
 Cursor = dict[str, Any]
 """Where a paged read continues: opaque to services (they encode it for clients as it is)."""
 

@@ -43,7 +43,8 @@ _CURSOR_KEYS: dict[str, set[str]] = {
 # A page cut inside a pack's jobs (services/packs.py) continues at that pack: the index key before it
 # (or the partition's start) and how many of its jobs were answered already.
 _SKIP = "skip"
-_FROM_START = {"tenant", "SK", _SKIP}
+_PACK = "pack"
+_FROM_START = {"tenant", "SK", _PACK, _SKIP}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,23 +97,35 @@ class Catalog:
     def list_jobs(
         self, *, tenant: str, where: JobFilter, order: ListOrder, cursor: str | None, limit: int
     ) -> ListedPage:
-        """A page of the tenant's jobs matching `where`, and the cursor of the next page."""
-        start, skip = self._decode(cursor, tenant=tenant, order=order)
+        """A page of the tenant's jobs matching `where`, and the cursor of the next page.
+
+        A page cut inside a pack's jobs continues at that pack: its cursor is the index key before the
+        pack (or the partition's start), the pack's id, and the place of the last job answered in the
+        pack's order (services/packs.py PackedJobs.expand); the next page skips the jobs up to that
+        place in that pack only."""
+        start, resume = self._decode(cursor, tenant=tenant, order=order)
         page = self.jobs.list_jobs(tenant, order=order, where=where, cursor=start, limit=limit)
         now = self.job_service.clock.now()
         items: list[ListedJob] = []
         next_cursor = cursors.encode(page.cursor) if page.cursor else None
         for i, entry in enumerate(page.entries):
             if isinstance(entry, Job):
-                found: list[tuple[Job, Execution | None, bool]] = [(entry, None, False)]
+                found: list[tuple[int, Job, Execution | None, bool]] = [(0, entry, None, False)]
             else:
-                found = [(job, row, True) for job, row in self._expand(entry, where=where, order=order)]
-            first = skip if i == 0 else 0
+                after = resume[1] if resume is not None and resume[0] == entry.pack_id else -1
+                resume = None if after >= 0 else resume  # once: the pack it names
+                found = [
+                    (p, j, r, True) for p, j, r in self._expand(entry, where=where, order=order, after=after)
+                ]
             cut = False
-            for k, (job, row, packed) in enumerate(found[first:], start=first):
+            for place, job, row, packed in found:
                 if len(items) == limit:
                     before = page.before[i] if page.before is not None else None
-                    next_cursor = self._encode(before, tenant=tenant, skip=k)
+                    if packed:
+                        assert isinstance(entry, PackEntry)
+                        next_cursor = self._encode(before, tenant=tenant, pack=(entry.pack_id, place - 1))
+                    else:
+                        next_cursor = self._encode(before, tenant=tenant, pack=None)
                     cut = True
                     break
                 last_run = row if packed else next(iter(self.runs.recent(job.job_id, limit=1)), None)
@@ -122,24 +135,31 @@ class Catalog:
         return ListedPage(items=items, next_cursor=next_cursor, items_read=page.items_read)
 
     def _expand(
-        self, entry: PackEntry, *, where: JobFilter, order: ListOrder
-    ) -> list[tuple[Job, Execution | None]]:
-        return self.packed.expand(entry, where=where, order=order) if self.packed is not None else []
+        self, entry: PackEntry, *, where: JobFilter, order: ListOrder, after: int = -1
+    ) -> list[tuple[int, Job, Execution | None]]:
+        if self.packed is None:
+            return []
+        return self.packed.expand(entry, where=where, order=order, after=after)
 
     @staticmethod
-    def _encode(before: Cursor | None, *, tenant: str, skip: int) -> str:
-        if before is None:
-            return cursors.encode({"tenant": {"S": tenant}, "SK": {"S": "META"}, _SKIP: {"S": str(skip)}})
-        return cursors.encode({**before, **({_SKIP: {"S": str(skip)}} if skip else {})})
+    def _encode(before: Cursor | None, *, tenant: str, pack: tuple[str, int] | None) -> str:
+        """A cursor after `before` (None: the partition's start), in `pack` after its place, if given."""
+        if before is not None and pack is None:
+            return cursors.encode(before)
+        where = before if before is not None else {"tenant": {"S": tenant}, "SK": {"S": "META"}}
+        name, place = pack if pack is not None else ("", -1)
+        return cursors.encode({**where, _PACK: {"S": name}, _SKIP: {"S": str(place)}})
 
     @staticmethod
-    def _decode(cursor: str | None, *, tenant: str, order: ListOrder) -> tuple[Cursor | None, int]:
-        """The index key a cursor continues after (None: the partition's start), and how many jobs of
-        the entry it starts at were answered already; a 400 for a cursor this API did not issue."""
+    def _decode(
+        cursor: str | None, *, tenant: str, order: ListOrder
+    ) -> tuple[Cursor | None, tuple[str, int] | None]:
+        """The index key a cursor continues after (None: the partition's start), and the pack it stops
+        in with the place of its last job answered; a 400 for a cursor this API did not issue."""
         if not cursor:
-            return None, 0
+            return None, None
         pinned = {"tenant": tenant, "SK": "META"}
-        shapes = (_CURSOR_KEYS[order], _CURSOR_KEYS[order] | {_SKIP}, _FROM_START)
+        shapes = (_CURSOR_KEYS[order], _CURSOR_KEYS[order] | {_PACK, _SKIP}, _FROM_START)
         for i, keys in enumerate(shapes):
             try:
                 key = cursors.decode(cursor, keys=keys, pinned=pinned)
@@ -147,10 +167,16 @@ class Catalog:
                 if i == len(shapes) - 1:
                     raise
                 continue
-            raw = key.pop(_SKIP, {"S": "0"})["S"]
-            if not raw.isdigit() or int(raw) > 10_000:
+            if _SKIP not in key:
+                return key, None
+            raw, pack = key.pop(_SKIP)["S"], key.pop(_PACK)["S"]
+            try:
+                place = int(raw) if raw.isascii() else None
+            except ValueError:
+                place = None
+            if place is None or not -1 <= place < 10_000:
                 raise ValidationFailed("cursor: not a cursor this API issued", field="cursor")
-            return (None if keys == _FROM_START else key), int(raw)
+            return (None if keys == _FROM_START else key), ((pack, place) if pack else None)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def count_jobs(self, *, tenant: str, where: JobFilter) -> StatusCounts:
@@ -197,7 +223,7 @@ class Catalog:
                 if isinstance(entry, Job):
                     ids.append(entry.job_id)
                 else:
-                    ids.extend(job.job_id for job, _ in self._expand(entry, where=where, order="created"))
+                    ids.extend(job.job_id for _, job, _ in self._expand(entry, where=where, order="created"))
             cursor = page.cursor
             if len(ids) > MAX_LIST_PAGE:
                 raise ValidationFailed(

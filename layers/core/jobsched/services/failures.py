@@ -185,7 +185,9 @@ class FailureService:
         # and this function may not write jobs: least privilege). Copied out or not, its run row is
         # what is failed, and FailJob conditions on the job item it may have.
         if message.packed is not None:
-            job: Job | None = PackedDefinition.model_validate(message.packed).job()
+            # its item if it was copied out (a read of the store that writes nothing), else its definition
+            viewed = self.packed.view(message.job_id) if self.packed is not None else None
+            job: Job | None = viewed or PackedDefinition.model_validate(message.packed).job()
         else:
             job = self.jobs.get_job(message.job_id)
         if job is None:

@@ -175,6 +175,7 @@ class JobService:
         due_soon: list[Job] = []
         packed: list[tuple[int, Job]] = []
         live: list[int] = []  # the tenant's live jobs, counted once for the whole pack (max_jobs)
+        stored_pack = False  # a retry found its pack written: its answers are the pack's
         for index, item in enumerate(items):
             if isinstance(item, JobschedError):
                 answers.append(item)
@@ -185,11 +186,15 @@ class JobService:
                 if self.packed is not None and packable(job, keyed=key is not None):
                     try:
                         self._check_quotas(request, tenant=tenant, key=None, live=live, adding=len(packed))
-                    except QuotaExceeded:
+                    except QuotaExceeded as exc:
                         # A retry of a batch whose pack its key wrote already (its jobs count among the
-                        # live ones now): it answers what the first one did, at the quota or not.
+                        # live ones now): it answers what the first one did, at the quota or not. This
+                        # answer stands for a job the stored pack does not hold (refused the first time).
                         if batch_key is None or self.packed.packs.get_pack(pack_id) is None:
                             raise
+                        answers.append(exc)
+                        stored_pack = True
+                        continue
                     packed.append((index, job.model_copy(update={"job_id": packed_job_id(pack_id, index)})))
                     answers.append(None)  # answered once the pack is written
                     continue
@@ -203,7 +208,7 @@ class JobService:
             answers.append(response)
             if self._due_soon(job):
                 due_soon.append(job)
-        if packed:
+        if packed or stored_pack:
             self._store_pack(pack_id, packed, items=items, tenant=tenant, answers=answers)
         if due_soon:
             now = self.clock.now()
@@ -231,7 +236,10 @@ class JobService:
             request_hash=batch_hash(items),
             definitions=tuple(PackedDefinition.of(job) for _, job in packed),
         )
-        stored = self.packed.packs.put_pack(pack, now=now)
+        # (nothing of the batch packed now: a retry whose every packed job met the quota its pack filled)
+        stored = self.packed.packs.put_pack(pack, now=now) if packed else self.packed.packs.get_pack(pack_id)
+        if stored is None and not packed:
+            return
         if stored is not None:
             if stored.request_hash != pack.request_hash or stored.tenant != tenant:
                 conflict = IdempotencyConflict(

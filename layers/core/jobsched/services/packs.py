@@ -18,7 +18,7 @@ from typing import Any
 from jobsched.domain import times
 from jobsched.domain.listing import JobFilter, ListOrder
 from jobsched.domain.models import Execution, Job
-from jobsched.domain.packs import PackEntry, parse_packed
+from jobsched.domain.packs import PackEntry, expired, parse_packed
 from jobsched.errors import TransientStoreError
 from jobsched.ports import Clock, JobStore, PackStore, RunStore
 
@@ -55,6 +55,8 @@ class PackedJobs:
             sf = times.stored(definition.run_at)
             row = self.runs.get(job_id, sf)
             now = times.truncate_ms(self.clock.now())
+            if expired(definition, row, now=now):
+                return None  # its history expired with its row: gone, not SCHEDULED again
             job = definition.job(row=row, packed=False).model_copy(update={"updated_at": now})
             if self.packs.materialize(job, row=row, scheduled_for=sf):
                 return self.jobs.get_job(job_id) or job
@@ -71,7 +73,8 @@ class PackedJobs:
         definition = pack.definition(job_id) if pack is not None else None
         if definition is None:
             return None
-        return definition.job(row=self.runs.get(job_id, times.stored(definition.run_at)))
+        row = self.runs.get(job_id, times.stored(definition.run_at))
+        return None if expired(definition, row, now=self.clock.now()) else definition.job(row=row)
 
     def foreign(self, job_id: str, tenant: str) -> bool:
         """Whether `job_id` is a packed job with no item of its own that is not `tenant`'s (or not
@@ -80,36 +83,41 @@ class PackedJobs:
         parsed = parse_packed(job_id)
         if parsed is None or self.jobs.get_job(job_id) is not None:
             return False
-        pack = self.packs.get_pack(parsed[0], consistent=False)
+        pack = self.packs.get_pack(parsed[0])  # consistent: a read just after the 201 finds it
         definition = pack.definition(job_id) if pack is not None else None
         return definition is None or definition.tenant != tenant
 
     def expand(
-        self, entry: PackEntry, *, where: JobFilter, order: ListOrder
-    ) -> list[tuple[Job, Execution | None]]:
-        """The pack's jobs that match `where`, with their runs (one read of the pack, one BatchGetItem
-        per 100 runs, both eventually consistent), in the pack's order ("created") or by run_at from
-        its cursor ("next_run": the jobs not yet handed over). A job copied out is left out: its own
-        item is in the index."""
+        self, entry: PackEntry, *, where: JobFilter, order: ListOrder, after: int = -1
+    ) -> list[tuple[int, Job, Execution | None]]:
+        """The pack's jobs that match `where`, each with its place in the pack's order and its run (one
+        read of the pack, one BatchGetItem per 100 runs, both eventually consistent): the pack's own
+        order ("created"), or run_at order ("next_run": only the jobs its cursor has not handed over).
+        The place is the job's in that order among all the pack's jobs, so a page that continues after
+        place `after` is not shifted by a job copied out (left out here: its own item is in the index),
+        a filter's change, or the cursor's move between two pages."""
         pack = self.packs.get_pack(entry.pack_id, consistent=False)
         if pack is None:
             return []
-        definitions = list(pack.definitions)
+        ordered = list(pack.definitions)
         if order == "next_run":
-            cursor = entry.next_run_at
-            definitions = sorted(
-                (d for d in definitions if cursor is not None and d.run_at >= cursor),
-                key=lambda d: (d.run_at, d.job_id),
-            )
-        rows = self.runs.get_many([(d.job_id, times.stored(d.run_at)) for d in definitions])
-        out: list[tuple[Job, Execution | None]] = []
-        for d in definitions:
+            ordered.sort(key=lambda d: (d.run_at, d.job_id))
+        cursor = entry.next_run_at
+        placed = [
+            (place, d)
+            for place, d in enumerate(ordered)
+            if place > after and (order != "next_run" or (cursor is not None and d.run_at >= cursor))
+        ]
+        rows = self.runs.get_many([(d.job_id, times.stored(d.run_at)) for _, d in placed])
+        now = self.clock.now()
+        out: list[tuple[int, Job, Execution | None]] = []
+        for place, d in placed:
             row = rows.get((d.job_id, times.stored(d.run_at)))
-            if row is not None and row.materialized:
+            if (row is not None and row.materialized) or expired(d, row, now=now):
                 continue
             job = d.job(row=row)
             if where.matches(job):
-                out.append((job, row))
+                out.append((place, job, row))
         return out
 
     def count(self, entries: Sequence[PackEntry], *, where: JobFilter) -> dict[str, int]:
@@ -117,7 +125,7 @@ class PackedJobs:
         anywhere = where.model_copy(update={"status": None})
         counts: dict[str, int] = {}
         for entry in entries:
-            for job, _ in self.expand(entry, where=anywhere, order="created"):
+            for _, job, _ in self.expand(entry, where=anywhere, order="created"):
                 counts[job.status.value] = counts.get(job.status.value, 0) + 1
         return counts
 

@@ -463,12 +463,11 @@ class Worker:
         """A packed job's recorded run settled: a failure handed to the workflow; a success only for a
         job copied out meanwhile (its item says SCHEDULED until settled; an unmaterialized packed job's
         status is its run row's, jobsched.domain.packs.status_of)."""
-        if row.status == RunStatus.FAILED:
+        stored = self.jobs.get_job(job.job_id) if row.materialized else None
+        if stored is not None:  # copied out: its item is the job (its dependants, its policy)
+            settle_recorded(stored, row, failures=self.failures, dag=self.dag, now=self.clock.now())
+        elif row.status == RunStatus.FAILED:
             self.failures.hand_over(job, row)
-        elif row.status == RunStatus.SUCCEEDED and row.materialized:
-            stored = self.jobs.get_job(job.job_id)
-            if stored is not None:
-                settle_recorded(stored, row, failures=self.failures, dag=self.dag, now=self.clock.now())
 
     def _give_back(
         self,
@@ -1771,6 +1770,10 @@ class Worker:
         self.crash("run.after_record")
         scheduled_for = times.parse_stored(sf)
         run_id = run_id_for(job.job_id, scheduled_for)
+        if job.packed and materialized:
+            # Copied out while it ran: its item is the job now (a dependant may name it, its policy may
+            # have been edited), for the failure's workflow as for the success's settle.
+            job = self.jobs.get_job(job.job_id) or job
         if error is not None:
             failed = Execution(
                 run_id=run_id,
@@ -1796,9 +1799,7 @@ class Worker:
             replays=replays,
             materialized=materialized,
         )
-        if job.packed:
-            # Its run row says COMPLETED for it; only a job copied out meanwhile has an item to settle.
-            self._settle_packed(job, succeeded)
+        if job.packed:  # not copied out: its run row is its status (COMPLETED)
             return Outcome.SUCCEEDED
         self.dag.settle(job, succeeded, now=finished)
         return Outcome.SUCCEEDED

@@ -450,7 +450,7 @@ class RunService:
             if isinstance(entry, Job):
                 out.append(entry)
             elif packed is not None:
-                out.extend(job for job, _ in packed.expand(entry, where=JobFilter(), order=order))
+                out.extend(job for _, job, _ in packed.expand(entry, where=JobFilter(), order=order))
         return out
 
     # -- helpers ----------------------------------------------------------------------------------------

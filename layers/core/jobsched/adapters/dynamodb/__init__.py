@@ -19,9 +19,9 @@ from jobsched.adapters.dynamodb.codec import (
     job_to_item,
 )
 from jobsched.adapters.dynamodb.jobs import IDEMPOTENCY_HOURS, JobStore
-from jobsched.adapters.dynamodb.runs import RUN_HISTORY_DAYS, RunStore
+from jobsched.adapters.dynamodb.runs import RunStore
 from jobsched.domain.keys import due_key_for, job_pk, parse_run_id, run_id_for, run_sk
-from jobsched.domain.records import DuePage, ShardLease, Transition
+from jobsched.domain.records import RUN_HISTORY_DAYS, DuePage, ShardLease, Transition
 
 __all__ = [
     "IDEMPOTENCY_HOURS",

@@ -932,7 +932,8 @@ def _pack_entry(item: Mapping[str, Any], tenant: str) -> PackEntry:
         tenant=tenant,
         created_at=times.parse_stored(item["created_at"]["S"]) if "created_at" in item else None,
         next_run_at=times.parse_stored(item["next_run_at"]["S"]) if "next_run_at" in item else None,
-        count=int(item["pack_count"]["N"]),
+        # (an index created before packs does not project it: the expansion reads the pack anyway)
+        count=int(item["pack_count"]["N"]) if "pack_count" in item else 0,
     )
 
 

@@ -26,13 +26,20 @@ from jobsched.adapters.dynamodb.conditions import DYNAMODB, all_of, any_of, cond
 from jobsched.domain import times
 from jobsched.domain.keys import job_pk, run_id_for, run_sk
 from jobsched.domain.models import Execution
-from jobsched.domain.records import AttemptEnd, Cursor, DeadLetter, Lease, NewRun, Transition
+from jobsched.domain.records import (
+    RUN_HISTORY_DAYS,
+    AttemptEnd,
+    Cursor,
+    DeadLetter,
+    Lease,
+    NewRun,
+    Transition,
+)
 from jobsched.domain.status import HELD, MAY_START, UNSTARTED_RECORDS, RunStatus, check_path, sources_of
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-RUN_HISTORY_DAYS = 90
 
 
 def pending_item(
