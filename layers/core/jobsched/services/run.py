@@ -407,23 +407,8 @@ class Worker:
             job, sf, delivery, attempt=attempt, owner=owner, persist=None, kind=message.kind, resume=previous
         )
         end = self._outcome(started, self.clock.now(), attempt, result, error)
-        self.metrics.emit(telemetry.DURATION, _ms(end.finished_at - started), telemetry.MILLISECONDS)
-        done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
-        if not done.applied:
-            ours = self._recorded_for_us(job, done.row, owner=owner)
-            if ours is not None:
-                return ours
-            raise LeaseLost(delivery.message_id)
-        materialized = _flagged(done)
-        return self._recorded(
-            job,
-            sf,
-            attempt,
-            error,
-            replays,
-            end.finished_at,
-            retry_after=beat.retry_after,
-            materialized=materialized,
+        return self._record_held(
+            job, sf, delivery, owner=owner, end=end, replays=replays, retry_after=beat.retry_after
         )
 
     def _lease(self, delivery: Delivery, *, now: datetime) -> Lease:
@@ -460,9 +445,9 @@ class Worker:
         return self._refused(job, row, delivery)
 
     def _settle_packed(self, job: Job, row: Execution) -> None:
-        """A packed job's recorded run settled: a failure handed to the workflow; a success only for a
-        job copied out meanwhile (its item says SCHEDULED until settled; an unmaterialized packed job's
-        status is its run row's, jobsched.domain.packs.status_of)."""
+        """A packed job's recorded run settled: a job copied out meanwhile through its item (its
+        dependants, its policy, its status); otherwise a failure handed to the workflow, and a success
+        left as it is (an unmaterialized packed job's status is its run row's: domain.packs.status_of)."""
         stored = self.jobs.get_job(job.job_id) if row.materialized else None
         if stored is not None:  # copied out: its item is the job (its dependants, its policy)
             settle_recorded(stored, row, failures=self.failures, dag=self.dag, now=self.clock.now())
@@ -1610,17 +1595,41 @@ class Worker:
             )
             retry_after = beat.retry_after
         end = self._outcome(started, self.clock.now(), attempt, result, error)
-        finished = end.finished_at
-        self.metrics.emit(telemetry.DURATION, _ms(finished - started), telemetry.MILLISECONDS)
+        return self._record_held(
+            job, sf, delivery, owner=owner, end=end, replays=replays, retry_after=retry_after
+        )
+
+    def _record_held(
+        self,
+        job: Job,
+        sf: str,
+        delivery: Delivery,
+        *,
+        owner: str,
+        end: AttemptEnd,
+        replays: int,
+        retry_after: float | None,
+    ) -> Outcome:
+        """An attempt that held its lease from its start (the leased path, a packed start): its outcome
+        recorded under that lease, then settled; a record refused is another recorder's (ours: settled),
+        or the lease was lost."""
+        self.metrics.emit(telemetry.DURATION, _ms(end.finished_at - end.started_at), telemetry.MILLISECONDS)
         done = self._record(lambda: self.runs.record(job.job_id, sf, owner=owner, end=end), end)
         if not done.applied:
             ours = self._recorded_for_us(job, done.row, owner=owner)
             if ours is not None:
                 return ours
             raise LeaseLost(delivery.message_id)
-        materialized = _flagged(done)
+        error = end.error
         return self._recorded(
-            job, sf, attempt, error, replays, finished, retry_after=retry_after, materialized=materialized
+            job,
+            sf,
+            end.attempt,
+            error,
+            replays,
+            end.finished_at,
+            retry_after=retry_after,
+            materialized=_flagged(done),
         )
 
     def _recorded_for_us(self, job: Job, row: Execution | None, *, owner: str) -> Outcome | None:
